@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# Boots test VMs with virtme-ng over the cached test kernel and runs a
+# command in each.
+#
+#   qemu/vm.sh [options] -- CMD...              one VM
+#   qemu/vm.sh [options] --pair -- CMD...       two VMs joined by one
+#                                               virtio-net link
+#
+# The host's root filesystem is shared read-only over 9p; OUTDIR is
+# writable from the guests. In each guest, CMD runs as root in the current
+# directory with RXUD_VM (0 or 1), RXUD_PEER_IP, RXUD_SELF_IP and
+# RXUD_OUT (=OUTDIR/vmN) set. The guests' network link is addressed
+# 169.254.77.1/16 (VM 0) and 169.254.77.2/16 (VM 1).
+#
+# Output of VM N goes to OUTDIR/vmN.log (and to the terminal with -v). Exit
+# status: 0 if CMD exited 0 in every VM; 124 if a VM timed out; else the
+# first non-zero status. No QEMU process outlives this script: on exit,
+# timeout or Ctrl-C every VM's process group is killed.
+#
+# Options:
+#   --pair           boot two VMs
+#   --timeout SEC    per-run limit (default 600)
+#   --out DIR        output directory (default: a new one under /tmp)
+#   --mem MB         memory per VM (default 1024)
+#   --cpus N         vCPUs per VM (default 1)
+#   --kvm            use KVM (default: TCG; KVM does not work on every host)
+#   -v               copy guest output to the terminal
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+pair=0 timeout=600 out="" mem=1024 cpus=1 kvm=0 verbose=0
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--pair) pair=1 ;;
+	--timeout) timeout=$2; shift ;;
+	--out) out=$2; shift ;;
+	--mem) mem=$2; shift ;;
+	--cpus) cpus=$2; shift ;;
+	--kvm) kvm=1 ;;
+	-v) verbose=1 ;;
+	--) shift; break ;;
+	*) die "unknown option $1 (see the header of $0)" ;;
+	esac
+	shift
+done
+[ $# -gt 0 ] || die "no command given"
+need_kernel
+need_vng
+out=${out:-$(mktemp -d /tmp/rxud-vm.XXXXXX)}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+
+nvms=$((pair + 1))
+# Two UDP ports on loopback per pair carry the link; derive them from our
+# PID so concurrent runs do not collide.
+base=$((20000 + ($$ % 2000) * 2))
+pids=()
+
+cleanup() {
+	local pid
+	for pid in "${pids[@]}"; do
+		kill -TERM -- "-$pid" 2>/dev/null || true
+	done
+	sleep 1
+	for pid in "${pids[@]}"; do
+		kill -KILL -- "-$pid" 2>/dev/null || true
+	done
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# The guest command: set the environment, bring up the link, run CMD.
+cmd=$(printf '%q ' "$@")
+for i in $(seq 0 $((nvms - 1))); do
+	self_ip=169.254.77.$((i + 1))
+	peer_ip=169.254.77.$((2 - i))
+	mkdir -p "$out/vm$i"
+	guest="export RXUD_VM=$i RXUD_SELF_IP=$self_ip RXUD_PEER_IP=$peer_ip RXUD_OUT=$out/vm$i; \
+. $RXUD_TOP/qemu/guest-net.sh; cd $(printf '%q' "$PWD") && $cmd; echo \$? > $out/vm$i/exit-status"
+	opts=()
+	if [ $pair -eq 1 ]; then
+		self_port=$((base + i)) peer_port=$((base + 1 - i))
+		opts+=(--qemu-opts="-netdev socket,id=s0,udp=127.0.0.1:$peer_port,localaddr=127.0.0.1:$self_port -device virtio-net-pci,netdev=s0,mac=52:54:00:77:00:0$((i + 1))")
+	fi
+	accel=(--disable-kvm)
+	[ $kvm -eq 1 ] && accel=()
+	setsid vng --run "$KDIR" --user root --force-9p --disable-microvm "${accel[@]}" \
+		-m "${mem}M" --cpus "$cpus" --rwdir "$out" "${opts[@]}" -- "$guest" \
+		</dev/null >"$out/vm$i.log" 2>&1 &
+	pids+=($!)
+	if [ $verbose -eq 1 ]; then
+		tail -n +1 -f "$out/vm$i.log" --pid=$! | sed -u "s/^/[vm$i] /" &
+	fi
+done
+
+deadline=$(($(date +%s) + timeout))
+rc=0
+for i in "${!pids[@]}"; do
+	pid=${pids[$i]}
+	while kill -0 "$pid" 2>/dev/null; do
+		if [ "$(date +%s)" -ge "$deadline" ]; then
+			log "vm$i: timed out after ${timeout}s (log: $out/vm$i.log)"
+			rc=124
+			break 2
+		fi
+		sleep 1
+	done
+	wait "$pid" || true
+done
+cleanup
+pids=()
+
+if [ $rc -eq 0 ]; then
+	for i in $(seq 0 $((nvms - 1))); do
+		if [ ! -f "$out/vm$i/exit-status" ]; then
+			log "vm$i: did not come back (log: $out/vm$i.log)"
+			[ $rc -ne 0 ] || rc=1
+			continue
+		fi
+		s=$(cat "$out/vm$i/exit-status")
+		[ "$s" = 0 ] || { log "vm$i: command exited $s (log: $out/vm$i.log)"; [ $rc -ne 0 ] || rc=$s; }
+	done
+fi
+echo "$out" > "$out/.done"
+exit $rc

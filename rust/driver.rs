@@ -1,0 +1,10 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The driver floor: rxud devices and what creates and removes them, in
+//! safe Rust over the `ib` and `net` boundaries.
+
+pub(crate) mod device;
+pub(crate) mod registry;
+
+pub(crate) use device::RxudDevice;
+pub(crate) use registry::Registry;

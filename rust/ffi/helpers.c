@@ -1,0 +1,90 @@
+// SPDX-License-Identifier: GPL-2.0
+/* See helpers.h: forwarders for static inlines and macros. */
+
+#include <linux/if_vlan.h>
+#include "helpers.h"
+
+struct ib_device *rxud_ib_alloc_device(size_t size)
+{
+	return _ib_alloc_device(size);
+}
+
+bool rxud_ib_device_try_get(struct ib_device *dev)
+{
+	return ib_device_try_get(dev);
+}
+
+void rxud_ib_device_get_dev(struct ib_device *dev)
+{
+	get_device(&dev->dev);
+}
+
+void rxud_ib_device_put_dev(struct ib_device *dev)
+{
+	put_device(&dev->dev);
+}
+
+const char *rxud_ib_device_name(const struct ib_device *dev)
+{
+	return dev_name(&dev->dev);
+}
+
+struct net_device *rxud_netdev_notifier_info_to_dev(void *info)
+{
+	return netdev_notifier_info_to_dev(info);
+}
+
+bool rxud_netif_running(const struct net_device *ndev)
+{
+	return netif_running(ndev);
+}
+
+bool rxud_netif_carrier_ok(const struct net_device *ndev)
+{
+	return netif_carrier_ok(ndev);
+}
+
+bool rxud_netdev_is_registered(const struct net_device *ndev)
+{
+	return READ_ONCE(ndev->reg_state) == NETREG_REGISTERED;
+}
+
+unsigned short rxud_netdev_type(const struct net_device *ndev)
+{
+	return ndev->type;
+}
+
+unsigned int rxud_netdev_mtu(const struct net_device *ndev)
+{
+	return READ_ONCE(ndev->mtu);
+}
+
+const unsigned char *rxud_netdev_addr(const struct net_device *ndev)
+{
+	return ndev->dev_addr;
+}
+
+const char *rxud_netdev_name(const struct net_device *ndev)
+{
+	return netdev_name(ndev);
+}
+
+int rxud_netdev_ifindex(const struct net_device *ndev)
+{
+	return ndev->ifindex;
+}
+
+void rxud_netdev_hold(struct net_device *ndev)
+{
+	dev_hold(ndev);
+}
+
+void rxud_netdev_put(struct net_device *ndev)
+{
+	dev_put(ndev);
+}
+
+bool rxud_netdev_is_vlan(const struct net_device *ndev)
+{
+	return is_vlan_dev(ndev);
+}

@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * C helpers for rxud: static inline functions and macros of ib_core and
+ * networking that bindgen cannot turn into callable Rust functions. Each
+ * helper is a one-line forwarder; logic lives in Rust.
+ */
+#ifndef RXUD_HELPERS_H
+#define RXUD_HELPERS_H
+
+#include <linux/netdevice.h>
+#include <rdma/ib_verbs.h>
+
+struct ib_device *rxud_ib_alloc_device(size_t size);
+bool rxud_ib_device_try_get(struct ib_device *dev);
+void rxud_ib_device_get_dev(struct ib_device *dev);
+void rxud_ib_device_put_dev(struct ib_device *dev);
+const char *rxud_ib_device_name(const struct ib_device *dev);
+
+struct net_device *rxud_netdev_notifier_info_to_dev(void *info);
+bool rxud_netif_running(const struct net_device *ndev);
+bool rxud_netif_carrier_ok(const struct net_device *ndev);
+bool rxud_netdev_is_registered(const struct net_device *ndev);
+unsigned short rxud_netdev_type(const struct net_device *ndev);
+unsigned int rxud_netdev_mtu(const struct net_device *ndev);
+const unsigned char *rxud_netdev_addr(const struct net_device *ndev);
+const char *rxud_netdev_name(const struct net_device *ndev);
+int rxud_netdev_ifindex(const struct net_device *ndev);
+void rxud_netdev_hold(struct net_device *ndev);
+void rxud_netdev_put(struct net_device *ndev);
+bool rxud_netdev_is_vlan(const struct net_device *ndev);
+
+#endif

@@ -1,0 +1,12 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! ib_core boundary: devices, their verbs, attributes and the rdma link
+//! type. Everything `unsafe` about ib_core lives under this module; the
+//! driver floor implements [`device::DeviceOps`] with safe code.
+
+pub(crate) mod attr;
+pub(crate) mod device;
+pub(crate) mod link;
+
+pub(crate) use attr::{DeviceAttr, LinkLayer, PortAttr, PortImmutable, PortPhysState, PortState};
+pub(crate) use device::{Device, DeviceHandle, DeviceInfo, DeviceOps, DeviceRef, NewDevice, PortEvent};

@@ -1,0 +1,435 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! `struct ib_device` with driver data, its verbs vtable and its lifetime.
+//!
+//! An rxud device is one allocation made by `_ib_alloc_device`: the C
+//! `struct ib_device` first, the driver's `T` right after it ([`Device`]).
+//! Its life has three stages, each with its own Rust type:
+//!
+//! 1. [`NewDevice`]: allocated and initialised, not registered; owned by the
+//!    caller. Dropping it frees it.
+//! 2. Registered: owned by ib_core, which may unregister it at any time
+//!    (`rdma link delete`, netdev removal, module unload). Code outside the
+//!    verbs callbacks reaches it through a [`DeviceHandle`] (keeps the memory,
+//!    never the driver data) and, while it is still registered, a
+//!    [`DeviceRef`] (a registration reference: ib_core waits for it before
+//!    tearing the device down, so the driver data is usable through it).
+//! 3. Deallocated: ib_core calls `dealloc_driver`, where `T` is dropped.
+//!    Handles may outlive this; they then only keep a dead `ib_device`.
+
+use super::attr::{DeviceAttr, LinkLayer, PortAttr, PortImmutable};
+use crate::ffi::bindings;
+use crate::net::{netdev::NetDeviceRef, NetDevice};
+use core::{marker::PhantomData, mem, ptr::NonNull};
+use kernel::{error::to_result, prelude::*, str::CStr, types::Opaque};
+
+/// Verbs a driver implements for its devices; `Self` is the per-device
+/// driver data. ib_core calls these only between registration and
+/// `dealloc_driver`, so `dev.data()` is always valid inside them.
+#[vtable]
+pub(crate) trait DeviceOps: Sized + Send + Sync {
+    fn query_device(dev: &Device<Self>, attr: &mut DeviceAttr) -> Result;
+    fn query_port(dev: &Device<Self>, port: u32, attr: &mut PortAttr) -> Result;
+    fn port_immutable(dev: &Device<Self>, port: u32) -> Result<PortImmutable>;
+    fn query_pkey(dev: &Device<Self>, port: u32, index: u16) -> Result<u16>;
+    fn link_layer(dev: &Device<Self>, port: u32) -> LinkLayer;
+    /// Last call before `Self` is dropped.
+    fn dealloc(_dev: &Device<Self>) {}
+}
+
+/// An ib_device followed by the driver's data.
+///
+/// # Invariants
+///
+/// `ib` was set up by `_ib_alloc_device` with room for the whole
+/// `Device<T>`, and `data` is initialised until `dealloc_driver` runs.
+#[repr(C)]
+pub(crate) struct Device<T: DeviceOps> {
+    ib: Opaque<bindings::ib_device>,
+    data: T,
+}
+
+/// Static description of a device, applied before registration.
+pub(crate) struct DeviceInfo<'a> {
+    /// Node GUID in wire byte order.
+    pub(crate) node_guid: [u8; 8],
+    pub(crate) node_desc: &'a CStr,
+    pub(crate) phys_port_cnt: u32,
+    pub(crate) num_comp_vectors: i32,
+}
+
+/// Asynchronous port events delivered to ib_core's event handlers.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum PortEvent {
+    Active,
+    Error,
+}
+
+impl<T: DeviceOps> Device<T> {
+    fn as_raw(&self) -> *mut bindings::ib_device {
+        self.ib.get()
+    }
+
+    /// # Safety
+    ///
+    /// `ptr` must be the `ib_device` of a live `Device<T>` whose data is
+    /// initialised for `'a`.
+    unsafe fn from_raw<'a>(ptr: *mut bindings::ib_device) -> &'a Self {
+        // SAFETY: `ib` is the first field of a `repr(C)` struct, so the
+        // pointers coincide; validity is the caller's guarantee.
+        unsafe { &*ptr.cast::<Self>() }
+    }
+
+    /// The driver data.
+    pub(crate) fn data(&self) -> &T {
+        &self.data
+    }
+
+    /// The device name (`rxud0`).
+    pub(crate) fn name(&self) -> &CStr {
+        // SAFETY: the device is alive (type invariant), and its name is a
+        // NUL-terminated string inside it.
+        unsafe { CStr::from_char_ptr(bindings::rxud_ib_device_name(self.as_raw())) }
+    }
+
+    /// The netdev bound to `port`, held.
+    pub(crate) fn netdev(&self, port: u32) -> Option<NetDeviceRef> {
+        // SAFETY: the device is alive; `ib_device_get_netdev` returns a held
+        // reference or NULL.
+        let ptr = unsafe { bindings::ib_device_get_netdev(self.as_raw(), port) };
+        // SAFETY: a non-NULL result carries one reference, which we take.
+        NonNull::new(ptr).map(|p| unsafe { NetDeviceRef::from_held(p) })
+    }
+
+    /// Speed and width of `port` as ib_core derives them from the netdev's
+    /// ethtool link settings. Takes RTNL.
+    pub(crate) fn eth_speed(&self, port: u32) -> Result<(u16, u8)> {
+        let (mut speed, mut width) = (0u16, 0u8);
+        // SAFETY: the device is alive and the out-pointers are valid locals.
+        to_result(unsafe { bindings::ib_get_eth_speed(self.as_raw(), port, &mut speed, &mut width) })?;
+        Ok((speed, width))
+    }
+
+    /// Tells ib_core's event handlers (and user `ibv_get_async_event`)
+    /// that a port changed state.
+    pub(crate) fn dispatch_port_event(&self, port: u32, event: PortEvent) {
+        let mut ev = bindings::ib_event::default();
+        ev.device = self.as_raw();
+        ev.element.port_num = port;
+        ev.event = match event {
+            PortEvent::Active => bindings::IB_EVENT_PORT_ACTIVE,
+            PortEvent::Error => bindings::IB_EVENT_PORT_ERR,
+        };
+        // SAFETY: `ev` is a fully initialised event for this live device;
+        // ib_dispatch_event does not keep the pointer.
+        unsafe { bindings::ib_dispatch_event(&ev) };
+    }
+}
+
+/// The `ib_device_ops` adapters for `T`.
+struct Adapter<T>(PhantomData<T>);
+
+impl<T: DeviceOps> Adapter<T> {
+    const OPS: bindings::ib_device_ops = bindings::ib_device_ops {
+        driver_id: bindings::RDMA_DRIVER_UNKNOWN,
+        dealloc_driver: Some(Self::dealloc_driver),
+        query_device: Some(Self::query_device),
+        query_port: Some(Self::query_port),
+        get_port_immutable: Some(Self::get_port_immutable),
+        query_pkey: Some(Self::query_pkey),
+        get_link_layer: Some(Self::get_link_layer),
+        // SAFETY: all-zeroes is a valid `ib_device_ops` (NULL callbacks).
+        ..unsafe { mem::zeroed() }
+    };
+
+    unsafe extern "C" fn dealloc_driver(ib: *mut bindings::ib_device) {
+        // SAFETY: ib_core calls `dealloc_driver` once, on a device whose ops
+        // we set, i.e. a `Device<T>` with initialised data.
+        let dev = unsafe { Device::<T>::from_raw(ib) };
+        T::dealloc(dev);
+        // SAFETY: no verbs callback runs after `dealloc_driver`, `NewDevice`
+        // is gone, and `DeviceRef`s cannot exist (the registration count is
+        // zero), so nothing can reach `data` any more. Drop it in place.
+        unsafe { core::ptr::drop_in_place(core::ptr::addr_of_mut!((*ib.cast::<Device<T>>()).data)) };
+    }
+
+    unsafe extern "C" fn query_device(
+        ib: *mut bindings::ib_device,
+        attr: *mut bindings::ib_device_attr,
+        _udata: *mut bindings::ib_udata,
+    ) -> core::ffi::c_int {
+        // SAFETY: ib_core calls verbs only on live, initialised devices and
+        // passes an attribute struct exclusively ours for the call.
+        let (dev, attr) = unsafe { (Device::<T>::from_raw(ib), DeviceAttr::from_raw(attr)) };
+        to_c(T::query_device(dev, attr))
+    }
+
+    unsafe extern "C" fn query_port(
+        ib: *mut bindings::ib_device,
+        port: u32,
+        attr: *mut bindings::ib_port_attr,
+    ) -> core::ffi::c_int {
+        // SAFETY: as in `query_device`.
+        let (dev, attr) = unsafe { (Device::<T>::from_raw(ib), PortAttr::from_raw(attr)) };
+        to_c(T::query_port(dev, port, attr))
+    }
+
+    unsafe extern "C" fn get_port_immutable(
+        ib: *mut bindings::ib_device,
+        port: u32,
+        out: *mut bindings::ib_port_immutable,
+    ) -> core::ffi::c_int {
+        // SAFETY: as in `query_device`.
+        let dev = unsafe { Device::<T>::from_raw(ib) };
+        match T::port_immutable(dev, port) {
+            Ok(p) => {
+                // SAFETY: `out` is valid for writes for the call.
+                let out = unsafe { &mut *out };
+                out.pkey_tbl_len = p.pkey_tbl_len as _;
+                out.gid_tbl_len = p.gid_tbl_len as _;
+                out.core_cap_flags = PortImmutable::ROCE_V2_CAPS;
+                out.max_mad_size = p.max_mad_size;
+                0
+            }
+            Err(e) => e.to_errno(),
+        }
+    }
+
+    unsafe extern "C" fn query_pkey(
+        ib: *mut bindings::ib_device,
+        port: u32,
+        index: u16,
+        pkey: *mut u16,
+    ) -> core::ffi::c_int {
+        // SAFETY: as in `query_device`.
+        let dev = unsafe { Device::<T>::from_raw(ib) };
+        match T::query_pkey(dev, port, index) {
+            Ok(value) => {
+                // SAFETY: `pkey` is valid for writes for the call.
+                unsafe { *pkey = value };
+                0
+            }
+            Err(e) => e.to_errno(),
+        }
+    }
+
+    unsafe extern "C" fn get_link_layer(ib: *mut bindings::ib_device, port: u32) -> bindings::rdma_link_layer {
+        // SAFETY: as in `query_device`.
+        let dev = unsafe { Device::<T>::from_raw(ib) };
+        T::link_layer(dev, port).to_raw()
+    }
+}
+
+fn to_c(r: Result) -> core::ffi::c_int {
+    match r {
+        Ok(()) => 0,
+        Err(e) => e.to_errno(),
+    }
+}
+
+/// A device that exists but is not registered; owned by its creator.
+///
+/// # Invariants
+///
+/// `ptr` is a `Device<T>` with initialised data and our ops set; no one
+/// else owns it.
+pub(crate) struct NewDevice<T: DeviceOps> {
+    ptr: NonNull<Device<T>>,
+}
+
+impl<T: DeviceOps> NewDevice<T> {
+    /// Allocates a device, initialises its data with `init` and sets its
+    /// static description and verbs.
+    pub(crate) fn new(module: &'static ThisModule, info: &DeviceInfo<'_>, init: impl PinInit<T, Error>) -> Result<Self> {
+        kernel::build_assert!(mem::align_of::<Device<T>>() <= 8, "kmalloc guarantees 8-byte alignment");
+        // SAFETY: the size covers the whole `Device<T>`, whose first field
+        // is the `ib_device` (`repr(C)`), as `_ib_alloc_device` requires.
+        let ib = unsafe { bindings::rxud_ib_alloc_device(mem::size_of::<Device<T>>()) };
+        let ib = NonNull::new(ib).ok_or(ENOMEM)?;
+        let dev = ib.cast::<Device<T>>();
+        // SAFETY: `data` lies inside the allocation and is not yet
+        // initialised; the device is never moved, so `data` is pinned.
+        let res = unsafe { init.__pinned_init(core::ptr::addr_of_mut!((*dev.as_ptr()).data)) };
+        if let Err(e) = res {
+            // SAFETY: the data is not initialised and no ops are set, so
+            // ib_dealloc_device only frees the core's part.
+            unsafe { bindings::ib_dealloc_device(ib.as_ptr()) };
+            return Err(e);
+        }
+        let raw = ib.as_ptr();
+        let mut ops = Adapter::<T>::OPS;
+        ops.owner = module.as_ptr().cast();
+        // SAFETY: `raw` is ours and not yet visible to anyone else. The
+        // description fields are plain data; `ib_set_device_ops` copies
+        // `ops`.
+        unsafe {
+            (*raw).node_guid = u64::from_ne_bytes(info.node_guid);
+            (*raw).node_type = bindings::RDMA_NODE_IB_CA as u8;
+            (*raw).phys_port_cnt = info.phys_port_cnt;
+            (*raw).num_comp_vectors = info.num_comp_vectors;
+            let desc = info.node_desc.as_bytes();
+            let n = desc.len().min((*raw).node_desc.len() - 1);
+            for (i, b) in desc[..n].iter().enumerate() {
+                (*raw).node_desc[i] = *b as _;
+            }
+            bindings::ib_mark_name_assigned_by_user(raw);
+            bindings::ib_set_device_ops(raw, &ops);
+        }
+        Ok(Self { ptr: dev })
+    }
+
+    pub(crate) fn data(&self) -> &T {
+        // SAFETY: the data is initialised (type invariant).
+        unsafe { &(*self.ptr.as_ptr()).data }
+    }
+
+    /// A handle that outlives registration.
+    pub(crate) fn handle(&self) -> DeviceHandle<T> {
+        // SAFETY: the device is alive.
+        unsafe { DeviceHandle::new(self.ptr) }
+    }
+
+    /// Binds `ndev` to `port`; ib_core holds a reference on it until the
+    /// device is freed.
+    pub(crate) fn set_netdev(&self, port: u32, ndev: &NetDevice) -> Result {
+        // SAFETY: both devices are alive; ib_core takes its own reference.
+        to_result(unsafe { bindings::ib_device_set_netdev(self.ptr.as_ptr().cast(), ndev.as_raw(), port) })
+    }
+
+    /// Registers the device under `name`. From here on ib_core owns it and
+    /// may unregister and free it at any moment, even before this returns
+    /// (use a [`DeviceHandle`] taken beforehand to find it again). On error
+    /// the device is freed.
+    pub(crate) fn register(self, name: &CStr) -> Result {
+        let raw = self.ptr.as_ptr().cast::<bindings::ib_device>();
+        // SAFETY: the device is ours and fully set up; the name is copied.
+        let ret = unsafe { bindings::ib_register_device(raw, name.as_char_ptr(), core::ptr::null_mut()) };
+        if ret != 0 {
+            // `self` drops here and deallocates the device.
+            return Err(Error::from_errno(ret));
+        }
+        mem::forget(self);
+        Ok(())
+    }
+}
+
+impl<T: DeviceOps> Drop for NewDevice<T> {
+    fn drop(&mut self) {
+        // SAFETY: the device is ours and unregistered; this calls our
+        // `dealloc_driver`, which drops the data, then frees the device.
+        unsafe { bindings::ib_dealloc_device(self.ptr.as_ptr().cast()) };
+    }
+}
+
+/// Keeps a device's memory (not its driver data) alive: a `struct device`
+/// reference. Enough to identify the device and to unregister it.
+///
+/// # Invariants
+///
+/// We hold one `get_device` reference on `ptr`'s `ib_device`.
+pub(crate) struct DeviceHandle<T: DeviceOps> {
+    ptr: NonNull<Device<T>>,
+}
+
+// SAFETY: the handle only calls thread-safe ib_core entry points.
+unsafe impl<T: DeviceOps> Send for DeviceHandle<T> {}
+// SAFETY: as above; `&DeviceHandle` exposes nothing more.
+unsafe impl<T: DeviceOps> Sync for DeviceHandle<T> {}
+
+impl<T: DeviceOps> DeviceHandle<T> {
+    /// # Safety
+    ///
+    /// `ptr` must be an allocated `Device<T>` whose `struct device` is live.
+    unsafe fn new(ptr: NonNull<Device<T>>) -> Self {
+        // SAFETY: the caller guarantees the device is live.
+        unsafe { bindings::rxud_ib_device_get_dev(ptr.as_ptr().cast()) };
+        Self { ptr }
+    }
+
+    fn raw(&self) -> *mut bindings::ib_device {
+        self.ptr.as_ptr().cast()
+    }
+
+    /// Whether both handles are of the same device.
+    pub(crate) fn same(&self, other: &Self) -> bool {
+        self.ptr == other.ptr
+    }
+
+    /// Whether this is the handle of `dev`.
+    pub(crate) fn is(&self, dev: &Device<T>) -> bool {
+        self.raw() == dev.as_raw()
+    }
+
+    /// A registration reference, if the device is still registered and
+    /// not being unregistered.
+    pub(crate) fn try_get(&self) -> Option<DeviceRef<T>> {
+        // SAFETY: our `get_device` reference keeps the memory valid, and
+        // `ib_device_try_get` is safe on any state of the device.
+        if unsafe { bindings::rxud_ib_device_try_get(self.raw()) } {
+            Some(DeviceRef { ptr: self.ptr })
+        } else {
+            None
+        }
+    }
+
+    /// Unregisters the device and waits until it is gone, if it is still
+    /// registered. Sleeps; must not be called from a verbs callback or with
+    /// locks ib_core may take.
+    pub(crate) fn unregister(&self) {
+        // SAFETY: our reference keeps the memory valid; unregistering an
+        // unregistered device is a no-op in ib_core.
+        unsafe { bindings::ib_unregister_device(self.raw()) };
+    }
+}
+
+impl<T: DeviceOps> Clone for DeviceHandle<T> {
+    fn clone(&self) -> Self {
+        // SAFETY: our own reference keeps the device live.
+        unsafe { Self::new(self.ptr) }
+    }
+}
+
+impl<T: DeviceOps> Drop for DeviceHandle<T> {
+    fn drop(&mut self) {
+        // SAFETY: we own one reference (type invariant).
+        unsafe { bindings::rxud_ib_device_put_dev(self.raw()) };
+    }
+}
+
+/// A registration reference (`ib_device_try_get`): while it exists the
+/// device stays registered enough that `dealloc_driver` cannot run, so the
+/// driver data is valid.
+///
+/// # Invariants
+///
+/// We hold one registration reference on `ptr`.
+pub(crate) struct DeviceRef<T: DeviceOps> {
+    ptr: NonNull<Device<T>>,
+}
+
+impl<T: DeviceOps> DeviceRef<T> {
+    /// Starts unregistration on a workqueue and returns at once. Safe to call
+    /// with RTNL held (netdev notifier).
+    pub(crate) fn unregister_queued(&self) {
+        // SAFETY: the registration reference guarantees the device is
+        // registered, which `ib_unregister_device_queued` requires.
+        unsafe { bindings::ib_unregister_device_queued(self.ptr.as_ptr().cast()) };
+    }
+}
+
+impl<T: DeviceOps> core::ops::Deref for DeviceRef<T> {
+    type Target = Device<T>;
+
+    fn deref(&self) -> &Device<T> {
+        // SAFETY: the registration reference keeps the device and its data
+        // alive (type invariant).
+        unsafe { self.ptr.as_ref() }
+    }
+}
+
+impl<T: DeviceOps> Drop for DeviceRef<T> {
+    fn drop(&mut self) {
+        // SAFETY: we own one registration reference (type invariant).
+        unsafe { bindings::ib_device_put(self.ptr.as_ptr().cast()) };
+    }
+}

@@ -1,0 +1,98 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The netdev notifier chain (`register_netdevice_notifier`).
+
+use super::NetDevice;
+use crate::ffi::bindings;
+use core::{marker::PhantomPinned, pin::Pin};
+use kernel::{error::to_result, prelude::*, types::Opaque};
+
+/// A netdev event rxud cares about. Others arrive as [`NetdevEvent::Other`].
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum NetdevEvent {
+    Up,
+    Down,
+    Change,
+    ChangeMtu,
+    ChangeAddr,
+    Unregister,
+    Other,
+}
+
+impl NetdevEvent {
+    fn from_raw(event: core::ffi::c_ulong) -> Self {
+        match event as u32 {
+            bindings::NETDEV_UP => Self::Up,
+            bindings::NETDEV_DOWN => Self::Down,
+            bindings::NETDEV_CHANGE => Self::Change,
+            bindings::NETDEV_CHANGEMTU => Self::ChangeMtu,
+            bindings::NETDEV_CHANGEADDR => Self::ChangeAddr,
+            bindings::NETDEV_UNREGISTER => Self::Unregister,
+            _ => Self::Other,
+        }
+    }
+}
+
+/// Receiver of netdev events. Called with RTNL held: must not sleep on
+/// anything that waits for RTNL.
+pub(crate) trait NetdevEvents: Send + Sync {
+    fn event(&self, event: NetdevEvent, ndev: &NetDevice);
+}
+
+/// A registered netdev notifier carrying `T`; unregistered on drop.
+#[pin_data(PinnedDrop)]
+pub(crate) struct NetdevNotifier<T: NetdevEvents> {
+    #[pin]
+    nb: Opaque<bindings::notifier_block>,
+    handler: T,
+    #[pin]
+    _pin: PhantomPinned,
+}
+
+impl<T: NetdevEvents> NetdevNotifier<T> {
+    /// Registers a notifier that forwards events to `handler`. The kernel
+    /// replays REGISTER and UP for every existing netdev.
+    pub(crate) fn register(handler: T) -> Result<Pin<KBox<Self>>> {
+        let this = KBox::pin_init(
+            pin_init!(Self {
+                nb: Opaque::new(bindings::notifier_block {
+                    notifier_call: Some(Self::notifier_call),
+                    next: core::ptr::null_mut(),
+                    priority: 0,
+                }),
+                handler,
+                _pin: PhantomPinned,
+            }),
+            GFP_KERNEL,
+        )?;
+        // SAFETY: `nb` is pinned in a heap allocation that outlives the
+        // registration: `PinnedDrop` unregisters before the memory goes.
+        to_result(unsafe { bindings::register_netdevice_notifier(this.nb.get()) })?;
+        Ok(this)
+    }
+
+    unsafe extern "C" fn notifier_call(
+        nb: *mut bindings::notifier_block,
+        event: core::ffi::c_ulong,
+        info: *mut core::ffi::c_void,
+    ) -> core::ffi::c_int {
+        // SAFETY: `nb` is the `nb` field of a registered `NetdevNotifier<T>`
+        // (only `register` hands out this callback), which stays alive while
+        // registered; `Opaque<T>` is `repr(transparent)`.
+        let this = unsafe { &*kernel::container_of!(nb.cast::<Opaque<bindings::notifier_block>>(), Self, nb) };
+        // SAFETY: netdev notifiers are always called with a
+        // `netdev_notifier_info` whose device is alive for the call.
+        let ndev = unsafe { NetDevice::from_raw(bindings::rxud_netdev_notifier_info_to_dev(info)) };
+        this.handler.event(NetdevEvent::from_raw(event), ndev);
+        bindings::NOTIFY_DONE as core::ffi::c_int
+    }
+}
+
+#[pinned_drop]
+impl<T: NetdevEvents> PinnedDrop for NetdevNotifier<T> {
+    fn drop(self: Pin<&mut Self>) {
+        // SAFETY: `register` registered `nb` before handing out `self`;
+        // after this returns no callback is running or will run.
+        unsafe { bindings::unregister_netdevice_notifier(self.nb.get()) };
+    }
+}

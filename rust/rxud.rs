@@ -1,0 +1,59 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! rxud: soft RoCEv2 in Rust, with XUD, a reliable connectionless QP type.
+//!
+//! `rdma link add rxud0 type rxud netdev eth0` creates an ib_device on
+//! `eth0`. The crate has two floors (see Documentation/design.rst): the
+//! boundary (`ffi`, `ib`, `net`: every `unsafe` block) and the driver
+//! (`driver`: safe Rust), over the kernel-independent protocol core
+//! (`proto`).
+
+use kernel::{prelude::*, sync::Arc};
+
+mod driver;
+mod ffi;
+mod ib;
+mod net;
+mod proto;
+
+use driver::Registry;
+use ib::link;
+use net::notifier::NetdevNotifier;
+
+module! {
+    type: RxudModule,
+    name: "rxud",
+    author: "The rxud developers",
+    description: "Soft RoCEv2 RDMA provider with the XUD transport",
+    license: "GPL",
+    alias: ["rdma-link-rxud"],
+}
+
+struct RxudModule {
+    registry: Arc<Registry>,
+    /// `None` once unloading has unregistered the link type.
+    link: Option<link::Registration<Arc<Registry>>>,
+    _notifier: Pin<KBox<NetdevNotifier<Arc<Registry>>>>,
+}
+
+impl kernel::Module for RxudModule {
+    fn init(module: &'static ThisModule) -> Result<Self> {
+        let registry = Arc::pin_init(Registry::new(module), GFP_KERNEL)?;
+        // The notifier goes first so that no device can be bound to a netdev
+        // whose removal we would not hear about.
+        let notifier = NetdevNotifier::register(registry.clone())?;
+        let link = link::Registration::register(registry.clone())?;
+        pr_info!("rxud: loaded\n");
+        Ok(Self { registry, link: Some(link), _notifier: notifier })
+    }
+}
+
+impl Drop for RxudModule {
+    fn drop(&mut self) {
+        // No new devices, then none at all; the notifier goes last, with
+        // the fields.
+        self.link = None;
+        self.registry.unregister_all();
+        pr_info!("rxud: unloaded\n");
+    }
+}

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# In-guest kselftest-style runner: runs every test script of a directory,
+# each with a time limit, nests its TAP output, and records dmesg.
+#   tests/guest-runner.sh DIR
+# Writes the TAP stream to stdout and to $RXUD_OUT/tap.txt, the kernel log
+# to $RXUD_OUT/dmesg.txt. Exits non-zero if any test failed.
+set -u
+dir=$1
+out=${RXUD_OUT:-/tmp}
+limit=${RXUD_TEST_TIMEOUT:-300}
+tests=("$dir"/[0-9]*.sh)
+{
+	echo "TAP version 13"
+	echo "1..${#tests[@]}"
+	rc=0
+	n=0
+	for t in "${tests[@]}"; do
+		n=$((n + 1))
+		name=$(basename "$t")
+		echo "# selftests: rxud: $name"
+		timeout -k 5 "$limit" "$t" 2>&1 | sed -u 's/^/# /'
+		s=${PIPESTATUS[0]}
+		if [ "$s" -eq 0 ]; then
+			echo "ok $n selftests: rxud: $name"
+		else
+			[ "$s" -eq 124 ] && echo "# $name: timed out after ${limit}s"
+			echo "not ok $n selftests: rxud: $name # exit=$s"
+			rc=1
+		fi
+	done
+	exit $rc
+} | tee "$out/tap.txt"
+rc=${PIPESTATUS[0]}
+dmesg > "$out/dmesg.txt"
+exit "$rc"

@@ -1,0 +1,45 @@
+# Helpers for tests that drive rxud in a guest. Source after tap.sh.
+# shellcheck shell=bash
+
+RXUD_TOP=${RXUD_TOP:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+RXUD_KO=${RXUD_KO:-$RXUD_TOP/rxud.ko}
+
+rxud_loaded() { [ -d /sys/module/rxud ]; }
+rxud_load() { rxud_loaded || insmod "$RXUD_KO"; }
+rxud_unload() { ! rxud_loaded || rmmod rxud; }
+
+ib_exists() { [ -e "/sys/class/infiniband/$1" ]; }
+ib_gone() { ! ib_exists "$1"; }
+ib_count() { find /sys/class/infiniband -mindepth 1 -maxdepth 1 2>/dev/null | wc -l; }
+
+# The modified EUI-64 of a netdev's MAC, as sysfs prints a GUID
+# (xxxx:xxxx:xxxx:xxxx).
+netdev_eui64() {
+	local m
+	IFS=: read -r -a m <"/sys/class/net/$1/address"
+	printf '%02x%s:%sff:fe%s:%s%s\n' $((0x${m[0]} ^ 2)) "${m[1]}" "${m[2]}" "${m[3]}" "${m[4]}" "${m[5]}"
+}
+
+# The RoCEv2 GID sysfs shows for an IPv4 address: ::ffff:a.b.c.d in hex.
+ipv4_gid() {
+	local a b c d
+	IFS=. read -r a b c d <<<"$1"
+	printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x\n' "$a" "$b" "$c" "$d"
+}
+
+# has_gid DEV GID TYPE: the port-1 GID table holds GID with that type.
+has_gid() {
+	local f i
+	for f in /sys/class/infiniband/"$1"/ports/1/gids/*; do
+		i=${f##*/}
+		[ "$(cat "$f" 2>/dev/null)" = "$2" ] || continue
+		[ "$(cat "/sys/class/infiniband/$1/ports/1/gid_attrs/types/$i" 2>/dev/null)" = "$3" ] && return 0
+	done
+	return 1
+}
+
+# port_state DEV: the state word of `rdma link show DEV/1` (ACTIVE, DOWN).
+port_state() { rdma link show "$1/1" | sed -n 's/.* state \([A-Z_]*\) .*/\1/p'; }
+port_is() { [ "$(port_state "$1")" = "$2" ]; }
+no_gid() { ! has_gid "$@"; }
+netdev_gone() { ! [ -e "/sys/class/net/$1" ]; }

@@ -1,0 +1,68 @@
+# TAP helpers for rxud's in-guest tests. Source it; each test script is one
+# TAP producer (kselftest style) and exits 0 only if every check passed.
+# shellcheck shell=bash
+
+TAP_N=0
+TAP_FAIL=0
+
+tap_begin() { # tap_begin PLANNED
+	echo "TAP version 13"
+	echo "1..$1"
+}
+
+tap_ok() { TAP_N=$((TAP_N + 1)); echo "ok $TAP_N - $*"; }
+tap_not_ok() { TAP_N=$((TAP_N + 1)); TAP_FAIL=$((TAP_FAIL + 1)); echo "not ok $TAP_N - $*"; }
+tap_diag() { sed 's/^/# /'; }
+
+# check DESC CMD...: CMD must succeed.
+check() {
+	local desc=$1 out
+	shift
+	if out=$("$@" 2>&1); then
+		tap_ok "$desc"
+	else
+		tap_not_ok "$desc"
+		printf '%s\n' "command: $*" "$out" | tap_diag
+	fi
+}
+
+# check_fails DESC ERRTEXT CMD...: CMD must fail and say ERRTEXT (the
+# strerror of the errno we expect) on stdout or stderr.
+check_fails() {
+	local desc=$1 want=$2 out rc=0
+	shift 2
+	out=$("$@" 2>&1) || rc=$?
+	if [ $rc -ne 0 ] && grep -qF -- "$want" <<<"$out"; then
+		tap_ok "$desc"
+	else
+		tap_not_ok "$desc"
+		printf '%s\n' "command: $*" "expected failure with: $want" "got exit $rc: $out" | tap_diag
+	fi
+}
+
+# check_eq DESC EXPECTED ACTUAL
+check_eq() {
+	if [ "$2" = "$3" ]; then
+		tap_ok "$1"
+	else
+		tap_not_ok "$1"
+		printf '%s\n' "expected: $2" "actual:   $3" | tap_diag
+	fi
+}
+
+# wait_for SECONDS CMD...: polls CMD every 0.1 s until it succeeds.
+wait_for() {
+	local tries=$(($1 * 10))
+	shift
+	while [ $tries -gt 0 ]; do
+		"$@" >/dev/null 2>&1 && return 0
+		sleep 0.1
+		tries=$((tries - 1))
+	done
+	return 1
+}
+
+tap_end() {
+	[ "$TAP_N" -eq "${TAP_PLANNED:-$TAP_N}" ] || echo "# planned ${TAP_PLANNED} checks, ran $TAP_N"
+	[ $TAP_FAIL -eq 0 ]
+}

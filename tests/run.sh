@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# rxud's test runner (`make check`): host unit tests, then the in-VM
+# kselftest-style suites. Fails if any test fails, a VM does not come back,
+# or a guest's kernel log shows an oops, BUG, WARNING, KASAN, UBSAN, lockdep
+# or hung-task report.
+#
+#   tests/run.sh [--host-only | --vm-only]
+set -uo pipefail
+TOP=$(cd "$(dirname "$0")/.." && pwd)
+. "$TOP/qemu/lib.sh"
+
+mode=all
+case "${1:-}" in
+--host-only) mode=host ;;
+--vm-only) mode=vm ;;
+"") ;;
+*) die "usage: $0 [--host-only|--vm-only]" ;;
+esac
+
+OUT=$TOP/tests/out/$(date +%Y%m%d-%H%M%S)
+mkdir -p "$OUT"
+passed=0 failed=0
+
+count_host() { # cargo output -> counters
+	local p f
+	p=$(sed -n 's/^test result: .* \([0-9]*\) passed; \([0-9]*\) failed.*/\1/p' "$1" | paste -sd+ | bc)
+	f=$(sed -n 's/^test result: .* \([0-9]*\) passed; \([0-9]*\) failed.*/\2/p' "$1" | paste -sd+ | bc)
+	passed=$((passed + ${p:-0})) failed=$((failed + ${f:-0}))
+}
+
+# Kernel log lines that mean a kernel bug, whatever the tests said.
+KERNEL_BUG_RE='Oops|BUG:|WARNING:|KASAN|UBSAN|kernel BUG|general protection|possible (circular|recursive) locking|lockdep|INFO: task .* blocked|unreferenced object|Call Trace'
+
+check_vm_results() { # DIR NVMS
+	local dir=$1 n=$2 i tap p f
+	for i in $(seq 0 $((n - 1))); do
+		tap=$dir/vm$i/tap.txt
+		if [ ! -s "$tap" ]; then
+			log "FAIL: vm$i produced no test output (see $dir/vm$i.log)"
+			failed=$((failed + 1))
+			continue
+		fi
+		# Checks are the nested TAP lines; a test program that failed
+		# without a failing check (crash, timeout) counts as one failure.
+		p=$(grep -cE '^# ok [0-9]+ ' "$tap")
+		f=$(grep -cE '^# not ok [0-9]+ ' "$tap")
+		passed=$((passed + p)) failed=$((failed + f))
+		if [ "$f" -eq 0 ] && grep -qE '^not ok ' "$tap"; then
+			failed=$((failed + $(grep -cE '^not ok ' "$tap")))
+		fi
+		if [ ! -f "$dir/vm$i/dmesg.txt" ]; then
+			log "FAIL: vm$i: no kernel log collected"
+			failed=$((failed + 1))
+		elif grep -E "$KERNEL_BUG_RE" "$dir/vm$i/dmesg.txt" >"$dir/vm$i/kernel-bugs.txt"; then
+			log "FAIL: vm$i kernel log reports a bug:"
+			head -n 40 "$dir/vm$i/kernel-bugs.txt" >&2
+			failed=$((failed + 1))
+		else
+			passed=$((passed + 1))
+			echo "ok - vm$i kernel log clean (no oops/BUG/WARNING/KASAN/lockdep)"
+		fi
+	done
+}
+
+if [ "$mode" != vm ]; then
+	log "host unit tests (cargo test, rust/proto)"
+	cargo test --manifest-path "$TOP/rust/proto/Cargo.toml" 2>&1 | tee "$OUT/host.txt"
+	[ "${PIPESTATUS[0]}" -eq 0 ] || { log "FAIL: host unit tests"; failed=$((failed + 1)); }
+	count_host "$OUT/host.txt"
+fi
+
+if [ "$mode" != host ]; then
+	[ -f "$TOP/rxud.ko" ] || die "rxud.ko not built: run 'make' first"
+	log "single-VM suite (tests/guest)"
+	"$TOP/qemu/vm.sh" --timeout 900 --out "$OUT/single" -v -- \
+		"$TOP/tests/guest-runner.sh" "$TOP/tests/guest"
+	rc=$?
+	[ $rc -eq 0 ] || log "single-VM suite: exit $rc"
+	check_vm_results "$OUT/single" 1
+
+	log "two-VM suite (tests/guest-pair)"
+	"$TOP/qemu/vm.sh" --pair --timeout 600 --out "$OUT/pair" -v -- \
+		"$TOP/tests/guest-runner.sh" "$TOP/tests/guest-pair"
+	rc=$?
+	[ $rc -eq 0 ] || log "two-VM suite: exit $rc"
+	check_vm_results "$OUT/pair" 2
+
+	log "tests of the tests (tests/mutation.sh)"
+	if "$TOP/tests/mutation.sh"; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+fi
+
+echo "results in $OUT"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
