@@ -59,8 +59,16 @@ install_vng() {
 	"$RXUD_VENV/bin/pip" install -q 'virtme-ng==1.42'
 }
 
-install_apt
-install_bindgen
-install_vng
-"$RXUD_TOP/qemu/build-kernel.sh"
-log "setup complete; kernel at $(kernel_dir)"
+# Each stage is timed so that cold and warm setup times can be read off a
+# run (Documentation/measurements.rst).
+timings=()
+stage() {
+	local t0=$SECONDS
+	"$@"
+	timings+=("$1 $((SECONDS - t0))s")
+}
+stage install_apt
+stage install_bindgen
+stage install_vng
+stage "$RXUD_TOP/qemu/build-kernel.sh"
+log "setup complete in ${SECONDS}s (${timings[*]##*/}); kernel at $(kernel_dir)"

@@ -77,11 +77,10 @@ for i in $(seq 0 $((nvms - 1))); do
 	mkdir -p "$out/vm$i"
 	guest="export RXUD_VM=$i RXUD_SELF_IP=$self_ip RXUD_PEER_IP=$peer_ip RXUD_OUT=$out/vm$i; \
 . $RXUD_TOP/qemu/guest-net.sh; cd $(printf '%q' "$PWD") && $cmd; echo \$? > $out/vm$i/exit-status"
-	opts=()
-	if [ $pair -eq 1 ]; then
-		self_port=$((base + i)) peer_port=$((base + 1 - i))
-		opts+=(--qemu-opts="-netdev socket,id=s0,udp=127.0.0.1:$peer_port,localaddr=127.0.0.1:$self_port -device virtio-net-pci,netdev=s0,mac=52:54:00:77:00:0$((i + 1))")
-	fi
+	# Every VM gets the virtio-net NIC; a single VM's has no one at the
+	# other end (its frames go to a loopback port nobody reads).
+	self_port=$((base + i)) peer_port=$((base + 1 - i))
+	opts=(--qemu-opts="-netdev socket,id=s0,udp=127.0.0.1:$peer_port,localaddr=127.0.0.1:$self_port -device virtio-net-pci,netdev=s0,mac=52:54:00:77:00:0$((i + 1))")
 	accel=(--disable-kvm)
 	[ $kvm -eq 1 ] && accel=()
 	setsid vng --run "$KDIR" --user root --force-9p --disable-microvm "${accel[@]}" \

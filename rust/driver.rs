@@ -6,5 +6,4 @@
 pub(crate) mod device;
 pub(crate) mod registry;
 
-pub(crate) use device::RxudDevice;
 pub(crate) use registry::Registry;

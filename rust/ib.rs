@@ -10,3 +10,11 @@ pub(crate) mod link;
 
 pub(crate) use attr::{DeviceAttr, LinkLayer, PortAttr, PortImmutable, PortPhysState, PortState};
 pub(crate) use device::{Device, DeviceHandle, DeviceInfo, DeviceOps, DeviceRef, NewDevice, PortEvent};
+
+use kernel::error::Error;
+
+/// `EOPNOTSUPP`, which 6.12's `kernel::error::code` lacks: the errno
+/// ib_core and users expect for "this device cannot do that".
+pub(crate) fn eopnotsupp() -> Error {
+    Error::from_errno(-(crate::ffi::bindings::EOPNOTSUPP as i32))
+}

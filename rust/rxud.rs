@@ -14,6 +14,9 @@ mod driver;
 mod ffi;
 mod ib;
 mod net;
+// Shared with the host crate (`rust/proto/lib.rs`), whose users need its
+// whole public API; the module uses only part of it so far.
+#[allow(dead_code, unreachable_pub)]
 mod proto;
 
 use driver::Registry;
@@ -43,7 +46,7 @@ impl kernel::Module for RxudModule {
         // whose removal we would not hear about.
         let notifier = NetdevNotifier::register(registry.clone())?;
         let link = link::Registration::register(registry.clone())?;
-        pr_info!("rxud: loaded\n");
+        pr_info!("loaded\n");
         Ok(Self { registry, link: Some(link), _notifier: notifier })
     }
 }
@@ -54,6 +57,6 @@ impl Drop for RxudModule {
         // the fields.
         self.link = None;
         self.registry.unregister_all();
-        pr_info!("rxud: unloaded\n");
+        pr_info!("unloaded\n");
     }
 }

@@ -17,7 +17,7 @@ cp -r "$TOP/Kbuild" "$TOP/rust" "$work/"
 rm -rf "$work/rust/proto/target"
 target='if ndev.hw_type() != ARPHRD_ETHER || ndev.is_vlan() {'
 grep -qF "$target" "$work/rust/driver/registry.rs" || die "mutation site not found: update tests/mutation.sh"
-sed -i "s/$(printf '%s' "$target" | sed 's/[][\.*^$|]/\\&/g')/if ndev.is_vlan() {/" "$work/rust/driver/registry.rs"
+T=$target perl -pi -e 's/\Q$ENV{T}\E/if ndev.is_vlan() {/' "$work/rust/driver/registry.rs"
 grep -qF "$target" "$work/rust/driver/registry.rs" && die "mutation not applied"
 
 log "mutation: building the allow-non-ethernet mutant"

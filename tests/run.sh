@@ -29,7 +29,7 @@ count_host() { # cargo output -> counters
 }
 
 # Kernel log lines that mean a kernel bug, whatever the tests said.
-KERNEL_BUG_RE='Oops|BUG:|WARNING:|KASAN|UBSAN|kernel BUG|general protection|possible (circular|recursive) locking|lockdep|INFO: task .* blocked|unreferenced object|Call Trace'
+KERNEL_BUG_RE='Oops|BUG:|WARNING:|KASAN|UBSAN|kernel BUG|general protection|possible (circular|recursive) locking|inconsistent lock state|suspicious RCU usage|INFO: task .* blocked|unreferenced object|Call Trace'
 
 check_vm_results() { # DIR NVMS
 	local dir=$1 n=$2 i tap p f

@@ -37,10 +37,6 @@ impl RxudDevice {
     pub(crate) fn new(registry: Arc<Registry>, mac: [u8; 6]) -> Self {
         Self { registry, guid: guid::eui64_from_mac(mac) }
     }
-
-    pub(crate) fn guid(&self) -> [u8; 8] {
-        self.guid
-    }
 }
 
 fn check_port(port: u32) -> Result {

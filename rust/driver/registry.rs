@@ -104,7 +104,7 @@ impl Registry {
             // never got registered; then nothing else will remove it.
             let mut table = self.bindings.lock();
             if let Some(slot) = table.iter_mut().find(|s| s.as_ref().is_some_and(|b| b.dev.same(&dev))) {
-                pr_warn!("rxud: dropping a device that was never registered\n");
+                pr_warn!("dropping a device that was never registered\n");
                 *slot = None;
             }
         }
@@ -126,10 +126,16 @@ impl LinkOps for Arc<Registry> {
         // other link types cannot carry it, and VLAN devices are used
         // through their real device, as with rxe.
         if ndev.hw_type() != ARPHRD_ETHER || ndev.is_vlan() {
-            pr_info!("rxud: {} is not an Ethernet device\n", ndev.name());
-            return Err(EOPNOTSUPP);
+            pr_info!("{} is not an Ethernet device\n", ndev.name());
+            return Err(crate::ib::eopnotsupp());
         }
-                let info = DeviceInfo {
+                // ib_core would refuse a taken name too, but with ENFILE ("Too many
+        // open files in system"); say what is wrong instead. A name taken
+        // between here and registration still gets ib_core's answer.
+        if crate::ib::device::name_taken(name) {
+            return Err(EEXIST);
+        }
+        let info = DeviceInfo {
             node_guid: crate::proto::guid::eui64_from_mac(ndev.mac()),
             node_desc: kernel::c_str!("rxud"),
             phys_port_cnt: 1,
@@ -140,7 +146,7 @@ impl LinkOps for Arc<Registry> {
         let handle = dev.handle();
         if let Err(e) = self.reserve(handle.clone(), ndev) {
             if e == EEXIST {
-                pr_info!("rxud: {} already has an rxud device\n", ndev.name());
+                pr_info!("{} already has an rxud device\n", ndev.name());
             }
             return Err(e);
         }

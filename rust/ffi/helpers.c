@@ -24,9 +24,9 @@ void rxud_ib_device_put_dev(struct ib_device *dev)
 	put_device(&dev->dev);
 }
 
-const char *rxud_ib_device_name(const struct ib_device *dev)
+void rxud_ib_mark_name_assigned_by_user(struct ib_device *dev)
 {
-	return dev_name(&dev->dev);
+	ib_mark_name_assigned_by_user(dev);
 }
 
 struct net_device *rxud_netdev_notifier_info_to_dev(void *info)
@@ -67,11 +67,6 @@ const unsigned char *rxud_netdev_addr(const struct net_device *ndev)
 const char *rxud_netdev_name(const struct net_device *ndev)
 {
 	return netdev_name(ndev);
-}
-
-int rxud_netdev_ifindex(const struct net_device *ndev)
-{
-	return ndev->ifindex;
 }
 
 void rxud_netdev_hold(struct net_device *ndev)

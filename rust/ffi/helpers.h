@@ -14,7 +14,7 @@ struct ib_device *rxud_ib_alloc_device(size_t size);
 bool rxud_ib_device_try_get(struct ib_device *dev);
 void rxud_ib_device_get_dev(struct ib_device *dev);
 void rxud_ib_device_put_dev(struct ib_device *dev);
-const char *rxud_ib_device_name(const struct ib_device *dev);
+void rxud_ib_mark_name_assigned_by_user(struct ib_device *dev);
 
 struct net_device *rxud_netdev_notifier_info_to_dev(void *info);
 bool rxud_netif_running(const struct net_device *ndev);
@@ -24,7 +24,6 @@ unsigned short rxud_netdev_type(const struct net_device *ndev);
 unsigned int rxud_netdev_mtu(const struct net_device *ndev);
 const unsigned char *rxud_netdev_addr(const struct net_device *ndev);
 const char *rxud_netdev_name(const struct net_device *ndev);
-int rxud_netdev_ifindex(const struct net_device *ndev);
 void rxud_netdev_hold(struct net_device *ndev);
 void rxud_netdev_put(struct net_device *ndev);
 bool rxud_netdev_is_vlan(const struct net_device *ndev);

@@ -19,5 +19,12 @@
 )]
 pub(crate) mod bindings {
     use kernel::ffi;
+
+    // Blocklisted in bindgen_parameters and mapped by hand, as the kernel's
+    // own bindings do, so sizes are `usize`/`isize`.
+    type __kernel_size_t = usize;
+    type __kernel_ssize_t = isize;
+    type __kernel_ptrdiff_t = isize;
+
     include!("bindings_generated.rs");
 }

@@ -71,12 +71,6 @@ impl DeviceAttr {
         self
     }
 
-    /// Atomic operations are atomic with respect to the whole device.
-    pub(crate) fn atomic_hca(&mut self) -> &mut Self {
-        self.0.atomic_cap = bindings::IB_ATOMIC_HCA;
-        self
-    }
-
     /// Lets `rdma link delete` remove the device: rxud devices are made by
     /// users, so users may unmake them.
     pub(crate) fn allow_user_unregister(&mut self) -> &mut Self {

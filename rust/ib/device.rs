@@ -85,13 +85,6 @@ impl<T: DeviceOps> Device<T> {
         &self.data
     }
 
-    /// The device name (`rxud0`).
-    pub(crate) fn name(&self) -> &CStr {
-        // SAFETY: the device is alive (type invariant), and its name is a
-        // NUL-terminated string inside it.
-        unsafe { CStr::from_char_ptr(bindings::rxud_ib_device_name(self.as_raw())) }
-    }
-
     /// The netdev bound to `port`, held.
     pub(crate) fn netdev(&self, port: u32) -> Option<NetDeviceRef> {
         // SAFETY: the device is alive; `ib_device_get_netdev` returns a held
@@ -126,6 +119,20 @@ impl<T: DeviceOps> Device<T> {
     }
 }
 
+/// Whether any RDMA device (rxud or not) is registered under `name`.
+pub(crate) fn name_taken(name: &CStr) -> bool {
+    // SAFETY: `name` is NUL-terminated; a device found comes with a
+    // registration reference, which we drop at once.
+    unsafe {
+        let dev = bindings::ib_device_get_by_name(name.as_char_ptr(), bindings::RDMA_DRIVER_UNKNOWN);
+        if dev.is_null() {
+            return false;
+        }
+        bindings::ib_device_put(dev);
+    }
+    true
+}
+
 /// The `ib_device_ops` adapters for `T`.
 struct Adapter<T>(PhantomData<T>);
 
@@ -157,7 +164,7 @@ impl<T: DeviceOps> Adapter<T> {
         ib: *mut bindings::ib_device,
         attr: *mut bindings::ib_device_attr,
         _udata: *mut bindings::ib_udata,
-    ) -> core::ffi::c_int {
+    ) -> kernel::ffi::c_int {
         // SAFETY: ib_core calls verbs only on live, initialised devices and
         // passes an attribute struct exclusively ours for the call.
         let (dev, attr) = unsafe { (Device::<T>::from_raw(ib), DeviceAttr::from_raw(attr)) };
@@ -168,7 +175,7 @@ impl<T: DeviceOps> Adapter<T> {
         ib: *mut bindings::ib_device,
         port: u32,
         attr: *mut bindings::ib_port_attr,
-    ) -> core::ffi::c_int {
+    ) -> kernel::ffi::c_int {
         // SAFETY: as in `query_device`.
         let (dev, attr) = unsafe { (Device::<T>::from_raw(ib), PortAttr::from_raw(attr)) };
         to_c(T::query_port(dev, port, attr))
@@ -178,7 +185,7 @@ impl<T: DeviceOps> Adapter<T> {
         ib: *mut bindings::ib_device,
         port: u32,
         out: *mut bindings::ib_port_immutable,
-    ) -> core::ffi::c_int {
+    ) -> kernel::ffi::c_int {
         // SAFETY: as in `query_device`.
         let dev = unsafe { Device::<T>::from_raw(ib) };
         match T::port_immutable(dev, port) {
@@ -200,7 +207,7 @@ impl<T: DeviceOps> Adapter<T> {
         port: u32,
         index: u16,
         pkey: *mut u16,
-    ) -> core::ffi::c_int {
+    ) -> kernel::ffi::c_int {
         // SAFETY: as in `query_device`.
         let dev = unsafe { Device::<T>::from_raw(ib) };
         match T::query_pkey(dev, port, index) {
@@ -220,7 +227,7 @@ impl<T: DeviceOps> Adapter<T> {
     }
 }
 
-fn to_c(r: Result) -> core::ffi::c_int {
+fn to_c(r: Result) -> kernel::ffi::c_int {
     match r {
         Ok(()) => 0,
         Err(e) => e.to_errno(),
@@ -272,15 +279,10 @@ impl<T: DeviceOps> NewDevice<T> {
             for (i, b) in desc[..n].iter().enumerate() {
                 (*raw).node_desc[i] = *b as _;
             }
-            bindings::ib_mark_name_assigned_by_user(raw);
+            bindings::rxud_ib_mark_name_assigned_by_user(raw);
             bindings::ib_set_device_ops(raw, &ops);
         }
         Ok(Self { ptr: dev })
-    }
-
-    pub(crate) fn data(&self) -> &T {
-        // SAFETY: the data is initialised (type invariant).
-        unsafe { &(*self.ptr.as_ptr()).data }
     }
 
     /// A handle that outlives registration.

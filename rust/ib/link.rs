@@ -23,13 +23,20 @@ pub(crate) trait LinkOps: Send + Sync + 'static {
 /// The context of the one registered link type. `rdma_link_ops.newlink`
 /// carries no context pointer, so it has to be global; only one
 /// [`Registration`] may exist at a time.
-static CONTEXT: AtomicPtr<core::ffi::c_void> = AtomicPtr::new(ptr::null_mut());
+static CONTEXT: AtomicPtr<kernel::ffi::c_void> = AtomicPtr::new(ptr::null_mut());
 
 /// A registered link type; unregistered on drop.
 pub(crate) struct Registration<T: LinkOps> {
     ops: Pin<KBox<Opaque<bindings::rdma_link_ops>>>,
-    context: KBox<T>,
+    /// Pointed to by `CONTEXT` while registered.
+    _context: KBox<T>,
 }
+
+// SAFETY: the ops struct is only touched by ib_core under its
+// `link_ops_rwsem`; the context is `Send + Sync`.
+unsafe impl<T: LinkOps> Send for Registration<T> {}
+// SAFETY: as above; `&Registration` gives access only to `&T`.
+unsafe impl<T: LinkOps> Sync for Registration<T> {}
 
 impl<T: LinkOps> Registration<T> {
     pub(crate) fn register(context: T) -> Result<Self> {
@@ -52,10 +59,10 @@ impl<T: LinkOps> Registration<T> {
         // SAFETY: `ops` is pinned and outlives the registration (`Drop`
         // unregisters first); `CONTEXT` is set before any call can come.
         unsafe { bindings::rdma_link_register(ops.get()) };
-        Ok(Self { ops, context })
+        Ok(Self { ops, _context: context })
     }
 
-    unsafe extern "C" fn newlink(name: *const core::ffi::c_char, ndev: *mut bindings::net_device) -> core::ffi::c_int {
+    unsafe extern "C" fn newlink(name: *const kernel::ffi::c_char, ndev: *mut bindings::net_device) -> kernel::ffi::c_int {
         // `CONTEXT` holds our boxed `T` from before registration
         // until after unregistration, which waits for running calls (it
         // takes `link_ops_rwsem` for writing; calls hold it for reading).
@@ -72,10 +79,6 @@ impl<T: LinkOps> Registration<T> {
             Ok(()) => 0,
             Err(e) => e.to_errno(),
         }
-    }
-
-    pub(crate) fn context(&self) -> &T {
-        &self.context
     }
 }
 

@@ -66,12 +66,6 @@ impl NetDevice {
         unsafe { bindings::rxud_netdev_mtu(self.as_raw()) }
     }
 
-    /// Interface index.
-    pub(crate) fn ifindex(&self) -> i32 {
-        // SAFETY: the device is alive (type invariant).
-        unsafe { bindings::rxud_netdev_ifindex(self.as_raw()) }
-    }
-
     /// Administratively up (`IFF_UP` and running).
     pub(crate) fn is_running(&self) -> bool {
         // SAFETY: the device is alive (type invariant).

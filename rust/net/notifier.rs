@@ -20,7 +20,7 @@ pub(crate) enum NetdevEvent {
 }
 
 impl NetdevEvent {
-    fn from_raw(event: core::ffi::c_ulong) -> Self {
+    fn from_raw(event: kernel::ffi::c_ulong) -> Self {
         match event as u32 {
             bindings::NETDEV_UP => Self::Up,
             bindings::NETDEV_DOWN => Self::Down,
@@ -49,6 +49,12 @@ pub(crate) struct NetdevNotifier<T: NetdevEvents> {
     _pin: PhantomPinned,
 }
 
+// SAFETY: the notifier block is only touched by the notifier chain, under
+// its own locking; `handler` is `Send + Sync`.
+unsafe impl<T: NetdevEvents> Send for NetdevNotifier<T> {}
+// SAFETY: as above; `&NetdevNotifier` gives access to nothing mutable.
+unsafe impl<T: NetdevEvents> Sync for NetdevNotifier<T> {}
+
 impl<T: NetdevEvents> NetdevNotifier<T> {
     /// Registers a notifier that forwards events to `handler`. The kernel
     /// replays REGISTER and UP for every existing netdev.
@@ -73,9 +79,9 @@ impl<T: NetdevEvents> NetdevNotifier<T> {
 
     unsafe extern "C" fn notifier_call(
         nb: *mut bindings::notifier_block,
-        event: core::ffi::c_ulong,
-        info: *mut core::ffi::c_void,
-    ) -> core::ffi::c_int {
+        event: kernel::ffi::c_ulong,
+        info: *mut kernel::ffi::c_void,
+    ) -> kernel::ffi::c_int {
         // SAFETY: `nb` is the `nb` field of a registered `NetdevNotifier<T>`
         // (only `register` hands out this callback), which stays alive while
         // registered; `Opaque<T>` is `repr(transparent)`.
@@ -84,7 +90,7 @@ impl<T: NetdevEvents> NetdevNotifier<T> {
         // `netdev_notifier_info` whose device is alive for the call.
         let ndev = unsafe { NetDevice::from_raw(bindings::rxud_netdev_notifier_info_to_dev(info)) };
         this.handler.event(NetdevEvent::from_raw(event), ndev);
-        bindings::NOTIFY_DONE as core::ffi::c_int
+        bindings::NOTIFY_DONE as kernel::ffi::c_int
     }
 }
 

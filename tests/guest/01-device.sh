@@ -15,7 +15,7 @@ reload_serves() { rxud_load && rdma link add rxud0 type rxud netdev "$IF" && rdm
 tap_begin $TAP_PLANNED
 
 check "insmod rxud.ko" rxud_load
-check "module is live" grep -qx Live /sys/module/rxud/initstate
+check "module is live" grep -qx live /sys/module/rxud/initstate
 check "rdma link add rxud0 type rxud netdev $IF" rdma link add rxud0 type rxud netdev "$IF"
 check "rxud0 in /sys/class/infiniband" ib_exists rxud0
 check "rdma link show lists rxud0/1 on $IF" link_on rxud0 "$IF"

@@ -4,7 +4,7 @@
 . "$(dirname "$0")/../lib/tap.sh"
 . "$(dirname "$0")/../lib/rxud.sh"
 IF=${RXUD_IF:?no test NIC}
-TAP_PLANNED=12
+TAP_PLANNED=13
 tap_begin $TAP_PLANNED
 
 rxud_load

@@ -43,3 +43,11 @@ port_state() { rdma link show "$1/1" | sed -n 's/.* state \([A-Z_]*\) .*/\1/p'; 
 port_is() { [ "$(port_state "$1")" = "$2" ]; }
 no_gid() { ! has_gid "$@"; }
 netdev_gone() { ! [ -e "/sys/class/net/$1" ]; }
+
+# barrier NAME [SECONDS]: in a VM pair, wait until the peer VM reaches the
+# barrier of the same name too (both VMs see the run's output directory).
+barrier() {
+	local peer_dir=${RXUD_OUT%/vm*}/vm$((1 - RXUD_VM))
+	touch "$RXUD_OUT/barrier.$1"
+	wait_for "${2:-120}" test -e "$peer_dir/barrier.$1"
+}

@@ -50,16 +50,16 @@ check_eq() {
 	fi
 }
 
-# wait_for SECONDS CMD...: polls CMD every 0.1 s until it succeeds.
+# wait_for SECONDS CMD...: polls CMD every 0.1 s until it succeeds or
+# SECONDS have passed.
 wait_for() {
-	local tries=$(($1 * 10))
+	local deadline=$((SECONDS + $1))
 	shift
-	while [ $tries -gt 0 ]; do
+	while :; do
 		"$@" >/dev/null 2>&1 && return 0
+		[ $SECONDS -lt $deadline ] || return 1
 		sleep 0.1
-		tries=$((tries - 1))
 	done
-	return 1
 }
 
 tap_end() {
