@@ -4,6 +4,8 @@
 #
 #   make setup    install everything and build the test kernel (cached)
 #   make          build rxud.ko against that kernel (KDIR= to override)
+#                 and librxud (rdma-core-provider/build/librxud-rdmav34.so)
+#   make install  install both (modules_install, libibverbs provider dir)
 #   make run      the main job: two VMs, rxud loaded, traffic between them
 #   make check    host unit tests + in-VM kselftest-style tests
 #   make clean
@@ -16,9 +18,25 @@ BINDGEN ?= $(HOME)/.cargo/bin/bindgen
 KMAKE = $(MAKE) -C $(KDIR) M=$(TOP) LLVM=1 RUSTC=$(KRUSTC) \
 	RUSTDOC=$(KRUSTDOC) BINDGEN=$(BINDGEN)
 
-.PHONY: all modules setup run check check-host check-vm clean help
+PROVIDER := $(TOP)/rdma-core-provider
+PROVIDER_SO := $(PROVIDER)/build/librxud-rdmav34.so
+LIBIBVERBS_DIR ?= /usr/lib/x86_64-linux-gnu/libibverbs
 
-all: modules
+.PHONY: all modules provider install setup run check check-host check-vm clean help
+
+all: modules provider
+
+# librxud, named as libibverbs loads it. Tests use it in place through
+# RDMAV_DRIVERS=$(PROVIDER)/build/librxud.
+provider:
+	cargo build --release --manifest-path $(PROVIDER)/Cargo.toml
+	install -D -m 0755 $(PROVIDER)/target/release/librxud.so $(PROVIDER_SO)
+
+install: all
+	$(KMAKE) modules_install
+	install -D -m 0755 $(PROVIDER_SO) $(DESTDIR)$(LIBIBVERBS_DIR)/librxud-rdmav34.so
+	install -D -m 0644 /dev/null $(DESTDIR)/etc/libibverbs.d/rxud.driver
+	echo "driver rxud" > $(DESTDIR)/etc/libibverbs.d/rxud.driver
 
 modules:
 	@test -f $(KDIR)/.config || { echo "no kernel at $(KDIR): run 'make setup'"; exit 1; }
@@ -27,21 +45,21 @@ modules:
 setup:
 	bash $(TOP)/qemu/setup.sh
 
-run: modules
+run: all
 	bash $(TOP)/qemu/run-pair-demo.sh
 
-check: modules
+check: all
 	bash $(TOP)/tests/run.sh
 
 check-host:
 	bash $(TOP)/tests/run.sh --host-only
 
-check-vm: modules
+check-vm: all
 	bash $(TOP)/tests/run.sh --vm-only
 
 clean:
 	-$(KMAKE) clean
-	rm -rf $(TOP)/rust/proto/target
+	rm -rf $(TOP)/rust/proto/target $(TOP)/rust/abi/target $(PROVIDER)/target $(PROVIDER)/build
 
 help:
 	@sed -n '3,10p' $(TOP)/Makefile

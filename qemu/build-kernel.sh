@@ -18,6 +18,10 @@ fi
 [ -x "$KRUSTC" ] || die "$KRUSTC missing (apt-get install rustc-web rust-web-src)"
 
 mkdir -p "$RXUD_CACHE"
+# Trees of other keys that never finished building are only disk space.
+for d in "$RXUD_CACHE"/linux-6.12-*; do
+	[ -d "$d" ] && [ "$d" != "$KDIR" ] && [ ! -f "$d/.rxud-built" ] && rm -rf "$d"
+done
 start=$(date +%s)
 if [ ! -f "$KDIR/Makefile" ]; then
 	log "kernel: extracting $KERNEL_TARBALL"

@@ -3,6 +3,7 @@
 //! The driver floor: rxud devices and what creates and removes them, in
 //! safe Rust over the `ib` and `net` boundaries.
 
+pub(crate) mod context;
 pub(crate) mod device;
 pub(crate) mod registry;
 

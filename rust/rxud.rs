@@ -10,6 +10,10 @@
 
 use kernel::{prelude::*, sync::Arc};
 
+// The user ABI, shared with librxud through the host crate
+// (`rust/abi/lib.rs`); librxud uses items the module does not.
+#[allow(dead_code, unreachable_pub)]
+mod abi;
 mod driver;
 mod ffi;
 mod ib;

@@ -19,7 +19,7 @@ esac
 
 OUT=$TOP/tests/out/$(date +%Y%m%d-%H%M%S)
 mkdir -p "$OUT"
-passed=0 failed=0
+passed=0 failed=0 skipped=0
 
 count_host() { # cargo output -> counters
 	local p f
@@ -32,7 +32,7 @@ count_host() { # cargo output -> counters
 KERNEL_BUG_RE='Oops|BUG:|WARNING:|KASAN|UBSAN|kernel BUG|general protection|possible (circular|recursive) locking|inconsistent lock state|suspicious RCU usage|INFO: task .* blocked|unreferenced object|Call Trace'
 
 check_vm_results() { # DIR NVMS
-	local dir=$1 n=$2 i tap p f
+	local dir=$1 n=$2 i tap p f s
 	for i in $(seq 0 $((n - 1))); do
 		tap=$dir/vm$i/tap.txt
 		if [ ! -s "$tap" ]; then
@@ -42,9 +42,10 @@ check_vm_results() { # DIR NVMS
 		fi
 		# Checks are the nested TAP lines; a test program that failed
 		# without a failing check (crash, timeout) counts as one failure.
-		p=$(grep -cE '^# ok [0-9]+ ' "$tap")
+		p=$(grep -E '^# ok [0-9]+ ' "$tap" | grep -cv '# SKIP')
+		s=$(grep -E '^# ok [0-9]+ ' "$tap" | grep -c '# SKIP')
 		f=$(grep -cE '^# not ok [0-9]+ ' "$tap")
-		passed=$((passed + p)) failed=$((failed + f))
+		passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + s))
 		if [ "$f" -eq 0 ] && grep -qE '^not ok ' "$tap"; then
 			failed=$((failed + $(grep -cE '^not ok ' "$tap")))
 		fi
@@ -63,9 +64,11 @@ check_vm_results() { # DIR NVMS
 }
 
 if [ "$mode" != vm ]; then
-	log "host unit tests (cargo test, rust/proto)"
-	cargo test --manifest-path "$TOP/rust/proto/Cargo.toml" 2>&1 | tee "$OUT/host.txt"
-	[ "${PIPESTATUS[0]}" -eq 0 ] || { log "FAIL: host unit tests"; failed=$((failed + 1)); }
+	log "host unit tests (cargo test: protocol core, ABI layout, provider)"
+	for crate in rust/proto rust/abi rdma-core-provider; do
+		cargo test --manifest-path "$TOP/$crate/Cargo.toml" 2>&1 | tee -a "$OUT/host.txt"
+		[ "${PIPESTATUS[0]}" -eq 0 ] || { log "FAIL: host unit tests of $crate"; failed=$((failed + 1)); }
+	done
 	count_host "$OUT/host.txt"
 fi
 
@@ -90,5 +93,5 @@ if [ "$mode" != host ]; then
 fi
 
 echo "results in $OUT"
-echo "$passed passed, $failed failed"
+echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]

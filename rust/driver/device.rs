@@ -3,8 +3,9 @@
 //! An rxud device: one ib_device with one RoCEv2 port on one netdev.
 
 use super::Registry;
+use super::context::RxudContext;
 use crate::ib::{
-    Device, DeviceAttr, DeviceOps, LinkLayer, PortAttr, PortImmutable, PortPhysState, PortState,
+    Device, DeviceAttr, DeviceOps, LinkLayer, PortAttr, PortImmutable, PortPhysState, PortState, UData,
 };
 use crate::proto::{guid, mtu};
 use kernel::{prelude::*, sync::Arc};
@@ -49,6 +50,12 @@ fn check_port(port: u32) -> Result {
 
 #[vtable]
 impl DeviceOps for RxudDevice {
+    type Context = RxudContext;
+
+    fn alloc_context(_dev: &Device<Self>, udata: &UData) -> Result<RxudContext> {
+        RxudContext::new(udata)
+    }
+
     fn query_device(dev: &Device<Self>, attr: &mut DeviceAttr) -> Result {
         // Object limits stay zero until the verbs that create those objects
         // exist: a consumer must not be told it can make a QP it cannot.

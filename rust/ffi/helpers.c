@@ -2,7 +2,28 @@
 /* See helpers.h: forwarders for static inlines and macros. */
 
 #include <linux/if_vlan.h>
+#include <linux/sysfs.h>
 #include "helpers.h"
+
+/*
+ * rxud_abi_version: librxud recognises rxud devices by this attribute (the
+ * name is rust/abi's SYSFS_ABI_ATTR); the value comes from Rust.
+ */
+static ssize_t rxud_abi_version_show(struct device *dev,
+				     struct device_attribute *attr, char *buf)
+{
+	return sysfs_emit(buf, "%u\n", rxud_uverbs_abi_version());
+}
+static DEVICE_ATTR_RO(rxud_abi_version);
+
+static struct attribute *rxud_device_attrs[] = {
+	&dev_attr_rxud_abi_version.attr,
+	NULL,
+};
+
+const struct attribute_group rxud_device_attr_group = {
+	.attrs = rxud_device_attrs,
+};
 
 struct ib_device *rxud_ib_alloc_device(size_t size)
 {

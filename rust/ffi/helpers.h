@@ -28,4 +28,9 @@ void rxud_netdev_hold(struct net_device *ndev);
 void rxud_netdev_put(struct net_device *ndev);
 bool rxud_netdev_is_vlan(const struct net_device *ndev);
 
+/* sysfs attributes of rxud ib_devices (ib_device_ops.device_group). */
+extern const struct attribute_group rxud_device_attr_group;
+/* Implemented in Rust: the user ABI version the attribute shows. */
+u32 rxud_uverbs_abi_version(void);
+
 #endif

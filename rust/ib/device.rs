@@ -18,6 +18,7 @@
 //!    Handles may outlive this; they then only keep a dead `ib_device`.
 
 use super::attr::{DeviceAttr, LinkLayer, PortAttr, PortImmutable};
+use super::udata::UData;
 use crate::ffi::bindings;
 use crate::net::{netdev::NetDeviceRef, NetDevice};
 use core::{marker::PhantomData, mem, ptr::NonNull};
@@ -28,6 +29,10 @@ use kernel::{error::to_result, prelude::*, str::CStr, types::Opaque};
 /// `dealloc_driver`, so `dev.data()` is always valid inside them.
 #[vtable]
 pub(crate) trait DeviceOps: Sized + Send + Sync {
+    /// Per-process state of one user context (`ibv_open_device`).
+    type Context: Send + Sync;
+
+    fn alloc_context(dev: &Device<Self>, udata: &UData) -> Result<Self::Context>;
     fn query_device(dev: &Device<Self>, attr: &mut DeviceAttr) -> Result;
     fn query_port(dev: &Device<Self>, port: u32, attr: &mut PortAttr) -> Result;
     fn port_immutable(dev: &Device<Self>, port: u32) -> Result<PortImmutable>;
@@ -133,6 +138,22 @@ pub(crate) fn name_taken(name: &CStr) -> bool {
     true
 }
 
+/// A user context: ib_core's `ib_ucontext` followed by the driver's
+/// per-process state. ib_core allocates it (`size_ib_ucontext`) and frees it
+/// after `dealloc_ucontext`.
+#[repr(C)]
+pub(crate) struct UContext<C> {
+    ib: Opaque<bindings::ib_ucontext>,
+    data: C,
+}
+
+/// The user ABI version, for the `rxud_abi_version` sysfs attribute
+/// (rust/ffi/helpers.c).
+#[no_mangle]
+pub extern "C" fn rxud_uverbs_abi_version() -> u32 {
+    crate::abi::UVERBS_ABI_VERSION
+}
+
 /// The `ib_device_ops` adapters for `T`.
 struct Adapter<T>(PhantomData<T>);
 
@@ -145,6 +166,10 @@ impl<T: DeviceOps> Adapter<T> {
         get_port_immutable: Some(Self::get_port_immutable),
         query_pkey: Some(Self::query_pkey),
         get_link_layer: Some(Self::get_link_layer),
+        alloc_ucontext: Some(Self::alloc_ucontext),
+        dealloc_ucontext: Some(Self::dealloc_ucontext),
+        size_ib_ucontext: mem::size_of::<UContext<T::Context>>(),
+        uverbs_abi_ver: crate::abi::UVERBS_ABI_VERSION,
         // SAFETY: all-zeroes is a valid `ib_device_ops` (NULL callbacks).
         ..unsafe { mem::zeroed() }
     };
@@ -158,6 +183,30 @@ impl<T: DeviceOps> Adapter<T> {
         // is gone, and `DeviceRef`s cannot exist (the registration count is
         // zero), so nothing can reach `data` any more. Drop it in place.
         unsafe { core::ptr::drop_in_place(core::ptr::addr_of_mut!((*ib.cast::<Device<T>>()).data)) };
+    }
+
+    unsafe extern "C" fn alloc_ucontext(
+        uctx: *mut bindings::ib_ucontext,
+        udata: *mut bindings::ib_udata,
+    ) -> kernel::ffi::c_int {
+        // SAFETY: ib_core passes a zeroed object of `size_ib_ucontext`
+        // bytes, i.e. a `UContext<T::Context>` with uninitialised data,
+        // whose `device` is our live device, and the call's udata.
+        let (dev, udata) = unsafe { (Device::<T>::from_raw((*uctx).device), UData::from_raw(udata)) };
+        match T::alloc_context(dev, &udata) {
+            Ok(ctx) => {
+                // SAFETY: see above; the data slot is ours to initialise.
+                unsafe { core::ptr::write(core::ptr::addr_of_mut!((*uctx.cast::<UContext<T::Context>>()).data), ctx) };
+                0
+            }
+            Err(e) => e.to_errno(),
+        }
+    }
+
+    unsafe extern "C" fn dealloc_ucontext(uctx: *mut bindings::ib_ucontext) {
+        // SAFETY: ib_core calls this once, on a context `alloc_ucontext`
+        // initialised; nothing uses the data afterwards.
+        unsafe { core::ptr::drop_in_place(core::ptr::addr_of_mut!((*uctx.cast::<UContext<T::Context>>()).data)) };
     }
 
     unsafe extern "C" fn query_device(
@@ -266,6 +315,7 @@ impl<T: DeviceOps> NewDevice<T> {
         let raw = ib.as_ptr();
         let mut ops = Adapter::<T>::OPS;
         ops.owner = module.as_ptr().cast();
+        ops.device_group = &raw const bindings::rxud_device_attr_group;
         // SAFETY: `raw` is ours and not yet visible to anyone else. The
         // description fields are plain data; `ib_set_device_ops` copies
         // `ops`.

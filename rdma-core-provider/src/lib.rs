@@ -1,0 +1,127 @@
+// SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
+
+//! librxud: the libibverbs provider for rxud devices.
+//!
+//! libibverbs dlopen()s `librxud-rdmav34.so`; its load-time constructor
+//! registers [`DEVICE_OPS`]. For each RDMA device no other provider claims,
+//! libibverbs asks [`match_device`], and for a device we claim it calls
+//! [`alloc_device`] and, on `ibv_open_device`, `context::alloc_context`.
+
+mod context;
+mod sys;
+
+use core::ffi::{c_void, CStr};
+use std::os::unix::ffi::OsStrExt;
+use sys::*;
+
+/// The table libibverbs keeps a pointer to.
+struct DeviceOps(verbs_device_ops);
+
+// SAFETY: the table is immutable and its pointers refer to statics.
+unsafe impl Sync for DeviceOps {}
+
+/// No table entries: rxud has no driver id, PCI id or modalias; matching
+/// is `match_device`'s. The table must still exist and be terminated.
+struct MatchTable([verbs_match_ent; 1]);
+// SAFETY: immutable; the only pointer in it is NULL.
+unsafe impl Sync for MatchTable {}
+static MATCH_TABLE: MatchTable = MatchTable([verbs_match_ent {
+    driver_data: core::ptr::null(),
+    u: 0,
+    vendor: 0,
+    device: 0,
+    kind: 0,
+}]);
+
+static DEVICE_OPS: DeviceOps = DeviceOps(verbs_device_ops {
+    name: c"rxud".as_ptr(),
+    match_min_abi_version: rxud_abi::UVERBS_ABI_VERSION,
+    match_max_abi_version: rxud_abi::UVERBS_ABI_VERSION,
+    match_table: MATCH_TABLE.0.as_ptr(),
+    static_providers: core::ptr::null(),
+    match_device: Some(match_device),
+    alloc_context: Some(context::alloc_context),
+    import_context: None,
+    alloc_device: Some(alloc_device),
+    uninit_device: Some(uninit_device),
+});
+
+extern "C" fn register() {
+    // SAFETY: `DEVICE_OPS` is a valid, immortal ops table.
+    unsafe { verbs_register_driver_34(&DEVICE_OPS.0) };
+}
+
+/// Runs when libibverbs dlopen()s us, as C providers' constructors do.
+#[used]
+#[link_section = ".init_array"]
+static REGISTER: extern "C" fn() = register;
+
+/// rxud registers with `RDMA_DRIVER_UNKNOWN`, so it is recognised by the
+/// sysfs attribute every rxud device has (and no other device has).
+unsafe extern "C" fn match_device(dev: *mut verbs_sysfs_dev) -> bool {
+    // SAFETY: libibverbs passes a valid sysfs device whose `ibdev_path` is
+    // NUL-terminated.
+    let path = unsafe { CStr::from_ptr((*dev).ibdev_path.as_ptr()) };
+    let dir = std::path::Path::new(std::ffi::OsStr::from_bytes(path.to_bytes()));
+    dir.join(rxud_abi::SYSFS_ABI_ATTR).exists()
+}
+
+unsafe extern "C" fn alloc_device(_dev: *mut verbs_sysfs_dev) -> *mut verbs_device {
+    // libibverbs requires the device zeroed; it fills it in.
+    // SAFETY: plain allocation; freed in `uninit_device`.
+    unsafe { calloc(1, core::mem::size_of::<verbs_device>()).cast() }
+}
+
+unsafe extern "C" fn uninit_device(dev: *mut verbs_device) {
+    // SAFETY: allocated by `alloc_device`; libibverbs is done with it.
+    unsafe { free(dev.cast::<c_void>()) };
+}
+
+/// Sets `errno`, for callbacks that report failure by returning NULL.
+fn set_errno(err: i32) {
+    // SAFETY: `__errno_location` returns this thread's errno.
+    unsafe { *__errno_location() = err };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sysfs_dev(path: &std::path::Path) -> Box<verbs_sysfs_dev> {
+        // SAFETY: all-zero is a valid `verbs_sysfs_dev` (integers and
+        // arrays only).
+        let mut dev: Box<verbs_sysfs_dev> = Box::new(unsafe { core::mem::zeroed() });
+        let bytes = path.as_os_str().as_bytes();
+        assert!(bytes.len() < dev.ibdev_path.len());
+        for (d, s) in dev.ibdev_path.iter_mut().zip(bytes) {
+            *d = *s as _;
+        }
+        dev
+    }
+
+    #[test]
+    fn matches_only_devices_with_the_abi_attribute() {
+        let root = std::env::temp_dir().join(format!("rxud-match-{}", std::process::id()));
+        let rxud = root.join("rxud0");
+        let other = root.join("mlx5_0");
+        std::fs::create_dir_all(&rxud).unwrap();
+        std::fs::create_dir_all(&other).unwrap();
+        std::fs::write(rxud.join(rxud_abi::SYSFS_ABI_ATTR), "1\n").unwrap();
+        // SAFETY: valid sysfs device records with NUL-terminated paths.
+        unsafe {
+            assert!(match_device(&mut *sysfs_dev(&rxud)));
+            assert!(!match_device(&mut *sysfs_dev(&other)));
+            assert!(!match_device(&mut *sysfs_dev(&root.join("gone"))));
+        }
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn ops_advertise_exactly_our_abi() {
+        let ops = &DEVICE_OPS.0;
+        assert_eq!(ops.match_min_abi_version, rxud_abi::UVERBS_ABI_VERSION);
+        assert_eq!(ops.match_max_abi_version, rxud_abi::UVERBS_ABI_VERSION);
+        // SAFETY: the table is a static array ending in a sentinel.
+        assert_eq!(unsafe { (*ops.match_table).kind }, 0, "table must be sentinel-only");
+    }
+}

@@ -1,0 +1,86 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! `struct ib_udata`: the driver-private part of a uverbs command, in and
+//! out, following the ABI's evolution rules (rust/abi/mod.rs).
+
+use crate::ffi::bindings;
+use core::mem::size_of;
+use kernel::{
+    prelude::*,
+    types::{AsBytes, FromBytes},
+    uaccess::UserSlice,
+};
+
+/// The user buffers of one verbs call. Kernel ULPs call verbs with no
+/// udata; then requests read as all-zero and responses go nowhere.
+pub(crate) struct UData {
+    inbuf: usize,
+    inlen: usize,
+    outbuf: usize,
+    outlen: usize,
+}
+
+impl UData {
+    /// # Safety
+    ///
+    /// `ptr` is NULL or a valid `ib_udata` for the duration of the call.
+    pub(super) unsafe fn from_raw(ptr: *const bindings::ib_udata) -> Self {
+        if ptr.is_null() {
+            return Self { inbuf: 0, inlen: 0, outbuf: 0, outlen: 0 };
+        }
+        // SAFETY: valid per the caller; plain reads of four fields.
+        let u = unsafe { &*ptr };
+        Self { inbuf: u.inbuf as usize, inlen: u.inlen, outbuf: u.outbuf as usize, outlen: u.outlen }
+    }
+
+    /// Reads the request `T`. A shorter request (older librxud) reads as
+    /// if zero-extended; a longer one (newer librxud) is accepted only if
+    /// the part this kernel does not know is zero, else `EOPNOTSUPP`.
+    pub(crate) fn read<T: FromBytes + AsBytes + Default>(&self) -> Result<T> {
+        let mut value = T::default();
+        let n = self.inlen.min(size_of::<T>());
+        if n > 0 {
+            let mut reader = UserSlice::new(self.inbuf, self.inlen).reader();
+            // SAFETY: `T: FromBytes + AsBytes`: every byte pattern is a
+            // valid `T` and all its bytes are initialised, so viewing it as
+            // bytes and overwriting the first `n` of them is sound.
+            let bytes = unsafe { core::slice::from_raw_parts_mut((&raw mut value).cast::<u8>(), n) };
+            reader.read_slice(bytes)?;
+            let mut rest = self.inlen - n;
+            let mut chunk = [0u8; 64];
+            while rest > 0 {
+                let m = rest.min(chunk.len());
+                reader.read_slice(&mut chunk[..m])?;
+                if chunk[..m].iter().any(|&b| b != 0) {
+                    return Err(super::eopnotsupp());
+                }
+                rest -= m;
+            }
+        }
+        Ok(value)
+    }
+
+    /// Writes the response `T`, truncated to what the caller has room for
+    /// (an older librxud knows a prefix of it).
+    pub(crate) fn write<T: AsBytes>(&self, value: &T) -> Result {
+        let n = self.outlen.min(size_of::<T>());
+        if n == 0 {
+            return Ok(());
+        }
+        // SAFETY: `T: AsBytes`: all `size_of::<T>()` bytes are initialised.
+        let bytes = unsafe { core::slice::from_raw_parts(core::ptr::from_ref(value).cast::<u8>(), n) };
+        UserSlice::new(self.outbuf, self.outlen).writer().write_slice(bytes)
+    }
+}
+
+// SAFETY (all impls below): the ABI structs are `repr(C)`, made only of
+// integers, with explicit reserved fields and no implicit padding (their
+// sizes are asserted in rust/abi/mod.rs), so every byte pattern is valid
+// and every byte is initialised.
+macro_rules! abi_bytes {
+    ($($t:ty),*) => { $(
+        unsafe impl FromBytes for $t {}
+        unsafe impl AsBytes for $t {}
+    )* };
+}
+abi_bytes!(crate::abi::AllocContextReq, crate::abi::AllocContextResp);
