@@ -22,9 +22,14 @@ PROVIDER := $(TOP)/rdma-core-provider
 PROVIDER_SO := $(PROVIDER)/build/librxud-rdmav34.so
 LIBIBVERBS_DIR ?= /usr/lib/x86_64-linux-gnu/libibverbs
 
+VERBS_TEST := $(TOP)/tests/verbs/verbs-test
+
 .PHONY: all modules provider install setup run check check-host check-vm clean help
 
-all: modules provider
+all: modules provider $(VERBS_TEST)
+
+$(VERBS_TEST): $(TOP)/tests/verbs/verbs-test.c
+	$(CC) -O2 -g -Wall -Wextra -Werror -o $@ $< -libverbs
 
 # librxud, named as libibverbs loads it. Tests use it in place through
 # RDMAV_DRIVERS=$(PROVIDER)/build/librxud.
@@ -59,6 +64,7 @@ check-vm: all
 
 clean:
 	-$(KMAKE) clean
+	rm -f $(VERBS_TEST)
 	rm -rf $(TOP)/rust/proto/target $(TOP)/rust/abi/target $(PROVIDER)/target $(PROVIDER)/build
 
 help:

@@ -4,7 +4,9 @@
 //! safe Rust over the `ib` and `net` boundaries.
 
 pub(crate) mod context;
+pub(crate) mod counter;
 pub(crate) mod device;
+pub(crate) mod pd;
 pub(crate) mod registry;
 
 pub(crate) use registry::Registry;

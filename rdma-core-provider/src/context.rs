@@ -40,6 +40,8 @@ static CONTEXT_OPS: ContextOps = ContextOps(verbs_context_ops {
     free_context: Some(free_context),
     query_device_ex: Some(query_device_ex),
     query_port: Some(query_port),
+    alloc_pd: Some(crate::pd::alloc_pd),
+    dealloc_pd: Some(crate::pd::dealloc_pd),
     ..unsafe_default_ops()
 });
 

@@ -26,6 +26,28 @@ pub struct ibv_context {
     _opaque: [u8; 0],
 }
 
+/// `struct ibv_pd`.
+#[repr(C)]
+pub struct ibv_pd {
+    pub context: *mut ibv_context,
+    pub handle: u32,
+}
+
+/// `struct ibv_alloc_pd`.
+#[repr(C)]
+#[derive(Default)]
+pub struct ibv_alloc_pd {
+    pub hdr: ib_uverbs_cmd_hdr,
+    pub response: u64,
+}
+
+/// `struct ib_uverbs_alloc_pd_resp`.
+#[repr(C)]
+#[derive(Default)]
+pub struct ib_uverbs_alloc_pd_resp {
+    pub pd_handle: u32,
+}
+
 /// `struct verbs_sysfs_dev`: what libibverbs knows about a device before a
 /// provider claims it.
 #[repr(C)]
@@ -99,7 +121,7 @@ pub struct verbs_context_ops {
     pub alloc_mw: Unused,
     pub alloc_null_mr: Unused,
     pub alloc_parent_domain: Unused,
-    pub alloc_pd: Unused,
+    pub alloc_pd: Option<unsafe extern "C" fn(*mut ibv_context) -> *mut ibv_pd>,
     pub alloc_td: Unused,
     pub async_event: Unused,
     pub attach_counters_point_flow: Unused,
@@ -120,7 +142,7 @@ pub struct verbs_context_ops {
     pub create_srq_ex: Unused,
     pub create_wq: Unused,
     pub dealloc_mw: Unused,
-    pub dealloc_pd: Unused,
+    pub dealloc_pd: Option<unsafe extern "C" fn(*mut ibv_pd) -> c_int>,
     pub dealloc_td: Unused,
     pub dereg_mr: Unused,
     pub destroy_ah: Unused,
@@ -236,6 +258,15 @@ extern "C" {
         resp: *mut c_void,
         resp_size: *mut usize,
     ) -> c_int;
+    pub fn ibv_cmd_alloc_pd(
+        context: *mut ibv_context,
+        pd: *mut ibv_pd,
+        cmd: *mut ibv_alloc_pd,
+        cmd_size: usize,
+        resp: *mut ib_uverbs_alloc_pd_resp,
+        resp_size: usize,
+    ) -> c_int;
+    pub fn ibv_cmd_dealloc_pd(pd: *mut ibv_pd) -> c_int;
     pub fn ibv_cmd_query_port(
         context: *mut ibv_context,
         port_num: u8,
@@ -275,4 +306,8 @@ mod layout {
     const _: () = assert!(size_of::<ibv_get_context>() == 16);
     const _: () = assert!(size_of::<ib_uverbs_get_context_resp>() == 8);
     const _: () = assert!(size_of::<ibv_query_port>() == 24);
+    const _: () = assert!(size_of::<ibv_pd>() == 16);
+    const _: () = assert!(size_of::<ibv_alloc_pd>() == 16);
+    const _: () = assert!(offset_of!(verbs_context_ops, alloc_pd) == 40);
+    const _: () = assert!(offset_of!(verbs_context_ops, dealloc_pd) == 208);
 }

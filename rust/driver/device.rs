@@ -4,6 +4,8 @@
 
 use super::Registry;
 use super::context::RxudContext;
+use super::counter::ObjectCounter;
+use super::pd::RxudPd;
 use crate::ib::{
     Device, DeviceAttr, DeviceOps, LinkLayer, PortAttr, PortImmutable, PortPhysState, PortState, UData,
 };
@@ -21,6 +23,8 @@ pub(crate) const DEFAULT_PKEY: u16 = 0xffff;
 pub(crate) const MAX_MSG_SIZE: u32 = 1 << 31;
 /// IEEE OUI-less vendor id, as rxe reports (0xffffff: "no vendor").
 pub(crate) const VENDOR_ID: u32 = 0xffffff;
+/// Most protection domains per device.
+pub(crate) const MAX_PD: u32 = 1 << 16;
 /// `IB_PORT_CM_SUP`: the connection manager can be used on this port.
 const PORT_CAP_CM_SUP: u32 = 1 << 16;
 
@@ -32,11 +36,12 @@ pub(crate) struct RxudDevice {
     registry: Arc<Registry>,
     /// Node GUID (EUI-64 of the netdev's MAC at creation), wire order.
     guid: [u8; 8],
+    pds: Arc<ObjectCounter>,
 }
 
 impl RxudDevice {
-    pub(crate) fn new(registry: Arc<Registry>, mac: [u8; 6]) -> Self {
-        Self { registry, guid: guid::eui64_from_mac(mac) }
+    pub(crate) fn new(registry: Arc<Registry>, mac: [u8; 6]) -> Result<Self> {
+        Ok(Self { registry, guid: guid::eui64_from_mac(mac), pds: ObjectCounter::new(MAX_PD)? })
     }
 }
 
@@ -56,10 +61,17 @@ impl DeviceOps for RxudDevice {
         RxudContext::new(udata)
     }
 
+    type Pd = RxudPd;
+
+    fn alloc_pd(dev: &Device<Self>, _udata: &UData) -> Result<RxudPd> {
+        Ok(RxudPd::new(dev.data().pds.take()?))
+    }
+
     fn query_device(dev: &Device<Self>, attr: &mut DeviceAttr) -> Result {
-        // Object limits stay zero until the verbs that create those objects
-        // exist: a consumer must not be told it can make a QP it cannot.
+        // Limits of objects rxud cannot create yet stay zero: a consumer
+        // must not be told it can make a QP it cannot.
         attr.vendor_id(VENDOR_ID)
+            .max_pd(dev.data().pds.max() as i32)
             .max_pkeys(1)
             .max_mr_size(u64::MAX)
             .page_size_cap(0xffff_f000)

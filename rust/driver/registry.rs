@@ -141,7 +141,7 @@ impl LinkOps for Arc<Registry> {
             phys_port_cnt: 1,
             num_comp_vectors: 1,
         };
-        let dev = NewDevice::new(self.module, &info, RxudDevice::new(self.clone(), ndev.mac()))?;
+        let dev = NewDevice::new(self.module, &info, RxudDevice::new(self.clone(), ndev.mac())?)?;
         dev.set_netdev(PORT, ndev)?;
         let handle = dev.handle();
         if let Err(e) = self.reserve(handle.clone(), ndev) {

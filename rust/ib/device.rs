@@ -33,6 +33,11 @@ pub(crate) trait DeviceOps: Sized + Send + Sync {
     type Context: Send + Sync;
 
     fn alloc_context(dev: &Device<Self>, udata: &UData) -> Result<Self::Context>;
+
+    /// A protection domain.
+    type Pd: Send + Sync;
+
+    fn alloc_pd(dev: &Device<Self>, udata: &UData) -> Result<Self::Pd>;
     fn query_device(dev: &Device<Self>, attr: &mut DeviceAttr) -> Result;
     fn query_port(dev: &Device<Self>, port: u32, attr: &mut PortAttr) -> Result;
     fn port_immutable(dev: &Device<Self>, port: u32) -> Result<PortImmutable>;
@@ -138,19 +143,49 @@ pub(crate) fn name_taken(name: &CStr) -> bool {
     true
 }
 
-/// A user context: ib_core's `ib_ucontext` followed by the driver's
-/// per-process state. ib_core allocates it (`size_ib_ucontext`) and frees it
-/// after `dealloc_ucontext`.
+/// An ib_core object (`ib_ucontext`, `ib_pd`, ...) followed by the
+/// driver's data for it. ib_core allocates it with the size the ops declare
+/// (`size_ib_*`), zeroed, and frees it after the destroy callback; the
+/// adapters initialise `data` on create and drop it on destroy.
 #[repr(C)]
-pub(crate) struct UContext<C> {
-    ib: Opaque<bindings::ib_ucontext>,
-    data: C,
+pub(crate) struct Object<I, D> {
+    ib: Opaque<I>,
+    data: D,
+}
+
+impl<I, D> Object<I, D> {
+    /// Stores the outcome of a driver's create verb in the object.
+    ///
+    /// # Safety
+    ///
+    /// `obj` is an object ib_core allocated with room for `Object<I, D>`,
+    /// whose data is not initialised.
+    unsafe fn init(obj: *mut I, data: Result<D>) -> kernel::ffi::c_int {
+        match data {
+            Ok(d) => {
+                // SAFETY: per the caller, the data slot is ours to write.
+                unsafe { core::ptr::write(core::ptr::addr_of_mut!((*obj.cast::<Self>()).data), d) };
+                0
+            }
+            Err(e) => e.to_errno(),
+        }
+    }
+
+    /// Drops the data of an object ib_core is destroying.
+    ///
+    /// # Safety
+    ///
+    /// `obj` was initialised by [`Object::init`] and is not used again.
+    unsafe fn drop_data(obj: *mut I) {
+        // SAFETY: per the caller.
+        unsafe { core::ptr::drop_in_place(core::ptr::addr_of_mut!((*obj.cast::<Self>()).data)) };
+    }
 }
 
 /// The user ABI version, for the `rxud_abi_version` sysfs attribute
 /// (rust/ffi/helpers.c).
 #[no_mangle]
-pub extern "C" fn rxud_uverbs_abi_version() -> u32 {
+pub(crate) extern "C" fn rxud_uverbs_abi_version() -> u32 {
     crate::abi::UVERBS_ABI_VERSION
 }
 
@@ -168,7 +203,10 @@ impl<T: DeviceOps> Adapter<T> {
         get_link_layer: Some(Self::get_link_layer),
         alloc_ucontext: Some(Self::alloc_ucontext),
         dealloc_ucontext: Some(Self::dealloc_ucontext),
-        size_ib_ucontext: mem::size_of::<UContext<T::Context>>(),
+        size_ib_ucontext: mem::size_of::<Object<bindings::ib_ucontext, T::Context>>(),
+        alloc_pd: Some(Self::alloc_pd),
+        dealloc_pd: Some(Self::dealloc_pd),
+        size_ib_pd: mem::size_of::<Object<bindings::ib_pd, T::Pd>>(),
         uverbs_abi_ver: crate::abi::UVERBS_ABI_VERSION,
         // SAFETY: all-zeroes is a valid `ib_device_ops` (NULL callbacks).
         ..unsafe { mem::zeroed() }
@@ -190,23 +228,32 @@ impl<T: DeviceOps> Adapter<T> {
         udata: *mut bindings::ib_udata,
     ) -> kernel::ffi::c_int {
         // SAFETY: ib_core passes a zeroed object of `size_ib_ucontext`
-        // bytes, i.e. a `UContext<T::Context>` with uninitialised data,
-        // whose `device` is our live device, and the call's udata.
-        let (dev, udata) = unsafe { (Device::<T>::from_raw((*uctx).device), UData::from_raw(udata)) };
-        match T::alloc_context(dev, &udata) {
-            Ok(ctx) => {
-                // SAFETY: see above; the data slot is ours to initialise.
-                unsafe { core::ptr::write(core::ptr::addr_of_mut!((*uctx.cast::<UContext<T::Context>>()).data), ctx) };
-                0
-            }
-            Err(e) => e.to_errno(),
+        // bytes whose `device` is our live device, and the call's udata.
+        unsafe {
+            let r = T::alloc_context(Device::from_raw((*uctx).device), &UData::from_raw(udata));
+            Object::<_, T::Context>::init(uctx, r)
         }
     }
 
     unsafe extern "C" fn dealloc_ucontext(uctx: *mut bindings::ib_ucontext) {
         // SAFETY: ib_core calls this once, on a context `alloc_ucontext`
-        // initialised; nothing uses the data afterwards.
-        unsafe { core::ptr::drop_in_place(core::ptr::addr_of_mut!((*uctx.cast::<UContext<T::Context>>()).data)) };
+        // initialised.
+        unsafe { Object::<_, T::Context>::drop_data(uctx) };
+    }
+
+    unsafe extern "C" fn alloc_pd(pd: *mut bindings::ib_pd, udata: *mut bindings::ib_udata) -> kernel::ffi::c_int {
+        // SAFETY: as in `alloc_ucontext`, for `size_ib_pd`.
+        unsafe {
+            let r = T::alloc_pd(Device::from_raw((*pd).device), &UData::from_raw(udata));
+            Object::<_, T::Pd>::init(pd, r)
+        }
+    }
+
+    unsafe extern "C" fn dealloc_pd(pd: *mut bindings::ib_pd, _udata: *mut bindings::ib_udata) -> kernel::ffi::c_int {
+        // SAFETY: ib_core calls this once, on a PD `alloc_pd` initialised,
+        // after every object using it is gone.
+        unsafe { Object::<_, T::Pd>::drop_data(pd) };
+        0
     }
 
     unsafe extern "C" fn query_device(

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# tests/verbs/verbs-test against rxud and against rxe on the same netdev:
+# both must pass the same checks. Then resources of a process that is
+# killed are all released.
+. "$(dirname "$0")/../lib/tap.sh"
+. "$(dirname "$0")/../lib/rxud.sh"
+IF=${RXUD_IF:?no test NIC}
+VT=$RXUD_TOP/tests/verbs/verbs-test
+TAP_PLANNED=9
+tap_begin $TAP_PLANNED
+export RDMAV_DRIVERS=$RXUD_TOP/rdma-core-provider/build/librxud
+
+rxud_load
+modprobe rdma_rxe
+rdma link add rxud0 type rxud netdev "$IF"
+rdma link add rxe0 type rxe netdev "$IF"
+
+out_rxud=$("$VT" -d rxud0 2>&1); rc_rxud=$?
+out_rxe=$("$VT" -d rxe0 2>&1); rc_rxe=$?
+printf '%s\n' "verbs-test -d rxud0:" "$out_rxud" | tap_diag
+check_eq "verbs-test passes on rxud0" 0 "$rc_rxud"
+check_eq "verbs-test passes on rxe0 (the reference)" 0 "$rc_rxe"
+# Same checks, same verdicts: compare the TAP lines without device names.
+strip() { sed -E 's/ \(got [^)]*\)//; s/rx(e|ud)0/DEV/g; s/[0-9]+ (>=|==)/N \1/g; s/\(([0-9]+)\)//g' <<<"$1" | grep -E '^(not )?ok'; }
+check_eq "rxud and rxe give the same results" "$(strip "$out_rxe")" "$(strip "$out_rxud")"
+
+# count KIND: live objects of that kind on rxud0 (`rdma resource show`).
+count() { rdma resource show | sed -n "s/.* rxud0: .*\\b$1 \\([0-9]*\\).*/\\1/p"; }
+"$VT" -d rxud0 -H 60 > /tmp/vt-hold.out 2>&1 &
+pid=$!
+check "holder process opened rxud0 and allocated 3 PDs" wait_for 20 grep -q ready /tmp/vt-hold.out
+check_eq "rdma resource show counts its 3 PDs" 3 "$(count pd)"
+check_eq "and its context" 1 "$(count ctx)"
+kill -9 $pid
+wait $pid 2>/dev/null
+count_is() { [ "$(count "$1")" = "$2" ]; }
+check "PDs released after kill -9" wait_for 10 count_is pd 0
+check_eq "context released after kill -9" 0 "$(count ctx)"
+
+rdma link delete rxe0
+rdma link delete rxud0
+rmmod rdma_rxe
+check "rmmod rxud after user contexts came and went" rxud_unload
+tap_end
