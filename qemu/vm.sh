@@ -23,12 +23,13 @@
 #   --out DIR        output directory (default: a new one under /tmp)
 #   --mem MB         memory per VM (default 1024)
 #   --cpus N         vCPUs per VM (default 1)
+#   --append ARGS    extra kernel command line (e.g. kmemleak=on)
 #   --kvm            use KVM (default: TCG; KVM does not work on every host)
 #   -v               copy guest output to the terminal
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
-pair=0 timeout=600 out="" mem=1024 cpus=1 kvm=0 verbose=0
+pair=0 timeout=600 out="" mem=1024 cpus=1 kvm=0 verbose=0 append=""
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--pair) pair=1 ;;
@@ -36,6 +37,7 @@ while [ $# -gt 0 ]; do
 	--out) out=$2; shift ;;
 	--mem) mem=$2; shift ;;
 	--cpus) cpus=$2; shift ;;
+	--append) append=$2; shift ;;
 	--kvm) kvm=1 ;;
 	-v) verbose=1 ;;
 	--) shift; break ;;
@@ -83,6 +85,7 @@ for i in $(seq 0 $((nvms - 1))); do
 	opts=(--qemu-opts="-netdev socket,id=s0,udp=127.0.0.1:$peer_port,localaddr=127.0.0.1:$self_port -device virtio-net-pci,netdev=s0,mac=52:54:00:77:00:0$((i + 1))")
 	accel=(--disable-kvm)
 	[ $kvm -eq 1 ] && accel=()
+	[ -n "$append" ] && accel+=(--append "$append")
 	setsid vng --run "$KDIR" --user root --force-9p --disable-microvm "${accel[@]}" \
 		-m "${mem}M" --cpus "$cpus" --rwdir "$out" "${opts[@]}" -- "$guest" \
 		</dev/null >"$out/vm$i.log" 2>&1 &

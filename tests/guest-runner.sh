@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# In-guest kselftest-style runner: runs every test script of a directory,
-# each with a time limit, nests its TAP output, and records dmesg.
-#   tests/guest-runner.sh DIR
+# In-guest kselftest-style runner: runs every test script of a directory
+# (or the one script given), each with a time limit, nests its TAP output,
+# and records dmesg (and kmemleak's findings when booted with kmemleak=on).
+#   tests/guest-runner.sh DIR|SCRIPT
 # Writes the TAP stream to stdout and to $RXUD_OUT/tap.txt, the kernel log
 # to $RXUD_OUT/dmesg.txt. Exits non-zero if any test failed.
 set -u
 dir=$1
 out=${RXUD_OUT:-/tmp}
 limit=${RXUD_TEST_TIMEOUT:-300}
-tests=("$dir"/[0-9]*.sh)
+if [ -f "$dir" ]; then tests=("$dir"); else tests=("$dir"/[0-9]*.sh); fi
 {
 	echo "TAP version 13"
 	echo "1..${#tests[@]}"
@@ -31,5 +32,14 @@ tests=("$dir"/[0-9]*.sh)
 	exit $rc
 } | tee "$out/tap.txt"
 rc=${PIPESTATUS[0]}
+# With kmemleak=on, look for leaks after everything has been unloaded:
+# two scans, the second after kmemleak's minimum object age (5 s).
+if grep -qw kmemleak=on /proc/cmdline; then
+	mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug
+	echo scan > /sys/kernel/debug/kmemleak
+	sleep 6
+	echo scan > /sys/kernel/debug/kmemleak
+	cat /sys/kernel/debug/kmemleak > "$out/kmemleak.txt"
+fi
 dmesg > "$out/dmesg.txt"
 exit "$rc"

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Tests of the tests: builds rxud with a deliberate bug and checks that the
-# in-VM suite catches it. A suite that passes against a broken module is
-# itself broken.
+# Tests of the tests: builds rxud with deliberate bugs and checks that the
+# in-VM tests catch each one. A suite that passes against a broken module
+# is itself broken.
 #
-# Mutant "allow-non-ethernet": newlink stops refusing non-Ethernet netdevs,
-# so `rdma link add ... netdev lo` succeeds. 02-link-errors.sh must fail on
-# exactly that check.
+# Each mutant: a name, a file under rust/, text to replace and its
+# replacement, the test to run (with kmemleak on), and a pattern that must
+# appear in that run's results (its TAP output or kmemleak's report).
 set -uo pipefail
 TOP=$(cd "$(dirname "$0")/.." && pwd)
 . "$TOP/qemu/lib.sh"
@@ -13,25 +13,47 @@ need_kernel
 
 work=$(mktemp -d /tmp/rxud-mutant.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-cp -r "$TOP/Kbuild" "$TOP/rust" "$work/"
-rm -rf "$work/rust/proto/target"
-target='if ndev.hw_type() != ARPHRD_ETHER || ndev.is_vlan() {'
-grep -qF "$target" "$work/rust/driver/registry.rs" || die "mutation site not found: update tests/mutation.sh"
-T=$target perl -pi -e 's/\Q$ENV{T}\E/if ndev.is_vlan() {/' "$work/rust/driver/registry.rs"
-grep -qF "$target" "$work/rust/driver/registry.rs" && die "mutation not applied"
+failed=0
 
-log "mutation: building the allow-non-ethernet mutant"
-make -s -C "$KDIR" M="$work" "${KMAKE_FLAGS[@]}" modules >"$work/build.log" 2>&1 ||
-	{ tail -n 30 "$work/build.log"; die "mutant does not build"; }
+# mutant NAME FILE FROM TO TEST WANT
+mutant() {
+	local name=$1 file=$2 from=$3 to=$4 test=$5 want=$6 src out
+	src=$work/$name
+	mkdir -p "$src"
+	cp -r "$TOP/Kbuild" "$TOP/rust" "$src/"
+	rm -rf "$src"/rust/*/target
+	if ! grep -qF -- "$from" "$src/rust/$file"; then
+		echo "not ok - mutant $name: mutation site gone from rust/$file"
+		failed=1
+		return
+	fi
+	FROM=$from TO=$to perl -pi -e 's/\Q$ENV{FROM}\E/$ENV{TO}/' "$src/rust/$file"
+	if ! make -s -C "$KDIR" M="$src" "${KMAKE_FLAGS[@]}" modules >"$src/build.log" 2>&1; then
+		tail -n 20 "$src/build.log"
+		echo "not ok - mutant $name does not build"
+		failed=1
+		return
+	fi
+	out=$src/run
+	"$TOP/qemu/vm.sh" --append kmemleak=on --timeout 600 --out "$out" -- \
+		env RXUD_KO="$src/rxud.ko" "$TOP/tests/guest-runner.sh" "$TOP/$test" >/dev/null 2>&1
+	if cat "$out"/vm0/tap.txt "$out"/vm0/kmemleak.txt 2>/dev/null | grep -qE -- "$want"; then
+		echo "ok - mutant $name is caught by $(basename "$test")"
+	else
+		echo "not ok - mutant $name survived $(basename "$test") (looked for: $want)"
+		cp -r "$out" "/tmp/rxud-mutant-$name-$$"
+		failed=1
+	fi
+}
 
-out=$(mktemp -d /tmp/rxud-mutant-run.XXXXXX)
-log "mutation: running 02-link-errors.sh against it"
-RXUD_KO="$work/rxud.ko" "$TOP/qemu/vm.sh" --timeout 600 --out "$out" -- \
-	env RXUD_KO="$work/rxud.ko" "$TOP/tests/guest/02-link-errors.sh"
-rc=$?
-if [ $rc -ne 0 ] && grep -qE '^not ok [0-9]+ - loopback \(not Ethernet\)' "$out/vm0.log"; then
-	echo "ok - mutant allow-non-ethernet is caught by 02-link-errors.sh"
-	exit 0
-fi
-echo "not ok - mutant allow-non-ethernet survived (exit $rc, log $out/vm0.log)"
-exit 1
+# newlink stops refusing non-Ethernet netdevs: `netdev lo` succeeds.
+mutant allow-non-ethernet driver/registry.rs \
+	'if ndev.hw_type() != ARPHRD_ETHER || ndev.is_vlan() {' 'if ndev.is_vlan() {' \
+	tests/guest/02-link-errors.sh '^# not ok [0-9]+ - loopback \(not Ethernet\)'
+
+# Every PD leaks a reference to its device's object counter.
+mutant leak-pd-counter driver/counter.rs \
+	'Ok(Counted(self.clone()))' '{ core::mem::forget(self.clone()); Ok(Counted(self.clone())) }' \
+	tests/guest/05-verbs.sh 'unreferenced object'
+
+exit $failed

@@ -49,6 +49,11 @@ check_vm_results() { # DIR NVMS
 		if [ "$f" -eq 0 ] && grep -qE '^not ok ' "$tap"; then
 			failed=$((failed + $(grep -cE '^not ok ' "$tap")))
 		fi
+		if [ -s "$dir/vm$i/kmemleak.txt" ]; then
+			log "FAIL: vm$i: kmemleak reports leaks:"
+			head -n 40 "$dir/vm$i/kmemleak.txt" >&2
+			failed=$((failed + 1))
+		fi
 		if [ ! -f "$dir/vm$i/dmesg.txt" ]; then
 			log "FAIL: vm$i: no kernel log collected"
 			failed=$((failed + 1))
@@ -58,7 +63,7 @@ check_vm_results() { # DIR NVMS
 			failed=$((failed + 1))
 		else
 			passed=$((passed + 1))
-			echo "ok - vm$i kernel log clean (no oops/BUG/WARNING/KASAN/lockdep)"
+			echo "ok - vm$i kernel log clean (no oops/BUG/WARNING/KASAN/lockdep)$([ -f "$dir/vm$i/kmemleak.txt" ] && echo ', kmemleak: no leaks')"
 		fi
 	done
 }
@@ -75,7 +80,8 @@ fi
 if [ "$mode" != host ]; then
 	[ -f "$TOP/rxud.ko" ] || die "rxud.ko not built: run 'make' first"
 	log "single-VM suite (tests/guest)"
-	"$TOP/qemu/vm.sh" --timeout 900 --out "$OUT/single" -v -- \
+	# kmemleak on: the runner scans after the tests and fails on leaks.
+	"$TOP/qemu/vm.sh" --append kmemleak=on --timeout 900 --out "$OUT/single" -v -- \
 		"$TOP/tests/guest-runner.sh" "$TOP/tests/guest"
 	rc=$?
 	[ $rc -eq 0 ] || log "single-VM suite: exit $rc"
@@ -89,7 +95,9 @@ if [ "$mode" != host ]; then
 	check_vm_results "$OUT/pair" 2
 
 	log "tests of the tests (tests/mutation.sh)"
-	if "$TOP/tests/mutation.sh"; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+	"$TOP/tests/mutation.sh" | tee "$OUT/mutation.txt"
+	passed=$((passed + $(grep -c '^ok ' "$OUT/mutation.txt")))
+	failed=$((failed + $(grep -c '^not ok ' "$OUT/mutation.txt")))
 fi
 
 echo "results in $OUT"
