@@ -43,8 +43,15 @@ install: all
 	install -D -m 0644 /dev/null $(DESTDIR)/etc/libibverbs.d/rxud.driver
 	echo "driver rxud" > $(DESTDIR)/etc/libibverbs.d/rxud.driver
 
+# Kbuild's dependency files name kernel headers by relative paths, so objects
+# built against one kernel tree look up to date against another (with a
+# different config, hence different struct layouts). Start clean whenever the
+# tree changes.
 modules:
 	@test -f $(KDIR)/.config || { echo "no kernel at $(KDIR): run 'make setup'"; exit 1; }
+	@if [ "$$(cat $(TOP)/.rxud-kdir 2>/dev/null)" != "$(KDIR)" ]; then \
+		echo "kernel tree changed: cleaning module objects"; \
+		$(KMAKE) clean >/dev/null; echo "$(KDIR)" > $(TOP)/.rxud-kdir; fi
 	$(KMAKE) modules
 
 setup:
@@ -64,6 +71,7 @@ check-vm: all
 
 clean:
 	-$(KMAKE) clean
+	rm -f $(TOP)/.rxud-kdir
 	rm -f $(VERBS_TEST)
 	rm -rf $(TOP)/rust/proto/target $(TOP)/rust/abi/target $(PROVIDER)/target $(PROVIDER)/build
 

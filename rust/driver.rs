@@ -6,6 +6,7 @@
 pub(crate) mod context;
 pub(crate) mod counter;
 pub(crate) mod device;
+pub(crate) mod mr;
 pub(crate) mod pd;
 pub(crate) mod registry;
 

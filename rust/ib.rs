@@ -8,10 +8,12 @@ pub(crate) mod attr;
 pub(crate) mod device;
 pub(crate) mod link;
 pub(crate) mod udata;
+pub(crate) mod umem;
 
 pub(crate) use attr::{DeviceAttr, LinkLayer, PortAttr, PortImmutable, PortPhysState, PortState};
 pub(crate) use device::{Device, DeviceHandle, DeviceInfo, DeviceOps, DeviceRef, NewDevice, PortEvent};
 pub(crate) use udata::UData;
+pub(crate) use umem::Umem;
 
 use kernel::error::Error;
 

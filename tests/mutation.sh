@@ -22,6 +22,8 @@ mutant() {
 	mkdir -p "$src"
 	cp -r "$TOP/Kbuild" "$TOP/rust" "$src/"
 	rm -rf "$src"/rust/*/target
+	# Sources only: objects built in the work tree must not leak in.
+	find "$src" \( -name '*.o' -o -name '.*.cmd' -o -name '*.d' -o -name bindings_generated.rs \) -delete
 	if ! grep -qF -- "$from" "$src/rust/$file"; then
 		echo "not ok - mutant $name: mutation site gone from rust/$file"
 		failed=1

@@ -42,6 +42,8 @@ static CONTEXT_OPS: ContextOps = ContextOps(verbs_context_ops {
     query_port: Some(query_port),
     alloc_pd: Some(crate::pd::alloc_pd),
     dealloc_pd: Some(crate::pd::dealloc_pd),
+    reg_mr: Some(crate::mr::reg_mr),
+    dereg_mr: Some(crate::mr::dereg_mr),
     ..unsafe_default_ops()
 });
 

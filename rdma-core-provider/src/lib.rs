@@ -8,6 +8,7 @@
 //! [`alloc_device`] and, on `ibv_open_device`, `context::alloc_context`.
 
 mod context;
+mod mr;
 mod pd;
 mod sys;
 

@@ -48,6 +48,48 @@ pub struct ib_uverbs_alloc_pd_resp {
     pub pd_handle: u32,
 }
 
+/// `struct ibv_mr`.
+#[repr(C)]
+pub struct ibv_mr {
+    pub context: *mut ibv_context,
+    pub pd: *mut ibv_pd,
+    pub addr: *mut c_void,
+    pub length: usize,
+    pub handle: u32,
+    pub lkey: u32,
+    pub rkey: u32,
+}
+
+/// `struct verbs_mr`: `ibv_mr` plus what libibverbs keeps about it.
+#[repr(C)]
+pub struct verbs_mr {
+    pub ibv_mr: ibv_mr,
+    pub mr_type: u32,
+    pub access: c_int,
+}
+
+/// `struct ibv_reg_mr`.
+#[repr(C)]
+#[derive(Default)]
+pub struct ibv_reg_mr {
+    pub hdr: ib_uverbs_cmd_hdr,
+    pub response: u64,
+    pub start: u64,
+    pub length: u64,
+    pub hca_va: u64,
+    pub pd_handle: u32,
+    pub access_flags: u32,
+}
+
+/// `struct ib_uverbs_reg_mr_resp`.
+#[repr(C)]
+#[derive(Default)]
+pub struct ib_uverbs_reg_mr_resp {
+    pub mr_handle: u32,
+    pub lkey: u32,
+    pub rkey: u32,
+}
+
 /// `struct verbs_sysfs_dev`: what libibverbs knows about a device before a
 /// provider claims it.
 #[repr(C)]
@@ -144,7 +186,7 @@ pub struct verbs_context_ops {
     pub dealloc_mw: Unused,
     pub dealloc_pd: Option<unsafe extern "C" fn(*mut ibv_pd) -> c_int>,
     pub dealloc_td: Unused,
-    pub dereg_mr: Unused,
+    pub dereg_mr: Option<unsafe extern "C" fn(*mut verbs_mr) -> c_int>,
     pub destroy_ah: Unused,
     pub destroy_counters: Unused,
     pub destroy_cq: Unused,
@@ -185,7 +227,7 @@ pub struct verbs_context_ops {
     pub read_counters: Unused,
     pub reg_dm_mr: Unused,
     pub reg_dmabuf_mr: Unused,
-    pub reg_mr: Unused,
+    pub reg_mr: Option<unsafe extern "C" fn(*mut ibv_pd, *mut c_void, usize, u64, c_int) -> *mut ibv_mr>,
     pub req_notify_cq: Unused,
     pub rereg_mr: Unused,
     pub resize_cq: Unused,
@@ -267,6 +309,19 @@ extern "C" {
         resp_size: usize,
     ) -> c_int;
     pub fn ibv_cmd_dealloc_pd(pd: *mut ibv_pd) -> c_int;
+    pub fn ibv_cmd_reg_mr(
+        pd: *mut ibv_pd,
+        addr: *mut c_void,
+        length: usize,
+        hca_va: u64,
+        access: c_int,
+        vmr: *mut verbs_mr,
+        cmd: *mut ibv_reg_mr,
+        cmd_size: usize,
+        resp: *mut ib_uverbs_reg_mr_resp,
+        resp_size: usize,
+    ) -> c_int;
+    pub fn ibv_cmd_dereg_mr(vmr: *mut verbs_mr) -> c_int;
     pub fn ibv_cmd_query_port(
         context: *mut ibv_context,
         port_num: u8,
@@ -307,6 +362,12 @@ mod layout {
     const _: () = assert!(size_of::<ib_uverbs_get_context_resp>() == 8);
     const _: () = assert!(size_of::<ibv_query_port>() == 24);
     const _: () = assert!(size_of::<ibv_pd>() == 16);
+    const _: () = assert!(size_of::<ibv_mr>() == 48);
+    const _: () = assert!(size_of::<verbs_mr>() == 56);
+    const _: () = assert!(size_of::<ibv_reg_mr>() == 48);
+    const _: () = assert!(size_of::<ib_uverbs_reg_mr_resp>() == 12);
+    const _: () = assert!(offset_of!(verbs_context_ops, reg_mr) == 544);
+    const _: () = assert!(offset_of!(verbs_context_ops, dereg_mr) == 224);
     const _: () = assert!(size_of::<ibv_alloc_pd>() == 16);
     const _: () = assert!(offset_of!(verbs_context_ops, alloc_pd) == 40);
     const _: () = assert!(offset_of!(verbs_context_ops, dealloc_pd) == 208);

@@ -5,9 +5,11 @@
 use super::Registry;
 use super::context::RxudContext;
 use super::counter::ObjectCounter;
+use super::mr::RxudMr;
 use super::pd::RxudPd;
+use core::sync::atomic::{AtomicU32, Ordering};
 use crate::ib::{
-    Device, DeviceAttr, DeviceOps, LinkLayer, PortAttr, PortImmutable, PortPhysState, PortState, UData,
+    Device, DeviceAttr, DeviceOps, LinkLayer, PortAttr, PortImmutable, PortPhysState, PortState, UData, Umem,
 };
 use crate::proto::{guid, mtu};
 use kernel::{prelude::*, sync::Arc};
@@ -25,6 +27,8 @@ pub(crate) const MAX_MSG_SIZE: u32 = 1 << 31;
 pub(crate) const VENDOR_ID: u32 = 0xffffff;
 /// Most protection domains per device.
 pub(crate) const MAX_PD: u32 = 1 << 16;
+/// Most memory regions per device.
+pub(crate) const MAX_MR: u32 = 1 << 16;
 /// `IB_PORT_CM_SUP`: the connection manager can be used on this port.
 const PORT_CAP_CM_SUP: u32 = 1 << 16;
 
@@ -37,11 +41,22 @@ pub(crate) struct RxudDevice {
     /// Node GUID (EUI-64 of the netdev's MAC at creation), wire order.
     guid: [u8; 8],
     pds: Arc<ObjectCounter>,
+    mrs: Arc<ObjectCounter>,
+    /// Source of MR keys. Keys are only names for now; the data path will
+    /// look MRs up by key through an index table that also guarantees
+    /// uniqueness among live MRs.
+    next_key: AtomicU32,
 }
 
 impl RxudDevice {
     pub(crate) fn new(registry: Arc<Registry>, mac: [u8; 6]) -> Result<Self> {
-        Ok(Self { registry, guid: guid::eui64_from_mac(mac), pds: ObjectCounter::new(MAX_PD)? })
+        Ok(Self {
+            registry,
+            guid: guid::eui64_from_mac(mac),
+            pds: ObjectCounter::new(MAX_PD)?,
+            mrs: ObjectCounter::new(MAX_MR)?,
+            next_key: AtomicU32::new(1),
+        })
     }
 }
 
@@ -67,11 +82,33 @@ impl DeviceOps for RxudDevice {
         Ok(RxudPd::new(dev.data().pds.take()?))
     }
 
+    type Mr = RxudMr;
+
+    fn reg_user_mr(
+        dev: &Device<Self>,
+        _pd: &RxudPd,
+        umem: Umem,
+        _iova: u64,
+        _access: u32,
+        _udata: &UData,
+    ) -> Result<(RxudMr, u32)> {
+        let counted = dev.data().mrs.take()?;
+        // Key 0 is reserved (the local DMA lkey of kernel users).
+        let key = loop {
+            let k = dev.data().next_key.fetch_add(1, Ordering::Relaxed);
+            if k != 0 {
+                break k;
+            }
+        };
+        Ok((RxudMr::new(umem, counted), key))
+    }
+
     fn query_device(dev: &Device<Self>, attr: &mut DeviceAttr) -> Result {
         // Limits of objects rxud cannot create yet stay zero: a consumer
         // must not be told it can make a QP it cannot.
         attr.vendor_id(VENDOR_ID)
             .max_pd(dev.data().pds.max() as i32)
+            .max_mr(dev.data().mrs.max() as i32)
             .max_pkeys(1)
             .max_mr_size(u64::MAX)
             .page_size_cap(0xffff_f000)

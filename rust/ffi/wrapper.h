@@ -11,5 +11,6 @@
 #include <rdma/ib_verbs.h>
 #include <rdma/ib_cache.h>
 #include <rdma/ib_mad.h>
+#include <rdma/ib_umem.h>
 #include <rdma/rdma_netlink.h>
 #include "helpers.h"

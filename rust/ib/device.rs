@@ -38,6 +38,21 @@ pub(crate) trait DeviceOps: Sized + Send + Sync {
     type Pd: Send + Sync;
 
     fn alloc_pd(dev: &Device<Self>, udata: &UData) -> Result<Self::Pd>;
+
+    /// A memory region.
+    type Mr: Send + Sync;
+
+    /// Registers the user memory pinned in `umem`, which the MR addresses
+    /// from `iova`, with `IB_ACCESS_*` rights `access` (already checked by
+    /// ib_core for consistency). Returns the MR and its key (lkey = rkey).
+    fn reg_user_mr(
+        dev: &Device<Self>,
+        pd: &Self::Pd,
+        umem: super::Umem,
+        iova: u64,
+        access: u32,
+        udata: &UData,
+    ) -> Result<(Self::Mr, u32)>;
     fn query_device(dev: &Device<Self>, attr: &mut DeviceAttr) -> Result;
     fn query_port(dev: &Device<Self>, port: u32, attr: &mut PortAttr) -> Result;
     fn port_immutable(dev: &Device<Self>, port: u32) -> Result<PortImmutable>;
@@ -207,6 +222,8 @@ impl<T: DeviceOps> Adapter<T> {
         alloc_pd: Some(Self::alloc_pd),
         dealloc_pd: Some(Self::dealloc_pd),
         size_ib_pd: mem::size_of::<Object<bindings::ib_pd, T::Pd>>(),
+        reg_user_mr: Some(Self::reg_user_mr),
+        dereg_mr: Some(Self::dereg_mr),
         uverbs_abi_ver: crate::abi::UVERBS_ABI_VERSION,
         // SAFETY: all-zeroes is a valid `ib_device_ops` (NULL callbacks).
         ..unsafe { mem::zeroed() }
@@ -253,6 +270,42 @@ impl<T: DeviceOps> Adapter<T> {
         // SAFETY: ib_core calls this once, on a PD `alloc_pd` initialised,
         // after every object using it is gone.
         unsafe { Object::<_, T::Pd>::drop_data(pd) };
+        0
+    }
+
+    unsafe extern "C" fn reg_user_mr(
+        pd: *mut bindings::ib_pd,
+        start: u64,
+        length: u64,
+        iova: u64,
+        access: kernel::ffi::c_int,
+        udata: *mut bindings::ib_udata,
+    ) -> *mut bindings::ib_mr {
+        // SAFETY: ib_core passes a live PD of ours (initialised by
+        // `alloc_pd`, kept alive by its use count while the MR exists) on a
+        // live device, from the registering process's uverbs call.
+        let r = unsafe {
+            let dev = Device::<T>::from_raw((*pd).device);
+            let pd_data = &(*pd.cast::<Object<bindings::ib_pd, T::Pd>>()).data;
+            super::Umem::get(dev.as_raw(), start, length, access)
+                .and_then(|umem| T::reg_user_mr(dev, pd_data, umem, iova, access as u32, &UData::from_raw(udata)))
+        };
+        let obj = r.and_then(|(data, key)| {
+            let ib = bindings::ib_mr { lkey: key, rkey: key, ..Default::default() };
+            Ok(KBox::new(Object { ib: Opaque::new(ib), data }, GFP_KERNEL)?)
+        });
+        match obj {
+            // ib_core fills in the rest of `ib_mr` and hands it back to
+            // `dereg_mr`.
+            Ok(obj) => KBox::into_raw(obj).cast(),
+            Err(e) => err_ptr(e),
+        }
+    }
+
+    unsafe extern "C" fn dereg_mr(mr: *mut bindings::ib_mr, _udata: *mut bindings::ib_udata) -> kernel::ffi::c_int {
+        // SAFETY: `mr` came from `KBox::into_raw` in `reg_user_mr` and ib_core
+        // gives it back once.
+        drop(unsafe { KBox::from_raw(mr.cast::<Object<bindings::ib_mr, T::Mr>>()) });
         0
     }
 
@@ -321,6 +374,11 @@ impl<T: DeviceOps> Adapter<T> {
         let dev = unsafe { Device::<T>::from_raw(ib) };
         T::link_layer(dev, port).to_raw()
     }
+}
+
+/// `ERR_PTR(e)`: how ib_core's pointer-returning verbs report errors.
+fn err_ptr<P>(e: Error) -> *mut P {
+    e.to_errno() as isize as *mut P
 }
 
 fn to_c(r: Result) -> kernel::ffi::c_int {

@@ -17,7 +17,7 @@ check_fails "unknown netdev: ENODEV" "No such device" rdma link add rxud1 type r
 check_fails "duplicate device name: EEXIST" "File exists" rdma link add rxud0 type rxud netdev rxudtest0
 check_fails "netdev already bound: EEXIST" "File exists" rdma link add rxud1 type rxud netdev "$IF"
 check_fails "loopback (not Ethernet): EOPNOTSUPP" "Operation not supported" rdma link add rxud1 type rxud netdev lo
-ip link add rxudtest1 type vlan link rxudtest0 id 7 2>/dev/null
+ip link add link rxudtest0 name rxudtest1 type vlan id 7
 if [ -e /sys/class/net/rxudtest1 ]; then
 	check_fails "VLAN device: EOPNOTSUPP" "Operation not supported" rdma link add rxud1 type rxud netdev rxudtest1
 	ip link del rxudtest1

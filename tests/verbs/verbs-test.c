@@ -5,7 +5,7 @@
  * netdev, it must give the same results where rxe supports a verb.
  *
  *   verbs-test -d DEV              run the checks
- *   verbs-test -d DEV -H SECONDS   open DEV, allocate objects, print
+ *   verbs-test -d DEV -H SECONDS   open DEV, allocate 3 PDs and an MR, print
  *                                  "ready", then sleep (for the resource
  *                                  cleanup test, which kills it)
  */
@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 #include <infiniband/verbs.h>
 
@@ -55,6 +56,65 @@ static struct ibv_context *open_dev(const char *name)
 
 #define NPDS 64
 
+/* ibv_reg_mr must fail with @want in errno. */
+static void check_reg_fails(struct ibv_pd *pd, void *addr, size_t len, int access, int want,
+			    const char *what)
+{
+	struct ibv_mr *mr;
+
+	errno = 0;
+	mr = ibv_reg_mr(pd, addr, len, access);
+	check(!mr && errno == want, "%s: %s (got %s)", what, strerror(want),
+	      mr ? "success" : strerror(errno));
+	if (mr)
+		ibv_dereg_mr(mr);
+}
+
+static void mr_checks(struct ibv_context *ctx)
+{
+	const int rw = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+	size_t len = 1 << 20;
+	struct ibv_mr *mr, *mr2;
+	struct ibv_pd *pd;
+	void *buf, *hole;
+
+	pd = ibv_alloc_pd(ctx);
+	check(pd != NULL, "alloc PD for MRs");
+	buf = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (!pd || buf == MAP_FAILED)
+		return;
+
+	mr = ibv_reg_mr(pd, buf, len, rw);
+	check(mr != NULL, "reg_mr 1 MiB, local+remote read/write");
+	if (mr) {
+		check(mr->addr == buf && mr->length == len, "MR reports its address and length");
+		check(mr->lkey != 0 && mr->rkey != 0, "MR has non-zero keys");
+	}
+	mr2 = ibv_reg_mr(pd, buf, len, IBV_ACCESS_LOCAL_WRITE);
+	check(mr2 != NULL, "a second MR over the same memory");
+	if (mr && mr2)
+		check(mr2->lkey != mr->lkey, "the two MRs have different lkeys");
+
+	check_reg_fails(pd, buf, len, IBV_ACCESS_REMOTE_WRITE, EINVAL,
+			"reg_mr remote write without local write");
+	check_reg_fails(pd, buf, len, IBV_ACCESS_REMOTE_ATOMIC, EINVAL,
+			"reg_mr remote atomic without local write");
+	check_reg_fails(pd, buf, len, 1 << 30, EINVAL, "reg_mr with an unknown access flag");
+
+	/* An address range with nothing mapped behind it. */
+	hole = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (hole != MAP_FAILED) {
+		munmap(hole, len);
+		check_reg_fails(pd, hole, len, IBV_ACCESS_LOCAL_WRITE, EFAULT, "reg_mr over unmapped memory");
+	}
+
+	check_err(ibv_dealloc_pd(pd), EBUSY, "dealloc_pd while MRs use it");
+	check_err(mr ? ibv_dereg_mr(mr) : -1, 0, "dereg_mr");
+	check_err(mr2 ? ibv_dereg_mr(mr2) : -1, 0, "dereg_mr of the second MR");
+	check_err(ibv_dealloc_pd(pd), 0, "dealloc_pd once unused");
+	munmap(buf, len);
+}
+
 static int hold(struct ibv_context *ctx, int seconds)
 {
 	struct ibv_pd *pd[3];
@@ -64,6 +124,10 @@ static int hold(struct ibv_context *ctx, int seconds)
 			perror("ibv_alloc_pd");
 			return 1;
 		}
+	if (!ibv_reg_mr(pd[0], malloc(1 << 16), 1 << 16, IBV_ACCESS_LOCAL_WRITE)) {
+		perror("ibv_reg_mr");
+		return 1;
+	}
 	printf("ready\n");
 	fflush(stdout);
 	sleep(seconds);
@@ -129,6 +193,8 @@ int main(int argc, char **argv)
 	for (int i = 0; i < NPDS; i++)
 		ok &= pds[i] && ibv_dealloc_pd(pds[i]) == 0;
 	check(ok, "dealloc %d PDs", NPDS);
+
+	mr_checks(ctx);
 
 	check_err(ibv_close_device(ctx), 0, "close_device");
 	printf("1..%d\n", n_checks);

@@ -1,0 +1,58 @@
+// SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
+
+//! Memory regions: registered by the kernel, which pins the pages.
+
+use crate::set_errno;
+use crate::sys::*;
+use core::ffi::{c_int, c_void};
+use core::mem::size_of;
+
+pub(crate) unsafe extern "C" fn reg_mr(
+    pd: *mut ibv_pd,
+    addr: *mut c_void,
+    length: usize,
+    hca_va: u64,
+    access: c_int,
+) -> *mut ibv_mr {
+    // SAFETY: plain zeroed allocation, freed by `dereg_mr` or below.
+    let vmr = unsafe { calloc(1, size_of::<verbs_mr>()) }.cast::<verbs_mr>();
+    if vmr.is_null() {
+        return core::ptr::null_mut();
+    }
+    let mut cmd = ibv_reg_mr::default();
+    let mut resp = ib_uverbs_reg_mr_resp::default();
+    // SAFETY: `pd` is a live PD of ours; the command and response are the
+    // core structs with no driver data. The kernel validates the range.
+    let ret = unsafe {
+        ibv_cmd_reg_mr(
+            pd,
+            addr,
+            length,
+            hca_va,
+            access,
+            vmr,
+            &mut cmd,
+            size_of::<ibv_reg_mr>(),
+            &mut resp,
+            size_of::<ib_uverbs_reg_mr_resp>(),
+        )
+    };
+    if ret != 0 {
+        // SAFETY: allocated above, unknown to the kernel.
+        unsafe { free(vmr.cast()) };
+        set_errno(ret);
+        return core::ptr::null_mut();
+    }
+    // SAFETY: `ibv_mr` is the first field of `verbs_mr`.
+    unsafe { &raw mut (*vmr).ibv_mr }
+}
+
+pub(crate) unsafe extern "C" fn dereg_mr(vmr: *mut verbs_mr) -> c_int {
+    // SAFETY: `vmr` came from `reg_mr`.
+    let ret = unsafe { ibv_cmd_dereg_mr(vmr) };
+    if ret == 0 {
+        // SAFETY: the kernel object is gone; nothing refers to `vmr`.
+        unsafe { free(vmr.cast()) };
+    }
+    ret
+}
