@@ -94,6 +94,17 @@ if [ "$mode" != host ]; then
 	[ $rc -eq 0 ] || log "two-VM suite: exit $rc"
 	check_vm_results "$OUT/pair" 2
 
+	# README's main job must keep working too.
+	log "main job (make run: qemu/run-pair-demo.sh)"
+	if "$TOP/qemu/run-pair-demo.sh" >"$OUT/run-demo.txt" 2>&1 &&
+		grep -q '== vm0: done' "$OUT/run-demo.txt" && grep -q '== vm1: done' "$OUT/run-demo.txt"; then
+		echo "ok - make run: two VMs loaded rxud, showed rxud0 and exchanged traffic"
+		passed=$((passed + 1))
+	else
+		echo "not ok - make run failed (see $OUT/run-demo.txt)"
+		failed=$((failed + 1))
+	fi
+
 	log "tests of the tests (tests/mutation.sh)"
 	"$TOP/tests/mutation.sh" | tee "$OUT/mutation.txt"
 	passed=$((passed + $(grep -c '^ok ' "$OUT/mutation.txt")))

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Runs in each VM of `make run` (qemu/run-pair-demo.sh): load rxud, create
+# rxud0 on the link, show it as ib_core and libibverbs see it, send traffic
+# to the peer.
+set -e
+top=$(cd "$(dirname "$0")/.." && pwd)
+insmod "$top/rxud.ko"
+rdma link add rxud0 type rxud netdev "$RXUD_IF"
+echo "== vm$RXUD_VM: rdma link / rdma dev"
+rdma link show rxud0/1
+rdma dev show rxud0
+echo "== vm$RXUD_VM: ibv_devinfo through librxud"
+RDMAV_DRIVERS=$top/rdma-core-provider/build/librxud ibv_devinfo -d rxud0
+echo "== vm$RXUD_VM: traffic to $RXUD_PEER_IP"
+for _ in $(seq 60); do ping -c 1 -W 1 "$RXUD_PEER_IP" >/dev/null && break; done
+ping -c 5 -i 0.2 "$RXUD_PEER_IP"
+# Stay up until the peer has reached us too.
+touch "$RXUD_OUT/demo-done"
+peer=${RXUD_OUT%/vm*}/vm$((1 - RXUD_VM))/demo-done
+for _ in $(seq 120); do [ -e "$peer" ] && break; sleep 0.5; done
+rdma link delete rxud0
+rmmod rxud
+echo "== vm$RXUD_VM: done"
