@@ -11,7 +11,7 @@ use core::sync::atomic::{AtomicU32, Ordering};
 use crate::ib::{
     Device, DeviceAttr, DeviceOps, LinkLayer, PortAttr, PortImmutable, PortPhysState, PortState, UData, Umem,
 };
-use crate::proto::{guid, mtu};
+use crate::proto::mtu;
 use kernel::{prelude::*, sync::Arc};
 
 /// rxud devices have exactly one port, numbered 1 as in IB.
@@ -49,10 +49,10 @@ pub(crate) struct RxudDevice {
 }
 
 impl RxudDevice {
-    pub(crate) fn new(registry: Arc<Registry>, mac: [u8; 6]) -> Result<Self> {
+    pub(crate) fn new(registry: Arc<Registry>, guid: [u8; 8]) -> Result<Self> {
         Ok(Self {
             registry,
-            guid: guid::eui64_from_mac(mac),
+            guid,
             pds: ObjectCounter::new(MAX_PD)?,
             mrs: ObjectCounter::new(MAX_MR)?,
             next_key: AtomicU32::new(1),

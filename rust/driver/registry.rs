@@ -129,19 +129,20 @@ impl LinkOps for Arc<Registry> {
             pr_info!("{} is not an Ethernet device\n", ndev.name());
             return Err(crate::ib::eopnotsupp());
         }
-                // ib_core would refuse a taken name too, but with ENFILE ("Too many
+        // ib_core would refuse a taken name too, but with ENFILE ("Too many
         // open files in system"); say what is wrong instead. A name taken
         // between here and registration still gets ib_core's answer.
         if crate::ib::device::name_taken(name) {
             return Err(EEXIST);
         }
+        let guid = crate::proto::guid::eui64_from_mac(ndev.mac());
         let info = DeviceInfo {
-            node_guid: crate::proto::guid::eui64_from_mac(ndev.mac()),
+            node_guid: guid,
             node_desc: kernel::c_str!("rxud"),
             phys_port_cnt: 1,
             num_comp_vectors: 1,
         };
-        let dev = NewDevice::new(self.module, &info, RxudDevice::new(self.clone(), ndev.mac())?)?;
+        let dev = NewDevice::new(self.module, &info, RxudDevice::new(self.clone(), guid)?)?;
         dev.set_netdev(PORT, ndev)?;
         let handle = dev.handle();
         if let Err(e) = self.reserve(handle.clone(), ndev) {
