@@ -94,6 +94,11 @@ if [ "$mode" != host ]; then
 	[ $rc -eq 0 ] || log "two-VM suite: exit $rc"
 	check_vm_results "$OUT/pair" 2
 
+	log "VM launcher (tests/harness.sh)"
+	"$TOP/tests/harness.sh" | tee "$OUT/harness.txt"
+	passed=$((passed + $(grep -c '^ok ' "$OUT/harness.txt")))
+	failed=$((failed + $(grep -c '^not ok ' "$OUT/harness.txt")))
+
 	# README's main job must keep working too.
 	log "main job (make run: qemu/run-pair-demo.sh)"
 	if "$TOP/qemu/run-pair-demo.sh" >"$OUT/run-demo.txt" 2>&1 &&
