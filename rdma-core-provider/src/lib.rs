@@ -79,6 +79,45 @@ unsafe extern "C" fn uninit_device(dev: *mut verbs_device) {
     unsafe { free(dev.cast::<c_void>()) };
 }
 
+/// Allocates a zeroed `T` and hands it to `create`, the kernel command that
+/// fills it in. On failure frees it, sets `errno` to the returned error and
+/// returns NULL, as libibverbs expects of object-creating callbacks.
+///
+/// # Safety
+///
+/// `T` must be valid when all-zero, and `create` must either succeed or
+/// leave no reference to the object behind.
+unsafe fn create_object<T>(create: impl FnOnce(*mut T) -> core::ffi::c_int) -> *mut T {
+    // SAFETY: plain allocation; the caller's destroy path frees it.
+    let obj = unsafe { calloc(1, core::mem::size_of::<T>()) }.cast::<T>();
+    if obj.is_null() {
+        return obj;
+    }
+    let ret = create(obj);
+    if ret != 0 {
+        // SAFETY: allocated above and, per the caller, unreferenced.
+        unsafe { free(obj.cast()) };
+        set_errno(ret);
+        return core::ptr::null_mut();
+    }
+    obj
+}
+
+/// Runs `destroy`, the kernel command that destroys `obj`, and frees `obj`
+/// if it succeeded (on failure, e.g. `EBUSY`, the object stays usable).
+///
+/// # Safety
+///
+/// `obj` came from [`create_object`] and is not used after a success.
+unsafe fn destroy_object<T>(obj: *mut T, destroy: impl FnOnce(*mut T) -> core::ffi::c_int) -> core::ffi::c_int {
+    let ret = destroy(obj);
+    if ret == 0 {
+        // SAFETY: the kernel object is gone; per the caller nothing uses it.
+        unsafe { free(obj.cast()) };
+    }
+    ret
+}
+
 /// Sets `errno`, for callbacks that report failure by returning NULL.
 fn set_errno(err: i32) {
     // SAFETY: `__errno_location` returns this thread's errno.

@@ -2,8 +2,8 @@
 
 //! Memory regions: registered by the kernel, which pins the pages.
 
-use crate::set_errno;
 use crate::sys::*;
+use crate::{create_object, destroy_object};
 use core::ffi::{c_int, c_void};
 use core::mem::size_of;
 
@@ -14,33 +14,28 @@ pub(crate) unsafe extern "C" fn reg_mr(
     hca_va: u64,
     access: c_int,
 ) -> *mut ibv_mr {
-    // SAFETY: plain zeroed allocation, freed by `dereg_mr` or below.
-    let vmr = unsafe { calloc(1, size_of::<verbs_mr>()) }.cast::<verbs_mr>();
-    if vmr.is_null() {
-        return core::ptr::null_mut();
-    }
-    let mut cmd = ibv_reg_mr::default();
-    let mut resp = ib_uverbs_reg_mr_resp::default();
-    // SAFETY: `pd` is a live PD of ours; the command and response are the
-    // core structs with no driver data. The kernel validates the range.
-    let ret = unsafe {
-        ibv_cmd_reg_mr(
-            pd,
-            addr,
-            length,
-            hca_va,
-            access,
-            vmr,
-            &mut cmd,
-            size_of::<ibv_reg_mr>(),
-            &mut resp,
-            size_of::<ib_uverbs_reg_mr_resp>(),
-        )
+    // SAFETY: `verbs_mr` is valid zeroed; `pd` is a live PD of ours; the
+    // command and response are the core structs with no driver data. The
+    // kernel validates the range and the access flags.
+    let vmr = unsafe {
+        create_object(|vmr| {
+            let mut cmd = ibv_reg_mr::default();
+            let mut resp = ib_uverbs_reg_mr_resp::default();
+            ibv_cmd_reg_mr(
+                pd,
+                addr,
+                length,
+                hca_va,
+                access,
+                vmr,
+                &mut cmd,
+                size_of::<ibv_reg_mr>(),
+                &mut resp,
+                size_of::<ib_uverbs_reg_mr_resp>(),
+            )
+        })
     };
-    if ret != 0 {
-        // SAFETY: allocated above, unknown to the kernel.
-        unsafe { free(vmr.cast()) };
-        set_errno(ret);
+    if vmr.is_null() {
         return core::ptr::null_mut();
     }
     // SAFETY: `ibv_mr` is the first field of `verbs_mr`.
@@ -49,10 +44,5 @@ pub(crate) unsafe extern "C" fn reg_mr(
 
 pub(crate) unsafe extern "C" fn dereg_mr(vmr: *mut verbs_mr) -> c_int {
     // SAFETY: `vmr` came from `reg_mr`.
-    let ret = unsafe { ibv_cmd_dereg_mr(vmr) };
-    if ret == 0 {
-        // SAFETY: the kernel object is gone; nothing refers to `vmr`.
-        unsafe { free(vmr.cast()) };
-    }
-    ret
+    unsafe { destroy_object(vmr, |vmr| ibv_cmd_dereg_mr(vmr)) }
 }
