@@ -42,6 +42,183 @@ pub struct AllocContextResp {
     pub reserved: u32,
 }
 
+/// Shared rings.
+///
+/// Every work queue and completion queue is a ring of fixed-size slots in
+/// memory the kernel allocates and user space maps (`mmap` of the context's
+/// file at [`RingInfo::mmap_offset`]). A ring starts with a [`RingControl`]
+/// and its slots follow at [`RING_SLOTS_OFFSET`]. Indices run freely
+/// (wrapping at 2^32); slot `i` is at `i & (slot_count - 1)`, `slot_count`
+/// being a power of two; the ring holds `producer - consumer` entries, never
+/// more than `slot_count`. Each index is written by one side only and read
+/// by the other with acquire/release ordering: the producer writes a slot,
+/// then releases `producer`; the consumer reads it after acquiring
+/// `producer` and then releases `consumer`.
+///
+/// | ring            | producer | consumer |
+/// |-----------------|----------|----------|
+/// | CQ              | kernel   | user     |
+/// | SQ, RQ, SRQ     | user     | kernel   |
+///
+/// The kernel trusts nothing it reads from a ring: it copies an entry out
+/// before checking it, and treats indices that claim more entries than the
+/// ring holds as a broken queue.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct RingControl {
+    pub producer: u32,
+    pub reserved0: [u32; 15],
+    /// On its own cache line, away from the other side's index.
+    pub consumer: u32,
+    pub reserved1: [u32; 15],
+}
+
+/// Where the slots of a ring start.
+pub const RING_SLOTS_OFFSET: usize = core::mem::size_of::<RingControl>();
+
+/// Describes one shared ring in a create (or resize) response.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub struct RingInfo {
+    /// Offset to pass to `mmap` on the context's command fd; 0 with
+    /// `mmap_size` 0 when the queue has no ring (a QP on an SRQ has no RQ).
+    pub mmap_offset: u64,
+    /// Bytes to map: control block and slots, page aligned.
+    pub mmap_size: u64,
+    /// Number of slots, a power of two.
+    pub slot_count: u32,
+    /// Bytes per slot, a multiple of 16.
+    pub slot_size: u32,
+}
+
+impl RingInfo {
+    /// Whether this describes a ring at all.
+    pub fn is_present(&self) -> bool {
+        self.mmap_size != 0
+    }
+}
+
+/// Bytes of a send work-queue entry before its scatter/gather list or
+/// inline data. The data path defines the header's fields within it.
+pub const SEND_WQE_HEADER_SIZE: u32 = 64;
+/// Bytes of a receive work-queue entry before its scatter/gather list.
+pub const RECV_WQE_HEADER_SIZE: u32 = 16;
+/// Bytes of one scatter/gather element (`addr: u64, length: u32, lkey: u32`).
+pub const SGE_SIZE: u32 = 16;
+/// Bytes of one completion-queue entry.
+pub const CQE_SIZE: u32 = 64;
+
+/// One work completion in a CQ ring ([`CQE_SIZE`] bytes). Enumerations
+/// carry libibverbs' values (`enum ibv_wc_status`, `ibv_wc_opcode`,
+/// `ibv_wc_flags`), which equal the kernel's `ib_wc_*` values.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub struct Cqe {
+    pub wr_id: u64,
+    pub status: u32,
+    pub opcode: u32,
+    pub vendor_err: u32,
+    pub byte_len: u32,
+    /// Immediate data (network byte order, as in `ibv_wc`) or the
+    /// invalidated rkey, as `wc_flags` says.
+    pub imm_data: u32,
+    pub qp_num: u32,
+    /// UD/XUD: the sender's QP number.
+    pub src_qp: u32,
+    pub wc_flags: u32,
+    pub pkey_index: u16,
+    pub slid: u16,
+    pub sl: u8,
+    pub dlid_path_bits: u8,
+    /// UD on RoCE: `IBV_WC_IP_CSUM_OK` style header type of the received
+    /// packet (RDMA_NETWORK_IPV4/IPV6).
+    pub network_hdr_type: u8,
+    pub reserved0: u8,
+    /// UD on RoCE: the sender's MAC and VLAN id.
+    pub smac: [u8; 6],
+    pub vlan_id: u16,
+    pub reserved1: u64,
+}
+
+/// Driver part of the `ibv_create_cq` request.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub struct CreateCqReq {
+    /// Request extensions; none are defined yet.
+    pub comp_mask: u64,
+}
+
+/// Driver part of the `ibv_create_cq` response: the CQ's ring.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub struct CreateCqResp {
+    pub comp_mask: u64,
+    pub ring: RingInfo,
+}
+
+/// Driver part of the `ibv_resize_cq` request.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub struct ResizeCqReq {
+    pub comp_mask: u64,
+}
+
+/// Driver part of the `ibv_resize_cq` response: the CQ's new ring. The
+/// kernel has moved the unconsumed entries of the old ring into it (the
+/// first at slot 0); the old mapping stays valid until unmapped but is
+/// never written again.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub struct ResizeCqResp {
+    pub comp_mask: u64,
+    pub ring: RingInfo,
+}
+
+/// Driver part of the `ibv_create_qp` request.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub struct CreateQpReq {
+    /// Request extensions; none are defined yet. The XUD direct verb will
+    /// define the first.
+    pub comp_mask: u64,
+}
+
+/// Driver part of the `ibv_create_qp` response: the QP's rings.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub struct CreateQpResp {
+    pub comp_mask: u64,
+    /// Send queue.
+    pub sq: RingInfo,
+    /// Receive queue; absent when the QP uses an SRQ.
+    pub rq: RingInfo,
+}
+
+/// Driver part of the `ibv_create_srq` request.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub struct CreateSrqReq {
+    pub comp_mask: u64,
+}
+
+/// Driver part of the `ibv_create_srq` response.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub struct CreateSrqResp {
+    pub comp_mask: u64,
+    pub ring: RingInfo,
+}
+
+/// Driver part of the `ibv_create_ah` response.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub struct CreateAhResp {
+    pub comp_mask: u64,
+    /// Names the AH in UD send work requests; never 0.
+    pub ah_num: u32,
+    pub reserved: u32,
+}
+
 /// Layout checks, evaluated at compile time wherever this file is built.
 mod layout {
     use super::*;
@@ -50,4 +227,22 @@ mod layout {
     const _: () = assert!(size_of::<AllocContextReq>() == 8);
     const _: () = assert!(size_of::<AllocContextResp>() == 16);
     const _: () = assert!(offset_of!(AllocContextResp, abi_version) == 8);
+    const _: () = assert!(size_of::<RingControl>() == 128);
+    const _: () = assert!(offset_of!(RingControl, consumer) == 64);
+    const _: () = assert!(size_of::<RingInfo>() == 24);
+    const _: () = assert!(offset_of!(RingInfo, slot_count) == 16);
+    const _: () = assert!(size_of::<Cqe>() == CQE_SIZE as usize);
+    const _: () = assert!(offset_of!(Cqe, smac) == 48);
+    const _: () = assert!(size_of::<CreateCqReq>() == 8);
+    const _: () = assert!(size_of::<CreateCqResp>() == 32);
+    const _: () = assert!(size_of::<ResizeCqReq>() == 8);
+    const _: () = assert!(size_of::<ResizeCqResp>() == 32);
+    const _: () = assert!(size_of::<CreateQpReq>() == 8);
+    const _: () = assert!(size_of::<CreateQpResp>() == 56);
+    const _: () = assert!(offset_of!(CreateQpResp, rq) == 32);
+    const _: () = assert!(size_of::<CreateSrqReq>() == 8);
+    const _: () = assert!(size_of::<CreateSrqResp>() == 32);
+    const _: () = assert!(size_of::<CreateAhResp>() == 16);
+    const _: () = assert!(RING_SLOTS_OFFSET % 64 == 0);
+    const _: () = assert!(SEND_WQE_HEADER_SIZE % SGE_SIZE == 0 && RECV_WQE_HEADER_SIZE % SGE_SIZE == 0);
 }
