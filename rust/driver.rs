@@ -3,11 +3,17 @@
 //! The driver floor: rxud devices and what creates and removes them, in
 //! safe Rust over the `ib` and `net` boundaries.
 
+pub(crate) mod ah;
 pub(crate) mod context;
 pub(crate) mod counter;
+pub(crate) mod cq;
 pub(crate) mod device;
 pub(crate) mod mr;
 pub(crate) mod pd;
+pub(crate) mod qp;
 pub(crate) mod registry;
+pub(crate) mod ring;
+pub(crate) mod srq;
+pub(crate) mod table;
 
 pub(crate) use registry::Registry;

@@ -4,15 +4,25 @@
 //! type. Everything `unsafe` about ib_core lives under this module; the
 //! driver floor implements [`device::DeviceOps`] with safe code.
 
+pub(crate) mod ah;
 pub(crate) mod attr;
+pub(crate) mod cq;
 pub(crate) mod device;
 pub(crate) mod link;
+pub(crate) mod mmap;
+pub(crate) mod qp;
+pub(crate) mod srq;
 pub(crate) mod udata;
 pub(crate) mod umem;
 
 pub(crate) use attr::{DeviceAttr, LinkLayer, PortAttr, PortImmutable, PortPhysState, PortState};
 pub(crate) use device::{Device, DeviceHandle, DeviceInfo, DeviceOps, DeviceRef, NewDevice, PortEvent};
-pub(crate) use udata::UData;
+pub(crate) use ah::{AddressVector, NetworkType};
+pub(crate) use cq::{CqArm, CqInitAttr};
+pub(crate) use mmap::SharedMem;
+pub(crate) use qp::{QpAttr, QpCap, QpInitAttr, QpQuery, QpState, QpType};
+pub(crate) use srq::{SrqAttr, SrqModify};
+pub(crate) use udata::{UContext, UData};
 pub(crate) use umem::Umem;
 
 use kernel::error::Error;

@@ -3,13 +3,19 @@
 //! An rxud device: one ib_device with one RoCEv2 port on one netdev.
 
 use super::Registry;
+use super::ah::RxudAh;
 use super::context::RxudContext;
 use super::counter::ObjectCounter;
+use super::cq::RxudCq;
 use super::mr::RxudMr;
 use super::pd::RxudPd;
+use super::qp::{QpCore, RxudQp, FIRST_QPN};
+use super::srq::RxudSrq;
+use super::table::IndexTable;
 use core::sync::atomic::{AtomicU32, Ordering};
 use crate::ib::{
-    Device, DeviceAttr, DeviceOps, LinkLayer, PortAttr, PortImmutable, PortPhysState, PortState, UData, Umem,
+    AddressVector, CqArm, CqInitAttr, Device, DeviceAttr, DeviceOps, LinkLayer, PortAttr, PortImmutable,
+    PortPhysState, PortState, QpAttr, QpCap, QpInitAttr, QpQuery, SrqAttr, SrqModify, UData, Umem,
 };
 use crate::proto::mtu;
 use kernel::{prelude::*, sync::Arc};
@@ -29,6 +35,31 @@ pub(crate) const VENDOR_ID: u32 = 0xffffff;
 pub(crate) const MAX_PD: u32 = 1 << 16;
 /// Most memory regions per device.
 pub(crate) const MAX_MR: u32 = 1 << 16;
+/// Most completion queues per device.
+pub(crate) const MAX_CQ: u32 = 1 << 14;
+/// Most entries of one CQ (64 bytes each: 4 MiB).
+pub(crate) const MAX_CQE: u32 = 1 << 16;
+/// Most queue pairs per device.
+pub(crate) const MAX_QP: u32 = 1 << 16;
+/// Most work requests in one send or receive queue.
+pub(crate) const MAX_QP_WR: u32 = 1 << 14;
+/// Most scatter/gather elements per work request.
+pub(crate) const MAX_SGE: u32 = 32;
+/// Most bytes of inline data per send work request (fits in the slot of
+/// a 32-SGE WR).
+pub(crate) const MAX_INLINE_DATA: u32 = MAX_SGE * crate::abi::SGE_SIZE;
+/// Most outstanding RDMA READ/atomic requests per QP, either direction.
+pub(crate) const MAX_QP_RD_ATOM: u32 = 128;
+/// Most shared receive queues per device.
+pub(crate) const MAX_SRQ: u32 = 1 << 14;
+/// Most work requests in one SRQ.
+pub(crate) const MAX_SRQ_WR: u32 = 1 << 14;
+/// Most scatter/gather elements per SRQ work request.
+pub(crate) const MAX_SRQ_SGE: u32 = 32;
+/// Most address handles per device.
+pub(crate) const MAX_AH: u32 = 1 << 15;
+/// Largest memory region: the whole 64-bit space, as for rxe.
+pub(crate) const MAX_MR_SIZE: u64 = u64::MAX;
 /// `IB_PORT_CM_SUP`: the connection manager can be used on this port.
 const PORT_CAP_CM_SUP: u32 = 1 << 16;
 
@@ -42,6 +73,12 @@ pub(crate) struct RxudDevice {
     guid: [u8; 8],
     pds: Arc<ObjectCounter>,
     mrs: Arc<ObjectCounter>,
+    pub(super) cqs: Arc<ObjectCounter>,
+    pub(super) srqs: Arc<ObjectCounter>,
+    /// QPs by number (the data path's lookup).
+    pub(super) qps: Arc<IndexTable<QpCore>>,
+    /// Address vectors by AH number.
+    pub(super) ahs: Arc<IndexTable<AddressVector>>,
     /// Source of MR keys. Keys are only names for now; the data path will
     /// look MRs up by key through an index table that also guarantees
     /// uniqueness among live MRs.
@@ -55,6 +92,11 @@ impl RxudDevice {
             guid,
             pds: ObjectCounter::new(MAX_PD)?,
             mrs: ObjectCounter::new(MAX_MR)?,
+            cqs: ObjectCounter::new(MAX_CQ)?,
+            srqs: ObjectCounter::new(MAX_SRQ)?,
+            qps: IndexTable::new(FIRST_QPN, MAX_QP)?,
+            // AH number 0 is never used (rust/abi: `CreateAhResp`).
+            ahs: IndexTable::new(1, MAX_AH)?,
             next_key: AtomicU32::new(1),
         })
     }
@@ -103,14 +145,80 @@ impl DeviceOps for RxudDevice {
         Ok((RxudMr::new(umem, counted), key))
     }
 
+    type Cq = RxudCq;
+
+    fn create_cq(dev: &Device<Self>, attr: &CqInitAttr, udata: &UData) -> Result<(RxudCq, u32)> {
+        RxudCq::new(dev.data(), attr, udata)
+    }
+
+    fn resize_cq(_dev: &Device<Self>, cq: &RxudCq, cqe: u32, udata: &UData) -> Result<u32> {
+        cq.resize(cqe, udata)
+    }
+
+    fn req_notify_cq(cq: &RxudCq, arm: CqArm) -> Result<bool> {
+        Ok(cq.arm(arm))
+    }
+
+    type Srq = RxudSrq;
+
+    fn create_srq(dev: &Device<Self>, _pd: &RxudPd, attr: &SrqAttr, udata: &UData) -> Result<(RxudSrq, SrqAttr)> {
+        RxudSrq::new(dev.data(), attr, udata)
+    }
+
+    fn modify_srq(_dev: &Device<Self>, srq: &RxudSrq, attr: &SrqAttr, what: SrqModify, _udata: &UData) -> Result {
+        srq.modify(attr, what)
+    }
+
+    fn query_srq(srq: &RxudSrq) -> Result<SrqAttr> {
+        Ok(srq.query())
+    }
+
+    type Qp = RxudQp;
+
+    fn create_qp(
+        dev: &Device<Self>,
+        _pd: &RxudPd,
+        attr: &QpInitAttr<'_, Self>,
+        udata: &UData,
+    ) -> Result<(RxudQp, u32, QpCap)> {
+        RxudQp::new(dev.data(), attr, udata)
+    }
+
+    fn modify_qp(_dev: &Device<Self>, qp: &RxudQp, attr: &QpAttr, _udata: &UData) -> Result {
+        qp.modify(attr)
+    }
+
+    fn query_qp(_dev: &Device<Self>, qp: &RxudQp) -> Result<QpQuery> {
+        Ok(qp.query())
+    }
+
+    type Ah = RxudAh;
+
+    fn create_ah(dev: &Device<Self>, _pd: &RxudPd, av: &AddressVector, sleepable: bool, udata: &UData) -> Result<RxudAh> {
+        RxudAh::new(dev.data(), av, sleepable, udata)
+    }
+
     fn query_device(dev: &Device<Self>, attr: &mut DeviceAttr) -> Result {
-        // Limits of objects rxud cannot create yet stay zero: a consumer
-        // must not be told it can make a QP it cannot.
+        let d = dev.data();
         attr.vendor_id(VENDOR_ID)
-            .max_pd(dev.data().pds.max() as i32)
-            .max_mr(dev.data().mrs.max() as i32)
+            .max_pd(d.pds.max() as i32)
+            .max_mr(d.mrs.max() as i32)
+            .max_cq(d.cqs.max() as i32)
+            .max_cqe(MAX_CQE as i32)
+            .max_qp(d.qps.max() as i32)
+            .max_qp_wr(MAX_QP_WR as i32)
+            .max_send_sge(MAX_SGE as i32)
+            .max_recv_sge(MAX_SGE as i32)
+            .max_sge_rd(MAX_SGE as i32)
+            .max_qp_rd_atom(MAX_QP_RD_ATOM as i32)
+            .max_qp_init_rd_atom(MAX_QP_RD_ATOM as i32)
+            .max_res_rd_atom((MAX_QP_RD_ATOM * MAX_QP) as i32)
+            .max_srq(d.srqs.max() as i32)
+            .max_srq_wr(MAX_SRQ_WR as i32)
+            .max_srq_sge(MAX_SRQ_SGE as i32)
+            .max_ah(d.ahs.max() as i32)
             .max_pkeys(1)
-            .max_mr_size(u64::MAX)
+            .max_mr_size(MAX_MR_SIZE)
             .page_size_cap(0xffff_f000)
             .sys_image_guid(dev.data().guid)
             .allow_user_unregister();

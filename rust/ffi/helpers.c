@@ -3,6 +3,8 @@
 
 #include <linux/if_vlan.h>
 #include <linux/sysfs.h>
+#include <linux/vmalloc.h>
+#include <rdma/uverbs_ioctl.h>
 #include "helpers.h"
 
 /*
@@ -103,4 +105,24 @@ void rxud_netdev_put(struct net_device *ndev)
 bool rxud_netdev_is_vlan(const struct net_device *ndev)
 {
 	return is_vlan_dev(ndev);
+}
+
+void *rxud_vmalloc_user(unsigned long size)
+{
+	return vmalloc_user(size);
+}
+
+struct ib_ucontext *rxud_udata_ucontext(struct ib_udata *udata)
+{
+	return udata ? rdma_udata_to_uverbs_attr_bundle(udata)->context : NULL;
+}
+
+struct ib_udata *rxud_attrs_udata(struct uverbs_attr_bundle *attrs)
+{
+	return attrs ? &attrs->driver_udata : NULL;
+}
+
+u64 rxud_mmap_entry_offset(const struct rdma_user_mmap_entry *entry)
+{
+	return rdma_user_mmap_get_offset(entry);
 }

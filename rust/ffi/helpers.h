@@ -28,6 +28,15 @@ void rxud_netdev_hold(struct net_device *ndev);
 void rxud_netdev_put(struct net_device *ndev);
 bool rxud_netdev_is_vlan(const struct net_device *ndev);
 
+/* Memory shared with user space through mmap (remap_vmalloc_range). */
+void *rxud_vmalloc_user(unsigned long size);
+/* The user context a verbs call's udata belongs to (NULL for none). */
+struct ib_ucontext *rxud_udata_ucontext(struct ib_udata *udata);
+/* The driver udata of a uverbs attribute bundle (NULL for none). */
+struct ib_udata *rxud_attrs_udata(struct uverbs_attr_bundle *attrs);
+/* Where user space maps an mmap entry (rdma_user_mmap_get_offset). */
+u64 rxud_mmap_entry_offset(const struct rdma_user_mmap_entry *entry);
+
 /* sysfs attributes of rxud ib_devices (ib_device_ops.device_group). */
 extern const struct attribute_group rxud_device_attr_group;
 /* Implemented in Rust: the user ABI version the attribute shows. */

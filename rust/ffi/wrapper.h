@@ -7,6 +7,8 @@
 #include <linux/netdevice.h>
 #include <linux/if_arp.h>
 #include <linux/notifier.h>
+#include <linux/vmalloc.h>
+#include <linux/mm.h>
 #include <net/addrconf.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/ib_cache.h>

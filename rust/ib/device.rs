@@ -17,7 +17,11 @@
 //! 3. Deallocated: ib_core calls `dealloc_driver`, where `T` is dropped.
 //!    Handles may outlive this; they then only keep a dead `ib_device`.
 
+use super::ah::AddressVector;
 use super::attr::{DeviceAttr, LinkLayer, PortAttr, PortImmutable};
+use super::cq::{CqArm, CqInitAttr};
+use super::qp::{QpAttr, QpCap, QpInitAttr, QpQuery};
+use super::srq::{SrqAttr, SrqModify};
 use super::udata::UData;
 use crate::ffi::bindings;
 use crate::net::{netdev::NetDeviceRef, NetDevice};
@@ -53,6 +57,48 @@ pub(crate) trait DeviceOps: Sized + Send + Sync {
         access: u32,
         udata: &UData,
     ) -> Result<(Self::Mr, u32)>;
+
+    /// A completion queue.
+    type Cq: Send + Sync;
+
+    /// Creates a CQ; returns it and the number of entries it holds.
+    fn create_cq(dev: &Device<Self>, attr: &CqInitAttr, udata: &UData) -> Result<(Self::Cq, u32)>;
+    /// Resizes a CQ to hold at least `cqe` entries, keeping the ones it
+    /// holds; returns the new number of entries.
+    fn resize_cq(dev: &Device<Self>, cq: &Self::Cq, cqe: u32, udata: &UData) -> Result<u32>;
+    /// Arms a CQ for one completion event; returns whether completions are
+    /// already waiting. Any context; must not sleep.
+    fn req_notify_cq(cq: &Self::Cq, arm: CqArm) -> Result<bool>;
+
+    /// A shared receive queue.
+    type Srq: Send + Sync;
+
+    /// Creates an SRQ; returns it and the sizes granted.
+    fn create_srq(dev: &Device<Self>, pd: &Self::Pd, attr: &SrqAttr, udata: &UData) -> Result<(Self::Srq, SrqAttr)>;
+    fn modify_srq(dev: &Device<Self>, srq: &Self::Srq, attr: &SrqAttr, what: SrqModify, udata: &UData) -> Result;
+    fn query_srq(srq: &Self::Srq) -> Result<SrqAttr>;
+
+    /// A queue pair.
+    type Qp: Send + Sync;
+
+    /// Creates a QP in the RESET state; returns it, its QP number and the
+    /// capacities granted.
+    fn create_qp(
+        dev: &Device<Self>,
+        pd: &Self::Pd,
+        attr: &QpInitAttr<'_, Self>,
+        udata: &UData,
+    ) -> Result<(Self::Qp, u32, QpCap)>;
+    fn modify_qp(dev: &Device<Self>, qp: &Self::Qp, attr: &QpAttr, udata: &UData) -> Result;
+    fn query_qp(dev: &Device<Self>, qp: &Self::Qp) -> Result<QpQuery>;
+
+    /// An address handle. Dropping it must not sleep.
+    type Ah: Send + Sync;
+
+    /// Creates an AH for `av`. Unless `sleepable`, in atomic context.
+    fn create_ah(dev: &Device<Self>, pd: &Self::Pd, av: &AddressVector, sleepable: bool, udata: &UData)
+        -> Result<Self::Ah>;
+
     fn query_device(dev: &Device<Self>, attr: &mut DeviceAttr) -> Result;
     fn query_port(dev: &Device<Self>, port: u32, attr: &mut PortAttr) -> Result;
     fn port_immutable(dev: &Device<Self>, port: u32) -> Result<PortImmutable>;
@@ -91,7 +137,7 @@ pub(crate) enum PortEvent {
 }
 
 impl<T: DeviceOps> Device<T> {
-    fn as_raw(&self) -> *mut bindings::ib_device {
+    pub(super) fn as_raw(&self) -> *mut bindings::ib_device {
         self.ib.get()
     }
 
@@ -99,7 +145,7 @@ impl<T: DeviceOps> Device<T> {
     ///
     /// `ptr` must be the `ib_device` of a live `Device<T>` whose data is
     /// initialised for `'a`.
-    unsafe fn from_raw<'a>(ptr: *mut bindings::ib_device) -> &'a Self {
+    pub(super) unsafe fn from_raw<'a>(ptr: *mut bindings::ib_device) -> &'a Self {
         // SAFETY: `ib` is the first field of a `repr(C)` struct, so the
         // pointers coincide; validity is the caller's guarantee.
         unsafe { &*ptr.cast::<Self>() }
@@ -175,7 +221,7 @@ impl<I, D> Object<I, D> {
     ///
     /// `obj` is an object ib_core allocated with room for `Object<I, D>`,
     /// whose data is not initialised.
-    unsafe fn init(obj: *mut I, data: Result<D>) -> kernel::ffi::c_int {
+    pub(super) unsafe fn init(obj: *mut I, data: Result<D>) -> kernel::ffi::c_int {
         match data {
             Ok(d) => {
                 // SAFETY: per the caller, the data slot is ours to write.
@@ -191,9 +237,20 @@ impl<I, D> Object<I, D> {
     /// # Safety
     ///
     /// `obj` was initialised by [`Object::init`] and is not used again.
-    unsafe fn drop_data(obj: *mut I) {
+    pub(super) unsafe fn drop_data(obj: *mut I) {
         // SAFETY: per the caller.
         unsafe { core::ptr::drop_in_place(core::ptr::addr_of_mut!((*obj.cast::<Self>()).data)) };
+    }
+
+    /// The driver data of a live object.
+    ///
+    /// # Safety
+    ///
+    /// `obj` was initialised by [`Object::init`] and is not destroyed
+    /// during `'a`.
+    pub(super) unsafe fn data_of<'a>(obj: *mut I) -> &'a D {
+        // SAFETY: per the caller.
+        unsafe { &(*obj.cast::<Self>()).data }
     }
 }
 
@@ -204,8 +261,9 @@ pub(crate) extern "C" fn rxud_uverbs_abi_version() -> u32 {
     crate::abi::UVERBS_ABI_VERSION
 }
 
-/// The `ib_device_ops` adapters for `T`.
-struct Adapter<T>(PhantomData<T>);
+/// The `ib_device_ops` adapters for `T`; those of each object kind are in
+/// its module (`cq`, `qp`, `srq`, `ah`, `mmap`).
+pub(super) struct Adapter<T>(PhantomData<T>);
 
 impl<T: DeviceOps> Adapter<T> {
     const OPS: bindings::ib_device_ops = bindings::ib_device_ops {
@@ -224,6 +282,27 @@ impl<T: DeviceOps> Adapter<T> {
         size_ib_pd: mem::size_of::<Object<bindings::ib_pd, T::Pd>>(),
         reg_user_mr: Some(Self::reg_user_mr),
         dereg_mr: Some(Self::dereg_mr),
+        create_cq: Some(Self::create_cq),
+        destroy_cq: Some(Self::destroy_cq),
+        resize_cq: Some(Self::resize_cq),
+        req_notify_cq: Some(Self::req_notify_cq),
+        size_ib_cq: mem::size_of::<Object<bindings::ib_cq, T::Cq>>(),
+        create_srq: Some(Self::create_srq),
+        modify_srq: Some(Self::modify_srq),
+        query_srq: Some(Self::query_srq),
+        destroy_srq: Some(Self::destroy_srq),
+        size_ib_srq: mem::size_of::<Object<bindings::ib_srq, T::Srq>>(),
+        create_qp: Some(Self::create_qp),
+        modify_qp: Some(Self::modify_qp),
+        query_qp: Some(Self::query_qp),
+        destroy_qp: Some(Self::destroy_qp),
+        size_ib_qp: mem::size_of::<Object<bindings::ib_qp, T::Qp>>(),
+        create_ah: Some(Self::create_ah),
+        create_user_ah: Some(Self::create_ah),
+        destroy_ah: Some(Self::destroy_ah),
+        size_ib_ah: mem::size_of::<Object<bindings::ib_ah, T::Ah>>(),
+        mmap: Some(super::mmap::mmap),
+        mmap_free: Some(super::mmap::mmap_free),
         uverbs_abi_ver: crate::abi::UVERBS_ABI_VERSION,
         // SAFETY: all-zeroes is a valid `ib_device_ops` (NULL callbacks).
         ..unsafe { mem::zeroed() }
@@ -381,7 +460,7 @@ fn err_ptr<P>(e: Error) -> *mut P {
     e.to_errno() as isize as *mut P
 }
 
-fn to_c(r: Result) -> kernel::ffi::c_int {
+pub(super) fn to_c(r: Result) -> kernel::ffi::c_int {
     match r {
         Ok(()) => 0,
         Err(e) => e.to_errno(),

@@ -18,7 +18,14 @@ pub(crate) struct UData {
     inlen: usize,
     outbuf: usize,
     outlen: usize,
+    ucontext: Option<core::ptr::NonNull<bindings::ib_ucontext>>,
 }
+
+/// The user context of the process making a verbs call, valid for the
+/// call. Objects that share memory with the process (rings) are made
+/// mappable through it.
+#[derive(Clone, Copy)]
+pub(crate) struct UContext<'a>(pub(super) core::ptr::NonNull<bindings::ib_ucontext>, core::marker::PhantomData<&'a ()>);
 
 impl UData {
     /// # Safety
@@ -26,11 +33,19 @@ impl UData {
     /// `ptr` is NULL or a valid `ib_udata` for the duration of the call.
     pub(super) unsafe fn from_raw(ptr: *const bindings::ib_udata) -> Self {
         if ptr.is_null() {
-            return Self { inbuf: 0, inlen: 0, outbuf: 0, outlen: 0 };
+            return Self { inbuf: 0, inlen: 0, outbuf: 0, outlen: 0, ucontext: None };
         }
         // SAFETY: valid per the caller; plain reads of four fields.
         let u = unsafe { &*ptr };
-        Self { inbuf: u.inbuf as usize, inlen: u.inlen, outbuf: u.outbuf as usize, outlen: u.outlen }
+        // SAFETY: a non-NULL udata is the driver udata of a uverbs call's
+        // attribute bundle, whose context is live for the call.
+        let ucontext = core::ptr::NonNull::new(unsafe { bindings::rxud_udata_ucontext(ptr.cast_mut()) });
+        Self { inbuf: u.inbuf as usize, inlen: u.inlen, outbuf: u.outbuf as usize, outlen: u.outlen, ucontext }
+    }
+
+    /// The calling process's user context; `None` for kernel callers.
+    pub(crate) fn ucontext(&self) -> Option<UContext<'_>> {
+        self.ucontext.map(|p| UContext(p, core::marker::PhantomData))
     }
 
     /// Reads the request `T`. A shorter request (older librxud) reads as
@@ -83,4 +98,16 @@ macro_rules! abi_bytes {
         unsafe impl AsBytes for $t {}
     )* };
 }
-abi_bytes!(crate::abi::AllocContextReq, crate::abi::AllocContextResp);
+abi_bytes!(
+    crate::abi::AllocContextReq,
+    crate::abi::AllocContextResp,
+    crate::abi::CreateCqReq,
+    crate::abi::CreateCqResp,
+    crate::abi::ResizeCqReq,
+    crate::abi::ResizeCqResp,
+    crate::abi::CreateQpReq,
+    crate::abi::CreateQpResp,
+    crate::abi::CreateSrqReq,
+    crate::abi::CreateSrqResp,
+    crate::abi::CreateAhResp
+);

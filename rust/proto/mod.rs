@@ -11,3 +11,4 @@
 pub mod guid;
 pub mod mtu;
 pub mod psn;
+pub mod ring;

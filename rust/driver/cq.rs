@@ -1,0 +1,125 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Completion queues. A CQ is a ring of `Cqe`s (rust/abi) the kernel
+//! produces and the owner consumes: user space through its mapping, kernel
+//! ULPs through `poll_cq` once the data path exists.
+
+use super::counter::Counted;
+use super::device::{RxudDevice, MAX_CQE};
+use super::ring::Ring;
+use crate::abi::{CreateCqReq, CreateCqResp, ResizeCqReq, ResizeCqResp, CQE_SIZE};
+use crate::ib::{CqArm, CqInitAttr, UData};
+use core::sync::atomic::{AtomicU8, Ordering};
+use kernel::{new_spinlock, prelude::*, sync::{Arc, SpinLock}};
+
+/// Arming state (`req_notify_cq`), read by the completer.
+const DISARMED: u8 = 0;
+const ARMED_SOLICITED: u8 = 1;
+const ARMED_ANY: u8 = 2;
+
+/// The part of a CQ its QPs share.
+#[pin_data]
+pub(crate) struct CqCore {
+    /// The ring, replaced by resize. Producers (completers) and resize
+    /// serialise on this lock. (Completions will be produced from softirq
+    /// context: the data path must make this lock bottom-half safe.)
+    #[pin]
+    ring: SpinLock<CqRing>,
+    armed: AtomicU8,
+}
+
+struct CqRing {
+    ring: Ring,
+    /// Next index to produce at; the ring's producer field mirrors it.
+    producer: u32,
+}
+
+pub(crate) struct RxudCq {
+    core: Arc<CqCore>,
+    _counted: Counted,
+}
+
+impl RxudCq {
+    pub(crate) fn new(dev: &RxudDevice, attr: &CqInitAttr, udata: &UData) -> Result<(Self, u32)> {
+        let req: CreateCqReq = udata.read()?;
+        if req.comp_mask != 0 || attr.flags != 0 {
+            return Err(crate::ib::eopnotsupp());
+        }
+        if attr.comp_vector != 0 {
+            return Err(EINVAL);
+        }
+        let counted = dev.cqs.take()?;
+        let ring = Ring::new(udata.ucontext(), attr.cqe, MAX_CQE, CQE_SIZE)?;
+        let cqe = ring.geometry().slot_count();
+        udata.write(&CreateCqResp { comp_mask: 0, ring: ring.info() })?;
+        let core = Arc::pin_init(
+            pin_init!(CqCore {
+                ring <- new_spinlock!(CqRing { ring, producer: 0 }, "rxud:cq"),
+                armed: AtomicU8::new(DISARMED),
+            }),
+            GFP_KERNEL,
+        )?;
+        Ok((Self { core, _counted: counted }, cqe))
+    }
+
+    pub(crate) fn core(&self) -> &Arc<CqCore> {
+        &self.core
+    }
+
+    /// Moves the unconsumed entries to a new ring of at least `cqe`
+    /// entries (first one at slot 0). `EINVAL` if they would not fit.
+    pub(crate) fn resize(&self, cqe: u32, udata: &UData) -> Result<u32> {
+        let req: ResizeCqReq = udata.read()?;
+        if req.comp_mask != 0 {
+            return Err(crate::ib::eopnotsupp());
+        }
+        let new = Ring::new(udata.ucontext(), cqe, MAX_CQE, CQE_SIZE)?;
+        let count = new.geometry().slot_count();
+        // Before the swap: if the owner cannot learn the new ring, the
+        // old one stays.
+        udata.write(&ResizeCqResp { comp_mask: 0, ring: new.info() })?;
+        let old = {
+            let mut r = self.core.ring.lock();
+            let consumer = r.ring.consumer();
+            // A consumer index beyond what was produced is the owner's
+            // error; refuse rather than copy garbage.
+            let pending = r.ring.geometry().occupancy(r.producer, consumer).ok_or(EINVAL)?;
+            if pending > count {
+                return Err(EINVAL);
+            }
+            let mut cqe_buf = [0u8; CQE_SIZE as usize];
+            for i in 0..pending {
+                r.ring.read_slot(consumer.wrapping_add(i), &mut cqe_buf);
+                new.write_slot(i, &cqe_buf);
+            }
+            new.set_producer(pending);
+            let old = core::mem::replace(&mut r.ring, new);
+            r.producer = pending;
+            old
+        };
+        // The old ring's memory goes with its mmap entry, outside the lock.
+        drop(old);
+        Ok(count)
+    }
+
+    /// Arms the CQ; tells whether entries are already waiting.
+    pub(crate) fn arm(&self, arm: CqArm) -> bool {
+        let level = match arm {
+            CqArm::Solicited => ARMED_SOLICITED,
+            CqArm::NextCompletion => ARMED_ANY,
+        };
+        // Arming for any completion supersedes arming for solicited ones,
+        // never the reverse.
+        self.core.armed.fetch_max(level, Ordering::AcqRel);
+        self.core.has_entries()
+    }
+}
+
+impl CqCore {
+    /// Whether the CQ holds unconsumed entries (a snapshot: the owner may
+    /// consume concurrently; it only advises a re-poll).
+    fn has_entries(&self) -> bool {
+        let r = self.ring.lock();
+        r.ring.consumer() != r.producer
+    }
+}

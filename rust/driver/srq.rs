@@ -1,0 +1,81 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Shared receive queues: a ring of receive WQEs that several QPs consume.
+
+use super::counter::Counted;
+use super::device::{RxudDevice, MAX_SRQ_SGE, MAX_SRQ_WR};
+use super::ring::Ring;
+use crate::abi::{CreateSrqReq, CreateSrqResp, RECV_WQE_HEADER_SIZE, SGE_SIZE};
+use crate::ib::{SrqAttr, SrqModify, UData};
+use core::sync::atomic::{AtomicU32, Ordering};
+use kernel::{prelude::*, sync::Arc};
+
+/// The part of an SRQ its QPs share.
+pub(crate) struct SrqCore {
+    ring: Ring,
+    max_sge: u32,
+    /// Raise `IB_EVENT_SRQ_LIMIT_REACHED` when fewer WQEs remain; 0 when
+    /// disarmed (the event disarms it).
+    limit: AtomicU32,
+}
+
+pub(crate) struct RxudSrq {
+    core: Arc<SrqCore>,
+    _counted: Counted,
+}
+
+impl RxudSrq {
+    pub(crate) fn new(dev: &RxudDevice, attr: &SrqAttr, udata: &UData) -> Result<(Self, SrqAttr)> {
+        let req: CreateSrqReq = udata.read()?;
+        if req.comp_mask != 0 {
+            return Err(crate::ib::eopnotsupp());
+        }
+        if attr.max_wr > MAX_SRQ_WR || attr.max_sge > MAX_SRQ_SGE {
+            return Err(EINVAL);
+        }
+        let counted = dev.srqs.take()?;
+        let max_sge = attr.max_sge.max(1);
+        // A zero max_wr is rejected by the ring.
+        let ring = Ring::new(udata.ucontext(), attr.max_wr, MAX_SRQ_WR, RECV_WQE_HEADER_SIZE + max_sge * SGE_SIZE)?;
+        udata.write(&CreateSrqResp { comp_mask: 0, ring: ring.info() })?;
+        // The limit is not set at creation (IBTA 11.2.3.1); modify arms it.
+        let core = Arc::new(SrqCore { ring, max_sge, limit: AtomicU32::new(0) }, GFP_KERNEL)?;
+        let granted = core.attr();
+        Ok((Self { core, _counted: counted }, granted))
+    }
+
+    pub(crate) fn core(&self) -> &Arc<SrqCore> {
+        &self.core
+    }
+
+    pub(crate) fn modify(&self, attr: &SrqAttr, what: SrqModify) -> Result {
+        if what.unknown != 0 {
+            return Err(EINVAL);
+        }
+        // Resizing is not offered (no IB_DEVICE_SRQ_RESIZE).
+        if what.resize {
+            return Err(crate::ib::eopnotsupp());
+        }
+        if what.limit {
+            if attr.srq_limit > self.core.ring.geometry().slot_count() {
+                return Err(EINVAL);
+            }
+            self.core.limit.store(attr.srq_limit, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn query(&self) -> SrqAttr {
+        self.core.attr()
+    }
+}
+
+impl SrqCore {
+    fn attr(&self) -> SrqAttr {
+        SrqAttr {
+            max_wr: self.ring.geometry().slot_count(),
+            max_sge: self.max_sge,
+            srq_limit: self.limit.load(Ordering::Relaxed),
+        }
+    }
+}

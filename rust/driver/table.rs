@@ -1,0 +1,136 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Numbered objects: QP numbers and AH numbers name objects on the wire and
+//! in user work requests, and the data path looks objects up by them. An
+//! [`IndexTable`] hands out numbers in `[base, base + max)` and maps them
+//! back to the objects.
+//!
+//! A number is reserved first and filled later, so an object can be built
+//! knowing its own number. Numbers are allocated round-robin, not
+//! lowest-free: a number freed now is reused as late as possible, so late
+//! packets for a destroyed QP do not reach its successor.
+
+use kernel::{new_spinlock, prelude::*, sync::{Arc, SpinLock}};
+
+enum Slot<T> {
+    Free,
+    Reserved,
+    Used(Arc<T>),
+}
+
+struct Slots<T> {
+    /// Allocated for `max` entries up front, so that reserving never
+    /// allocates (and works in atomic context).
+    entries: KVVec<Slot<T>>,
+    /// Where the next search starts.
+    cursor: usize,
+    /// Reserved or used slots.
+    taken: u32,
+}
+
+#[pin_data]
+pub(crate) struct IndexTable<T> {
+    #[pin]
+    slots: SpinLock<Slots<T>>,
+    base: u32,
+    max: u32,
+}
+
+/// A reserved number; dropping it without [`Reservation::fill`] frees it.
+pub(crate) struct Reservation<'a, T: Send + Sync> {
+    table: &'a IndexTable<T>,
+    index: usize,
+}
+
+impl<T: Send + Sync> IndexTable<T> {
+    pub(crate) fn new(base: u32, max: u32) -> Result<Arc<Self>> {
+        let entries = KVVec::with_capacity(max as usize, GFP_KERNEL)?;
+        Arc::pin_init(
+            pin_init!(Self {
+                slots <- new_spinlock!(Slots { entries, cursor: 0, taken: 0 }, "rxud:index_table"),
+                base,
+                max,
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// Most objects the table holds at once.
+    pub(crate) fn max(&self) -> u32 {
+        self.max
+    }
+
+    /// Reserves a fresh number. `ENOMEM` when the table is full. Does not
+    /// sleep.
+    pub(crate) fn reserve(&self) -> Result<Reservation<'_, T>> {
+        let mut s = self.slots.lock();
+        if s.taken >= self.max {
+            return Err(ENOMEM);
+        }
+        let len = s.entries.len();
+        let index = if (len as u32) < self.max {
+            // Grow while below the limit, so that numbers keep moving
+            // forward before any is reused. Never allocates: the capacity
+            // is `max`.
+            s.entries.push(Slot::Free, GFP_ATOMIC)?;
+            len
+        } else {
+            let start = s.cursor;
+            (0..len)
+                .map(|i| (start + i) % len)
+                .find(|&i| matches!(s.entries[i], Slot::Free))
+                .ok_or(ENOMEM)?
+        };
+        s.entries[index] = Slot::Reserved;
+        s.cursor = index + 1;
+        s.taken += 1;
+        Ok(Reservation { table: self, index })
+    }
+
+    /// Takes the object numbered `id` out of the table; the number is free
+    /// again.
+    pub(crate) fn remove(&self, id: u32) -> Option<Arc<T>> {
+        let index = id.checked_sub(self.base)? as usize;
+        let mut s = self.slots.lock();
+        let slot = s.entries.get_mut(index)?;
+        let Slot::Used(_) = slot else { return None };
+        let Slot::Used(v) = core::mem::replace(slot, Slot::Free) else { unreachable!() };
+        s.taken -= 1;
+        // Dropped by the caller, outside the lock.
+        Some(v)
+    }
+
+    /// The object numbered `id`, if any. (For the data path: packets and
+    /// work requests name QPs and AHs by number.)
+    #[allow(dead_code)]
+    pub(crate) fn get(&self, id: u32) -> Option<Arc<T>> {
+        let index = id.checked_sub(self.base)? as usize;
+        match self.slots.lock().entries.get(index)? {
+            Slot::Used(v) => Some(v.clone()),
+            _ => None,
+        }
+    }
+}
+
+impl<T: Send + Sync> Reservation<'_, T> {
+    /// The reserved number.
+    pub(crate) fn id(&self) -> u32 {
+        self.table.base + self.index as u32
+    }
+
+    /// Stores `value` under the reserved number.
+    pub(crate) fn fill(self, value: Arc<T>) -> u32 {
+        let id = self.id();
+        self.table.slots.lock().entries[self.index] = Slot::Used(value);
+        core::mem::forget(self);
+        id
+    }
+}
+
+impl<T: Send + Sync> Drop for Reservation<'_, T> {
+    fn drop(&mut self) {
+        let mut s = self.table.slots.lock();
+        s.entries[self.index] = Slot::Free;
+        s.taken -= 1;
+    }
+}

@@ -1,0 +1,335 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Queue pairs: `struct ib_qp_init_attr` and `struct ib_qp_attr` as Rust
+//! values, the IB state machine's transition table (ib_core's), and the
+//! `create_qp`, `modify_qp`, `query_qp` and `destroy_qp` adapters.
+
+use super::ah::AddressVector;
+use super::device::{to_c, Adapter, Device, DeviceOps, Object};
+use super::udata::UData;
+use crate::ffi::bindings;
+use kernel::prelude::*;
+
+/// QP types, by the kernel's `enum ib_qp_type` values.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum QpType {
+    Gsi,
+    Rc,
+    Uc,
+    Ud,
+    /// Anything else (raw packet, XRC, driver types): carries the raw
+    /// value so it can be reported.
+    Other(u32),
+}
+
+impl QpType {
+    fn from_raw(t: bindings::ib_qp_type) -> Self {
+        match t {
+            bindings::IB_QPT_GSI => Self::Gsi,
+            bindings::IB_QPT_RC => Self::Rc,
+            bindings::IB_QPT_UC => Self::Uc,
+            bindings::IB_QPT_UD => Self::Ud,
+            t => Self::Other(t),
+        }
+    }
+
+    fn to_raw(self) -> bindings::ib_qp_type {
+        match self {
+            Self::Gsi => bindings::IB_QPT_GSI,
+            Self::Rc => bindings::IB_QPT_RC,
+            Self::Uc => bindings::IB_QPT_UC,
+            Self::Ud => bindings::IB_QPT_UD,
+            Self::Other(t) => t,
+        }
+    }
+}
+
+/// QP states (`enum ib_qp_state`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum QpState {
+    Reset,
+    Init,
+    Rtr,
+    Rts,
+    Sqd,
+    Sqe,
+    Err,
+}
+
+impl QpState {
+    fn from_raw(s: bindings::ib_qp_state) -> Option<Self> {
+        Some(match s {
+            bindings::IB_QPS_RESET => Self::Reset,
+            bindings::IB_QPS_INIT => Self::Init,
+            bindings::IB_QPS_RTR => Self::Rtr,
+            bindings::IB_QPS_RTS => Self::Rts,
+            bindings::IB_QPS_SQD => Self::Sqd,
+            bindings::IB_QPS_SQE => Self::Sqe,
+            bindings::IB_QPS_ERR => Self::Err,
+            _ => return None,
+        })
+    }
+
+    fn to_raw(self) -> bindings::ib_qp_state {
+        match self {
+            Self::Reset => bindings::IB_QPS_RESET,
+            Self::Init => bindings::IB_QPS_INIT,
+            Self::Rtr => bindings::IB_QPS_RTR,
+            Self::Rts => bindings::IB_QPS_RTS,
+            Self::Sqd => bindings::IB_QPS_SQD,
+            Self::Sqe => bindings::IB_QPS_SQE,
+            Self::Err => bindings::IB_QPS_ERR,
+        }
+    }
+}
+
+/// Whether the IB state machine allows `cur` → `next` for `ty` with exactly
+/// the attributes in `mask`: every required one present, nothing neither
+/// required nor optional. ib_core's table (`ib_modify_qp_is_ok`), the one
+/// every driver uses.
+pub(crate) fn transition_is_valid(cur: QpState, next: QpState, ty: QpType, mask: u32) -> bool {
+    // SAFETY: a pure function of its arguments; out-of-range values are
+    // rejected by it.
+    unsafe { bindings::ib_modify_qp_is_ok(cur.to_raw(), next.to_raw(), ty.to_raw(), mask) }
+}
+
+/// Queue capacities (`struct ib_qp_cap`).
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub(crate) struct QpCap {
+    pub(crate) max_send_wr: u32,
+    pub(crate) max_recv_wr: u32,
+    pub(crate) max_send_sge: u32,
+    pub(crate) max_recv_sge: u32,
+    pub(crate) max_inline_data: u32,
+}
+
+impl QpCap {
+    fn from_raw(c: &bindings::ib_qp_cap) -> Self {
+        Self {
+            max_send_wr: c.max_send_wr,
+            max_recv_wr: c.max_recv_wr,
+            max_send_sge: c.max_send_sge,
+            max_recv_sge: c.max_recv_sge,
+            max_inline_data: c.max_inline_data,
+        }
+    }
+
+    fn to_raw(self, c: &mut bindings::ib_qp_cap) {
+        c.max_send_wr = self.max_send_wr;
+        c.max_recv_wr = self.max_recv_wr;
+        c.max_send_sge = self.max_send_sge;
+        c.max_recv_sge = self.max_recv_sge;
+        c.max_inline_data = self.max_inline_data;
+    }
+}
+
+/// What the creator of a QP asks for, with the driver data of the CQs and
+/// SRQ it names (kept alive by ib_core's use counts while the QP exists).
+pub(crate) struct QpInitAttr<'a, T: DeviceOps> {
+    pub(crate) qp_type: QpType,
+    pub(crate) cap: QpCap,
+    /// Every send WR completes with a CQE (else only signaled ones).
+    pub(crate) sq_sig_all: bool,
+    pub(crate) create_flags: u32,
+    pub(crate) send_cq: Option<&'a T::Cq>,
+    pub(crate) recv_cq: Option<&'a T::Cq>,
+    pub(crate) srq: Option<&'a T::Srq>,
+    /// An XRC domain, a receive WQ indirection table or a source QPN was
+    /// given: features rxud does not have.
+    pub(crate) has_unsupported: bool,
+}
+
+/// Attributes of a QP (`struct ib_qp_attr`): the input of `modify_qp`,
+/// where `mask` (`IB_QP_*`) says which fields are meaningful, and the
+/// output of `query_qp`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct QpAttr {
+    pub(crate) mask: u32,
+    /// `None`: a state value outside the IB state machine.
+    pub(crate) state: Option<QpState>,
+    pub(crate) cur_state: Option<QpState>,
+    /// `enum ib_mtu` value, unchecked.
+    pub(crate) path_mtu: u32,
+    pub(crate) qkey: u32,
+    pub(crate) rq_psn: u32,
+    pub(crate) sq_psn: u32,
+    pub(crate) dest_qp_num: u32,
+    pub(crate) access: u32,
+    pub(crate) cap: QpCap,
+    /// With `IB_QP_AV`: the resolved path, or the error resolving it.
+    pub(crate) av: Option<Result<AddressVector>>,
+    pub(crate) pkey_index: u16,
+    pub(crate) en_sqd_async_notify: bool,
+    pub(crate) sq_draining: bool,
+    pub(crate) max_rd_atomic: u8,
+    pub(crate) max_dest_rd_atomic: u8,
+    pub(crate) min_rnr_timer: u8,
+    pub(crate) port_num: u32,
+    pub(crate) timeout: u8,
+    pub(crate) retry_cnt: u8,
+    pub(crate) rnr_retry: u8,
+    pub(crate) rate_limit: u32,
+}
+
+impl QpAttr {
+    /// # Safety
+    ///
+    /// `a` is a valid attribute struct whose `ah_attr`, when `mask` has
+    /// `IB_QP_AV`, was prepared by ib_core (source GID resolved).
+    unsafe fn from_raw(a: &bindings::ib_qp_attr, mask: u32) -> Self {
+        Self {
+            mask,
+            state: QpState::from_raw(a.qp_state),
+            cur_state: QpState::from_raw(a.cur_qp_state),
+            path_mtu: a.path_mtu,
+            qkey: a.qkey,
+            rq_psn: a.rq_psn,
+            sq_psn: a.sq_psn,
+            dest_qp_num: a.dest_qp_num,
+            access: a.qp_access_flags as u32,
+            cap: QpCap::from_raw(&a.cap),
+            // SAFETY: per the caller.
+            av: (mask & bindings::IB_QP_AV != 0).then(|| unsafe { AddressVector::from_raw(&a.ah_attr) }),
+            pkey_index: a.pkey_index,
+            en_sqd_async_notify: a.en_sqd_async_notify != 0,
+            sq_draining: a.sq_draining != 0,
+            max_rd_atomic: a.max_rd_atomic,
+            max_dest_rd_atomic: a.max_dest_rd_atomic,
+            min_rnr_timer: a.min_rnr_timer,
+            port_num: a.port_num,
+            timeout: a.timeout,
+            retry_cnt: a.retry_cnt,
+            rnr_retry: a.rnr_retry,
+            rate_limit: a.rate_limit,
+        }
+    }
+
+    /// Writes every field into `a`.
+    ///
+    /// # Safety
+    ///
+    /// `a` is valid for writes.
+    unsafe fn to_raw(&self, a: &mut bindings::ib_qp_attr) {
+        a.qp_state = self.state.unwrap_or(QpState::Err).to_raw();
+        a.cur_qp_state = a.qp_state;
+        a.path_mtu = self.path_mtu;
+        a.path_mig_state = bindings::IB_MIG_MIGRATED;
+        a.qkey = self.qkey;
+        a.rq_psn = self.rq_psn;
+        a.sq_psn = self.sq_psn;
+        a.dest_qp_num = self.dest_qp_num;
+        a.qp_access_flags = self.access as i32;
+        self.cap.to_raw(&mut a.cap);
+        if let Some(Ok(av)) = &self.av {
+            // SAFETY: `a.ah_attr` is valid for writes.
+            unsafe { av.to_raw(&mut a.ah_attr) };
+        }
+        a.pkey_index = self.pkey_index;
+        a.en_sqd_async_notify = self.en_sqd_async_notify as u8;
+        a.sq_draining = self.sq_draining as u8;
+        a.max_rd_atomic = self.max_rd_atomic;
+        a.max_dest_rd_atomic = self.max_dest_rd_atomic;
+        a.min_rnr_timer = self.min_rnr_timer;
+        a.port_num = self.port_num;
+        a.timeout = self.timeout;
+        a.retry_cnt = self.retry_cnt;
+        a.rnr_retry = self.rnr_retry;
+        a.rate_limit = self.rate_limit;
+    }
+}
+
+/// What `query_qp` reports besides the attributes.
+pub(crate) struct QpQuery {
+    pub(crate) attr: QpAttr,
+    pub(crate) qp_type: QpType,
+    pub(crate) cap: QpCap,
+    pub(crate) sq_sig_all: bool,
+}
+
+impl<T: DeviceOps> Adapter<T> {
+    pub(super) unsafe extern "C" fn create_qp(
+        qp: *mut bindings::ib_qp,
+        init: *mut bindings::ib_qp_init_attr,
+        udata: *mut bindings::ib_udata,
+    ) -> kernel::ffi::c_int {
+        // SAFETY: ib_core passes a zeroed QP object of `size_ib_qp` bytes
+        // with `device` and `pd` set, the init attributes (whose CQs and SRQ,
+        // if set, are live objects of ours, held by ib_core for the QP's
+        // life) and the call's udata.
+        unsafe {
+            let dev = Device::<T>::from_raw((*qp).device);
+            let pd = Object::<bindings::ib_pd, T::Pd>::data_of((*qp).pd);
+            let i = &mut *init;
+            let cq = |c: *mut bindings::ib_cq| (!c.is_null()).then(|| Object::<bindings::ib_cq, T::Cq>::data_of(c));
+            let a = QpInitAttr::<T> {
+                qp_type: QpType::from_raw(i.qp_type),
+                cap: QpCap::from_raw(&i.cap),
+                sq_sig_all: i.sq_sig_type == bindings::IB_SIGNAL_ALL_WR,
+                create_flags: i.create_flags,
+                send_cq: cq(i.send_cq),
+                recv_cq: cq(i.recv_cq),
+                srq: (!i.srq.is_null()).then(|| Object::<bindings::ib_srq, T::Srq>::data_of(i.srq)),
+                has_unsupported: !i.xrcd.is_null() || !i.rwq_ind_tbl.is_null() || i.source_qpn != 0,
+            };
+            let r = T::create_qp(dev, pd, &a, &UData::from_raw(udata)).map(|(data, qpn, cap)| {
+                // ib_core reports the granted capacities to the creator.
+                cap.to_raw(&mut i.cap);
+                (*qp).qp_num = qpn;
+                data
+            });
+            Object::<_, T::Qp>::init(qp, r)
+        }
+    }
+
+    pub(super) unsafe extern "C" fn destroy_qp(qp: *mut bindings::ib_qp, _udata: *mut bindings::ib_udata) -> kernel::ffi::c_int {
+        // SAFETY: ib_core calls this once, on a QP `create_qp` initialised.
+        unsafe { Object::<_, T::Qp>::drop_data(qp) };
+        0
+    }
+
+    pub(super) unsafe extern "C" fn modify_qp(
+        qp: *mut bindings::ib_qp,
+        attr: *mut bindings::ib_qp_attr,
+        mask: kernel::ffi::c_int,
+        udata: *mut bindings::ib_udata,
+    ) -> kernel::ffi::c_int {
+        // SAFETY: ib_core passes a live QP of ours and attributes prepared
+        // by `_ib_modify_qp` (AV source GID resolved, MAC resolved for
+        // user QPs).
+        unsafe {
+            let dev = Device::<T>::from_raw((*qp).device);
+            let data = Object::<bindings::ib_qp, T::Qp>::data_of(qp);
+            let a = QpAttr::from_raw(&*attr, mask as u32);
+            to_c(T::modify_qp(dev, data, &a, &UData::from_raw(udata)))
+        }
+    }
+
+    pub(super) unsafe extern "C" fn query_qp(
+        qp: *mut bindings::ib_qp,
+        attr: *mut bindings::ib_qp_attr,
+        _mask: kernel::ffi::c_int,
+        init: *mut bindings::ib_qp_init_attr,
+    ) -> kernel::ffi::c_int {
+        // SAFETY: ib_core passes a live QP of ours and two structs to fill,
+        // exclusively ours for the call. Every field is reported whatever
+        // the mask, as the IB spec allows.
+        unsafe {
+            let dev = Device::<T>::from_raw((*qp).device);
+            let data = Object::<bindings::ib_qp, T::Qp>::data_of(qp);
+            match T::query_qp(dev, data) {
+                Ok(q) => {
+                    q.attr.to_raw(&mut *attr);
+                    let i = &mut *init;
+                    i.qp_type = q.qp_type.to_raw();
+                    q.cap.to_raw(&mut i.cap);
+                    i.sq_sig_type = if q.sq_sig_all { bindings::IB_SIGNAL_ALL_WR } else { bindings::IB_SIGNAL_REQ_WR };
+                    i.send_cq = (*qp).send_cq;
+                    i.recv_cq = (*qp).recv_cq;
+                    i.srq = (*qp).srq;
+                    0
+                }
+                Err(e) => e.to_errno(),
+            }
+        }
+    }
+}
