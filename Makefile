@@ -23,10 +23,15 @@ PROVIDER_SO := $(PROVIDER)/build/librxud-rdmav34.so
 LIBIBVERBS_DIR ?= /usr/lib/x86_64-linux-gnu/libibverbs
 
 VERBS_TEST := $(TOP)/tests/verbs/verbs-test
+KTEST := $(TOP)/tests/kmod
 
-.PHONY: all modules provider install setup run check check-host check-vm clean help
+.PHONY: all modules provider ktest install setup run check check-host check-vm clean help
 
-all: modules provider $(VERBS_TEST)
+all: modules provider $(VERBS_TEST) ktest
+
+# tests/kmod/rxud_ktest.ko: drives kernel-only verbs (tests/guest/06-*).
+ktest:
+	$(MAKE) -C $(KDIR) M=$(KTEST) LLVM=1 modules
 
 $(VERBS_TEST): $(TOP)/tests/verbs/verbs-test.c
 	$(CC) -O2 -g -Wall -Wextra -Werror -o $@ $< -libverbs
@@ -51,7 +56,8 @@ modules:
 	@test -f $(KDIR)/.config || { echo "no kernel at $(KDIR): run 'make setup'"; exit 1; }
 	@if [ "$$(cat $(TOP)/.rxud-kdir 2>/dev/null)" != "$(KDIR)" ]; then \
 		echo "kernel tree changed: cleaning module objects"; \
-		$(KMAKE) clean >/dev/null; echo "$(KDIR)" > $(TOP)/.rxud-kdir; fi
+		$(KMAKE) clean >/dev/null; $(MAKE) -C $(KDIR) M=$(KTEST) LLVM=1 clean >/dev/null; \
+		echo "$(KDIR)" > $(TOP)/.rxud-kdir; fi
 	$(KMAKE) modules
 
 setup:
@@ -71,6 +77,7 @@ check-vm: all
 
 clean:
 	-$(KMAKE) clean
+	-$(MAKE) -C $(KDIR) M=$(KTEST) LLVM=1 clean
 	rm -f $(TOP)/.rxud-kdir
 	rm -f $(VERBS_TEST)
 	rm -rf $(TOP)/rust/proto/target $(TOP)/rust/abi/target $(PROVIDER)/target $(PROVIDER)/build

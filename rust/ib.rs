@@ -10,6 +10,7 @@ pub(crate) mod cq;
 pub(crate) mod device;
 pub(crate) mod link;
 pub(crate) mod mmap;
+pub(crate) mod mr;
 pub(crate) mod qp;
 pub(crate) mod srq;
 pub(crate) mod udata;
@@ -20,6 +21,7 @@ pub(crate) use device::{Device, DeviceHandle, DeviceInfo, DeviceOps, DeviceRef, 
 pub(crate) use ah::{AddressVector, NetworkType};
 pub(crate) use cq::{CqArm, CqInitAttr};
 pub(crate) use mmap::SharedMem;
+pub(crate) use mr::MrKind;
 pub(crate) use qp::{QpAttr, QpCap, QpInitAttr, QpQuery, QpState, QpType};
 pub(crate) use srq::{SrqAttr, SrqModify};
 pub(crate) use udata::{UContext, UData};

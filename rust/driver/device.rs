@@ -7,14 +7,14 @@ use super::ah::RxudAh;
 use super::context::RxudContext;
 use super::counter::ObjectCounter;
 use super::cq::RxudCq;
-use super::mr::RxudMr;
+use super::mr::{RxudMr, MAX_FAST_REG_PAGES};
 use super::pd::RxudPd;
 use super::qp::{QpCore, RxudQp, FIRST_QPN};
 use super::srq::RxudSrq;
 use super::table::IndexTable;
 use core::sync::atomic::{AtomicU32, Ordering};
 use crate::ib::{
-    AddressVector, CqArm, CqInitAttr, Device, DeviceAttr, DeviceOps, LinkLayer, PortAttr, PortImmutable,
+    AddressVector, CqArm, CqInitAttr, Device, MrKind, DeviceAttr, DeviceOps, LinkLayer, PortAttr, PortImmutable,
     PortPhysState, PortState, QpAttr, QpCap, QpInitAttr, QpQuery, SrqAttr, SrqModify, UData, Umem,
 };
 use crate::proto::mtu;
@@ -102,6 +102,18 @@ impl RxudDevice {
     }
 }
 
+impl RxudDevice {
+    /// A fresh MR key. Key 0 is never used: ULPs treat it as "no key".
+    fn new_key(&self) -> u32 {
+        loop {
+            let k = self.next_key.fetch_add(1, Ordering::Relaxed);
+            if k != 0 {
+                break k;
+            }
+        }
+    }
+}
+
 fn check_port(port: u32) -> Result {
     if port == PORT {
         Ok(())
@@ -131,18 +143,33 @@ impl DeviceOps for RxudDevice {
         _pd: &RxudPd,
         umem: Umem,
         _iova: u64,
-        _access: u32,
+        access: u32,
         _udata: &UData,
     ) -> Result<(RxudMr, u32)> {
         let counted = dev.data().mrs.take()?;
-        // Key 0 is reserved (the local DMA lkey of kernel users).
-        let key = loop {
-            let k = dev.data().next_key.fetch_add(1, Ordering::Relaxed);
-            if k != 0 {
-                break k;
-            }
-        };
-        Ok((RxudMr::new(umem, counted), key))
+        Ok((RxudMr::user(umem, access, counted), dev.data().new_key()))
+    }
+
+    fn get_dma_mr(dev: &Device<Self>, _pd: &RxudPd, access: u32) -> Result<(RxudMr, u32)> {
+        let counted = dev.data().mrs.take()?;
+        Ok((RxudMr::dma(access, counted), dev.data().new_key()))
+    }
+
+    fn alloc_mr(dev: &Device<Self>, _pd: &RxudPd, kind: MrKind, max_pages: u32) -> Result<(RxudMr, u32)> {
+        // Only page lists: no SG_GAPS or integrity capability is reported.
+        if kind != MrKind::MemReg {
+            return Err(EINVAL);
+        }
+        let counted = dev.data().mrs.take()?;
+        Ok((RxudMr::fast_reg(max_pages, counted)?, dev.data().new_key()))
+    }
+
+    fn mr_clear_pages(mr: &RxudMr) -> Result {
+        mr.clear_pages()
+    }
+
+    fn mr_add_page(mr: &RxudMr, addr: u64) -> Result {
+        mr.add_page(addr)
     }
 
     type Cq = RxudCq;
@@ -217,6 +244,7 @@ impl DeviceOps for RxudDevice {
             .max_srq_wr(MAX_SRQ_WR as i32)
             .max_srq_sge(MAX_SRQ_SGE as i32)
             .max_ah(d.ahs.max() as i32)
+            .max_fast_reg_page_list_len(MAX_FAST_REG_PAGES)
             .max_pkeys(1)
             .max_mr_size(MAX_MR_SIZE)
             .page_size_cap(0xffff_f000)

@@ -20,6 +20,7 @@
 use super::ah::AddressVector;
 use super::attr::{DeviceAttr, LinkLayer, PortAttr, PortImmutable};
 use super::cq::{CqArm, CqInitAttr};
+use super::mr::MrKind;
 use super::qp::{QpAttr, QpCap, QpInitAttr, QpQuery};
 use super::srq::{SrqAttr, SrqModify};
 use super::udata::UData;
@@ -57,6 +58,17 @@ pub(crate) trait DeviceOps: Sized + Send + Sync {
         access: u32,
         udata: &UData,
     ) -> Result<(Self::Mr, u32)>;
+    /// An MR over all of kernel memory with rights `access`, for kernel
+    /// ULPs (`ib_alloc_pd` makes one per PD). Returns it and its key.
+    fn get_dma_mr(dev: &Device<Self>, pd: &Self::Pd, access: u32) -> Result<(Self::Mr, u32)>;
+    /// A fast-registration MR with room for `max_pages` pages, mapped
+    /// later by `map_mr_sg` and enabled by a REG_MR work request.
+    fn alloc_mr(dev: &Device<Self>, pd: &Self::Pd, kind: MrKind, max_pages: u32) -> Result<(Self::Mr, u32)>;
+    /// Starts mapping a fast-registration MR: forget its pages.
+    fn mr_clear_pages(mr: &Self::Mr) -> Result;
+    /// Appends the page at (virtual DMA) address `addr`; `ENOMEM` when the
+    /// MR is full.
+    fn mr_add_page(mr: &Self::Mr, addr: u64) -> Result;
 
     /// A completion queue.
     type Cq: Send + Sync;
@@ -215,6 +227,11 @@ pub(crate) struct Object<I, D> {
 }
 
 impl<I, D> Object<I, D> {
+    /// An object the driver allocates itself (an `ib_mr`).
+    pub(super) fn new(ib: Opaque<I>, data: D) -> Self {
+        Self { ib, data }
+    }
+
     /// Stores the outcome of a driver's create verb in the object.
     ///
     /// # Safety
@@ -282,6 +299,9 @@ impl<T: DeviceOps> Adapter<T> {
         size_ib_pd: mem::size_of::<Object<bindings::ib_pd, T::Pd>>(),
         reg_user_mr: Some(Self::reg_user_mr),
         dereg_mr: Some(Self::dereg_mr),
+        get_dma_mr: Some(Self::get_dma_mr),
+        alloc_mr: Some(Self::alloc_mr),
+        map_mr_sg: Some(Self::map_mr_sg),
         create_cq: Some(Self::create_cq),
         destroy_cq: Some(Self::destroy_cq),
         resize_cq: Some(Self::resize_cq),
@@ -349,42 +369,6 @@ impl<T: DeviceOps> Adapter<T> {
         // SAFETY: ib_core calls this once, on a PD `alloc_pd` initialised,
         // after every object using it is gone.
         unsafe { Object::<_, T::Pd>::drop_data(pd) };
-        0
-    }
-
-    unsafe extern "C" fn reg_user_mr(
-        pd: *mut bindings::ib_pd,
-        start: u64,
-        length: u64,
-        iova: u64,
-        access: kernel::ffi::c_int,
-        udata: *mut bindings::ib_udata,
-    ) -> *mut bindings::ib_mr {
-        // SAFETY: ib_core passes a live PD of ours (initialised by
-        // `alloc_pd`, kept alive by its use count while the MR exists) on a
-        // live device, from the registering process's uverbs call.
-        let r = unsafe {
-            let dev = Device::<T>::from_raw((*pd).device);
-            let pd_data = &(*pd.cast::<Object<bindings::ib_pd, T::Pd>>()).data;
-            super::Umem::get(dev.as_raw(), start, length, access)
-                .and_then(|umem| T::reg_user_mr(dev, pd_data, umem, iova, access as u32, &UData::from_raw(udata)))
-        };
-        let obj = r.and_then(|(data, key)| {
-            let ib = bindings::ib_mr { lkey: key, rkey: key, ..Default::default() };
-            Ok(KBox::new(Object { ib: Opaque::new(ib), data }, GFP_KERNEL)?)
-        });
-        match obj {
-            // ib_core fills in the rest of `ib_mr` and hands it back to
-            // `dereg_mr`.
-            Ok(obj) => KBox::into_raw(obj).cast(),
-            Err(e) => err_ptr(e),
-        }
-    }
-
-    unsafe extern "C" fn dereg_mr(mr: *mut bindings::ib_mr, _udata: *mut bindings::ib_udata) -> kernel::ffi::c_int {
-        // SAFETY: `mr` came from `KBox::into_raw` in `reg_user_mr` and ib_core
-        // gives it back once.
-        drop(unsafe { KBox::from_raw(mr.cast::<Object<bindings::ib_mr, T::Mr>>()) });
         0
     }
 
@@ -456,7 +440,7 @@ impl<T: DeviceOps> Adapter<T> {
 }
 
 /// `ERR_PTR(e)`: how ib_core's pointer-returning verbs report errors.
-fn err_ptr<P>(e: Error) -> *mut P {
+pub(super) fn err_ptr<P>(e: Error) -> *mut P {
     e.to_errno() as isize as *mut P
 }
 

@@ -4,7 +4,7 @@
 # the device.
 . "$(dirname "$0")/../lib/tap.sh"
 . "$(dirname "$0")/../lib/rxud.sh"
-TAP_PLANNED=10
+TAP_PLANNED=12
 tap_begin $TAP_PLANNED
 
 rxud_load
@@ -26,6 +26,11 @@ ip addr add 169.254.99.1/16 dev rxudv0
 check "new IPv4 address appears as a RoCE v2 GID" wait_for 5 has_gid rxudv "$gid" "RoCE v2"
 ip addr del 169.254.99.1/16 dev rxudv0
 check "removed address leaves the GID table" wait_for 5 no_gid rxudv "$gid" "RoCE v2"
+gid6=fd00:0077:0000:0000:0000:0000:0000:0001
+ip -6 addr add fd00:77::1/64 dev rxudv0 nodad
+check "new IPv6 address appears as a RoCE v2 GID" wait_for 5 has_gid rxudv "$gid6" "RoCE v2"
+ip -6 addr del fd00:77::1/64 dev rxudv0
+check "removed IPv6 address leaves the GID table" wait_for 5 no_gid rxudv "$gid6" "RoCE v2"
 
 ip link del rxudv0
 check "deleting the netdev removes the device" wait_for 5 ib_gone rxudv
