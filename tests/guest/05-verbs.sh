@@ -6,7 +6,7 @@
 . "$(dirname "$0")/../lib/rxud.sh"
 IF=${RXUD_IF:?no test NIC}
 VT=$RXUD_TOP/tests/verbs/verbs-test
-TAP_PLANNED=11
+TAP_PLANNED=15
 tap_begin $TAP_PLANNED
 export RDMAV_DRIVERS=$RXUD_TOP/rdma-core-provider/build/librxud
 
@@ -28,16 +28,21 @@ check_eq "rxud and rxe give the same results" "$(strip "$out_rxe")" "$(strip "$o
 count() { rdma resource show | sed -n "s/.* rxud0: .*\\b$1 \\([0-9]*\\).*/\\1/p"; }
 "$VT" -d rxud0 -H 60 > /tmp/vt-hold.out 2>&1 &
 pid=$!
-check "holder process opened rxud0, allocated 3 PDs and an MR" wait_for 20 grep -q ready /tmp/vt-hold.out
+check "holder process opened rxud0 and made PDs, an MR, CQs, a QP, an SRQ, an AH" \
+	wait_for 20 grep -q ready /tmp/vt-hold.out
 check_eq "rdma resource show counts its 3 PDs" 3 "$(count pd)"
 check_eq "and its MR" 1 "$(count mr)"
 check_eq "and its context" 1 "$(count ctx)"
+check_eq "and its 2 CQs" 2 "$(count cq)"
+check_eq "and its QP" 1 "$(count qp)"
+check_eq "and its SRQ" 1 "$(count srq)"
 kill -9 $pid
 wait $pid 2>/dev/null
 count_is() { [ "$(count "$1")" = "$2" ]; }
 check "PDs released after kill -9" wait_for 10 count_is pd 0
 check_eq "MR released (pages unpinned) after kill -9" 0 "$(count mr)"
 check_eq "context released after kill -9" 0 "$(count ctx)"
+check_eq "CQs, QP and SRQ released after kill -9" "0 0 0" "$(count cq) $(count qp) $(count srq)"
 
 rdma link delete rxe0
 rdma link delete rxud0
