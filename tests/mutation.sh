@@ -58,4 +58,14 @@ mutant leak-pd-counter driver/counter.rs \
 	'Ok(Counted(self.clone()))' '{ core::mem::forget(self.clone()); Ok(Counted(self.clone())) }' \
 	tests/guest/05-verbs.sh 'unreferenced object'
 
+# modify_qp stops consulting the IB state machine.
+mutant any-qp-transition driver/qp.rs \
+	'if !transition_is_valid(cur, next, self.core.qp_type, mask) {' 'if false {' \
+	tests/guest/05-verbs.sh 'not ok [0-9]+ - RC QP RESET->RTS is illegal'
+
+# Ring memory is never freed once its mmap entry goes.
+mutant leak-ring-memory ib/mmap.rs \
+	'unsafe { bindings::vfree(entry.buf.as_ptr().cast()) };' '' \
+	tests/guest/05-verbs.sh 'unreferenced object'
+
 exit $failed

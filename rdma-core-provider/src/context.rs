@@ -44,6 +44,21 @@ static CONTEXT_OPS: ContextOps = ContextOps(verbs_context_ops {
     dealloc_pd: Some(crate::pd::dealloc_pd),
     reg_mr: Some(crate::mr::reg_mr),
     dereg_mr: Some(crate::mr::dereg_mr),
+    create_cq: Some(crate::cq::create_cq),
+    poll_cq: Some(crate::cq::poll_cq),
+    req_notify_cq: Some(crate::cq::req_notify_cq),
+    resize_cq: Some(crate::cq::resize_cq),
+    destroy_cq: Some(crate::cq::destroy_cq),
+    create_qp: Some(crate::qp::create_qp),
+    query_qp: Some(crate::qp::query_qp),
+    modify_qp: Some(crate::qp::modify_qp),
+    destroy_qp: Some(crate::qp::destroy_qp),
+    create_srq: Some(crate::srq::create_srq),
+    modify_srq: Some(crate::srq::modify_srq),
+    query_srq: Some(crate::srq::query_srq),
+    destroy_srq: Some(crate::srq::destroy_srq),
+    create_ah: Some(crate::ah::create_ah),
+    destroy_ah: Some(crate::ah::destroy_ah),
     ..unsafe_default_ops()
 });
 

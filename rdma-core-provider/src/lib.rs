@@ -7,9 +7,15 @@
 //! libibverbs asks [`match_device`], and for a device we claim it calls
 //! [`alloc_device`] and, on `ibv_open_device`, `context::alloc_context`.
 
+mod ah;
 mod context;
+mod cq;
+mod mmap;
 mod mr;
 mod pd;
+mod qp;
+mod ring;
+mod srq;
 mod sys;
 
 use core::ffi::{c_void, CStr};

@@ -7,7 +7,9 @@
 //! (`driver.h`) is not installed. The structures below declare what librxud
 //! touches, and treat the rest as opaque bytes of the right size. Sizes and
 //! offsets were read off rdma-core 44 on x86_64 and are asserted at the end
-//! of this file, so a mismatch cannot go unnoticed.
+//! of this file, so a mismatch cannot go unnoticed. `tools/check-layout.sh`
+//! recomputes them from an rdma-core source tree (tag v44.0) and checks
+//! that every one is asserted here.
 
 #![allow(non_camel_case_types)]
 
@@ -19,11 +21,232 @@ pub struct ibv_device {
     _opaque: [u8; 0],
 }
 
-/// `struct ibv_context`: only passed through; found at a fixed offset in
-/// `verbs_context`.
+/// `struct ibv_context`: the last member of `verbs_context`, at
+/// [`VERBS_CONTEXT_IBV_OFFSET`]. librxud reads only `cmd_fd`, the uverbs
+/// file its rings are mapped from.
 #[repr(C)]
 pub struct ibv_context {
+    pub device: *mut ibv_device,
+    /// `struct ibv_context_ops`: libibverbs' legacy ops table.
+    _ops: [*mut c_void; 32],
+    pub cmd_fd: c_int,
+    pub async_fd: c_int,
+    pub num_comp_vectors: c_int,
+    mutex: pthread_mutex_t,
+    abi_compat: *mut c_void,
+}
+
+/// `pthread_mutex_t` (glibc, x86_64): only embedded; all-zero is
+/// `PTHREAD_MUTEX_INITIALIZER`.
+#[repr(C)]
+pub struct pthread_mutex_t {
+    _opaque: [u64; 5],
+}
+
+/// `pthread_cond_t` (glibc, x86_64): only embedded; all-zero is
+/// `PTHREAD_COND_INITIALIZER`.
+#[repr(C)]
+pub struct pthread_cond_t {
+    _opaque: [u64; 6],
+}
+
+/// `struct ibv_comp_channel`: only passed through.
+#[repr(C)]
+pub struct ibv_comp_channel {
     _opaque: [u8; 0],
+}
+
+/// `struct ibv_cq`.
+#[repr(C)]
+pub struct ibv_cq {
+    pub context: *mut ibv_context,
+    pub channel: *mut ibv_comp_channel,
+    pub cq_context: *mut c_void,
+    pub handle: u32,
+    /// The capacity the kernel granted (set by `ibv_cmd_create_cq` and
+    /// `ibv_cmd_resize_cq`).
+    pub cqe: c_int,
+    pub mutex: pthread_mutex_t,
+    pub cond: pthread_cond_t,
+    pub comp_events_completed: u32,
+    pub async_events_completed: u32,
+}
+
+/// `struct verbs_cq`: a union of `ibv_cq` and the larger `ibv_cq_ex`,
+/// which starts with the same fields.
+#[repr(C)]
+pub struct verbs_cq {
+    pub cq: ibv_cq,
+    /// The rest of `struct ibv_cq_ex` (its read/poll callbacks).
+    _cq_ex_tail: [u64; 20],
+}
+
+/// `enum ibv_qp_state`, `enum ibv_qp_type`: C enums, `unsigned int` here
+/// so that no value the C side stores can be invalid in Rust.
+pub type ibv_enum = u32;
+
+/// `struct ibv_qp`.
+#[repr(C)]
+pub struct ibv_qp {
+    pub context: *mut ibv_context,
+    pub qp_context: *mut c_void,
+    pub pd: *mut ibv_pd,
+    pub send_cq: *mut ibv_cq,
+    pub recv_cq: *mut ibv_cq,
+    pub srq: *mut ibv_srq,
+    pub handle: u32,
+    pub qp_num: u32,
+    pub state: ibv_enum,
+    pub qp_type: ibv_enum,
+    pub mutex: pthread_mutex_t,
+    pub cond: pthread_cond_t,
+    pub events_completed: u32,
+}
+
+/// `struct verbs_qp` of rdma-core 44: a union of `ibv_qp` and the larger
+/// `ibv_qp_ex` (352 bytes), then `comp_mask` and `xrcd`. (Newer rdma-core
+/// releases changed this layout; 44's is what Debian 12 ships.)
+#[repr(C)]
+pub struct verbs_qp {
+    pub qp: ibv_qp,
+    /// The rest of `struct ibv_qp_ex` (the `ibv_wr_*` callbacks).
+    _qp_ex_tail: [u64; 24],
+    /// `VERBS_QP_XRCD`, `VERBS_QP_EX`; 0 for librxud's QPs.
+    pub comp_mask: u32,
+    /// `struct verbs_xrcd *`; unused (no XRC).
+    pub xrcd: *mut c_void,
+}
+
+/// `struct ibv_qp_cap`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ibv_qp_cap {
+    pub max_send_wr: u32,
+    pub max_recv_wr: u32,
+    pub max_send_sge: u32,
+    pub max_recv_sge: u32,
+    pub max_inline_data: u32,
+}
+
+/// `struct ibv_qp_init_attr`.
+#[repr(C)]
+pub struct ibv_qp_init_attr {
+    pub qp_context: *mut c_void,
+    pub send_cq: *mut ibv_cq,
+    pub recv_cq: *mut ibv_cq,
+    pub srq: *mut ibv_srq,
+    pub cap: ibv_qp_cap,
+    pub qp_type: ibv_enum,
+    pub sq_sig_all: c_int,
+}
+
+/// `struct ibv_qp_attr`: only passed through to libibverbs' helpers.
+#[repr(C)]
+pub struct ibv_qp_attr {
+    _opaque: [u8; 0],
+}
+
+/// `struct ibv_srq`.
+#[repr(C)]
+pub struct ibv_srq {
+    pub context: *mut ibv_context,
+    pub srq_context: *mut c_void,
+    pub pd: *mut ibv_pd,
+    pub handle: u32,
+    pub mutex: pthread_mutex_t,
+    pub cond: pthread_cond_t,
+    pub events_completed: u32,
+}
+
+/// `struct verbs_srq`.
+#[repr(C)]
+pub struct verbs_srq {
+    pub srq: ibv_srq,
+    /// `enum ibv_srq_type`; 0 (`IBV_SRQT_BASIC`) for librxud's SRQs.
+    pub srq_type: ibv_enum,
+    /// `struct verbs_xrcd *`; unused (no XRC).
+    pub xrcd: *mut c_void,
+    pub cq: *mut ibv_cq,
+    pub srq_num: u32,
+}
+
+/// `struct ibv_srq_attr`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ibv_srq_attr {
+    pub max_wr: u32,
+    pub max_sge: u32,
+    pub srq_limit: u32,
+}
+
+/// `struct ibv_srq_init_attr`.
+#[repr(C)]
+pub struct ibv_srq_init_attr {
+    pub srq_context: *mut c_void,
+    pub attr: ibv_srq_attr,
+}
+
+/// `union ibv_gid`: 16 bytes, aligned as its `__be64` view.
+#[repr(C, align(8))]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ibv_gid {
+    pub raw: [u8; 16],
+}
+
+/// `struct ibv_global_route`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ibv_global_route {
+    pub dgid: ibv_gid,
+    pub flow_label: u32,
+    pub sgid_index: u8,
+    pub hop_limit: u8,
+    pub traffic_class: u8,
+}
+
+/// `struct ibv_ah_attr`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ibv_ah_attr {
+    pub grh: ibv_global_route,
+    pub dlid: u16,
+    pub sl: u8,
+    pub src_path_bits: u8,
+    pub static_rate: u8,
+    pub is_global: u8,
+    pub port_num: u8,
+}
+
+/// `struct ibv_ah`.
+#[repr(C)]
+pub struct ibv_ah {
+    pub context: *mut ibv_context,
+    pub pd: *mut ibv_pd,
+    pub handle: u32,
+}
+
+/// `struct ibv_wc`. The enumerations (`status`, `opcode`) and flags are
+/// plain integers here: their values come from the kernel's CQEs.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ibv_wc {
+    pub wr_id: u64,
+    /// `enum ibv_wc_status`.
+    pub status: ibv_enum,
+    /// `enum ibv_wc_opcode`.
+    pub opcode: ibv_enum,
+    pub vendor_err: u32,
+    pub byte_len: u32,
+    /// Union of `imm_data` (network byte order) and `invalidated_rkey`.
+    pub imm_data: u32,
+    pub qp_num: u32,
+    pub src_qp: u32,
+    /// `enum ibv_wc_flags` bits.
+    pub wc_flags: u32,
+    pub pkey_index: u16,
+    pub slid: u16,
+    pub sl: u8,
+    pub dlid_path_bits: u8,
 }
 
 /// `struct ibv_pd`.
@@ -171,30 +394,30 @@ pub struct verbs_context_ops {
     pub bind_mw: Unused,
     pub close_xrcd: Unused,
     pub cq_event: Unused,
-    pub create_ah: Unused,
+    pub create_ah: Option<unsafe extern "C" fn(*mut ibv_pd, *mut ibv_ah_attr) -> *mut ibv_ah>,
     pub create_counters: Unused,
-    pub create_cq: Unused,
+    pub create_cq: Option<unsafe extern "C" fn(*mut ibv_context, c_int, *mut ibv_comp_channel, c_int) -> *mut ibv_cq>,
     pub create_cq_ex: Unused,
     pub create_flow: Unused,
     pub create_flow_action_esp: Unused,
-    pub create_qp: Unused,
+    pub create_qp: Option<unsafe extern "C" fn(*mut ibv_pd, *mut ibv_qp_init_attr) -> *mut ibv_qp>,
     pub create_qp_ex: Unused,
     pub create_rwq_ind_table: Unused,
-    pub create_srq: Unused,
+    pub create_srq: Option<unsafe extern "C" fn(*mut ibv_pd, *mut ibv_srq_init_attr) -> *mut ibv_srq>,
     pub create_srq_ex: Unused,
     pub create_wq: Unused,
     pub dealloc_mw: Unused,
     pub dealloc_pd: Option<unsafe extern "C" fn(*mut ibv_pd) -> c_int>,
     pub dealloc_td: Unused,
     pub dereg_mr: Option<unsafe extern "C" fn(*mut verbs_mr) -> c_int>,
-    pub destroy_ah: Unused,
+    pub destroy_ah: Option<unsafe extern "C" fn(*mut ibv_ah) -> c_int>,
     pub destroy_counters: Unused,
-    pub destroy_cq: Unused,
+    pub destroy_cq: Option<unsafe extern "C" fn(*mut ibv_cq) -> c_int>,
     pub destroy_flow: Unused,
     pub destroy_flow_action: Unused,
-    pub destroy_qp: Unused,
+    pub destroy_qp: Option<unsafe extern "C" fn(*mut ibv_qp) -> c_int>,
     pub destroy_rwq_ind_table: Unused,
-    pub destroy_srq: Unused,
+    pub destroy_srq: Option<unsafe extern "C" fn(*mut ibv_srq) -> c_int>,
     pub destroy_wq: Unused,
     pub detach_mcast: Unused,
     pub free_context: Option<unsafe extern "C" fn(*mut ibv_context)>,
@@ -205,13 +428,13 @@ pub struct verbs_context_ops {
     pub import_pd: Unused,
     pub modify_cq: Unused,
     pub modify_flow_action_esp: Unused,
-    pub modify_qp: Unused,
+    pub modify_qp: Option<unsafe extern "C" fn(*mut ibv_qp, *mut ibv_qp_attr, c_int) -> c_int>,
     pub modify_qp_rate_limit: Unused,
-    pub modify_srq: Unused,
+    pub modify_srq: Option<unsafe extern "C" fn(*mut ibv_srq, *mut ibv_srq_attr, c_int) -> c_int>,
     pub modify_wq: Unused,
     pub open_qp: Unused,
     pub open_xrcd: Unused,
-    pub poll_cq: Unused,
+    pub poll_cq: Option<unsafe extern "C" fn(*mut ibv_cq, c_int, *mut ibv_wc) -> c_int>,
     pub post_recv: Unused,
     pub post_send: Unused,
     pub post_srq_ops: Unused,
@@ -220,17 +443,17 @@ pub struct verbs_context_ops {
         Option<unsafe extern "C" fn(*mut ibv_context, *const c_void, *mut c_void, usize) -> c_int>,
     pub query_ece: Unused,
     pub query_port: Option<unsafe extern "C" fn(*mut ibv_context, u8, *mut c_void) -> c_int>,
-    pub query_qp: Unused,
+    pub query_qp: Option<unsafe extern "C" fn(*mut ibv_qp, *mut ibv_qp_attr, c_int, *mut ibv_qp_init_attr) -> c_int>,
     pub query_qp_data_in_order: Unused,
     pub query_rt_values: Unused,
-    pub query_srq: Unused,
+    pub query_srq: Option<unsafe extern "C" fn(*mut ibv_srq, *mut ibv_srq_attr) -> c_int>,
     pub read_counters: Unused,
     pub reg_dm_mr: Unused,
     pub reg_dmabuf_mr: Unused,
     pub reg_mr: Option<unsafe extern "C" fn(*mut ibv_pd, *mut c_void, usize, u64, c_int) -> *mut ibv_mr>,
-    pub req_notify_cq: Unused,
+    pub req_notify_cq: Option<unsafe extern "C" fn(*mut ibv_cq, c_int) -> c_int>,
     pub rereg_mr: Unused,
-    pub resize_cq: Unused,
+    pub resize_cq: Option<unsafe extern "C" fn(*mut ibv_cq, c_int) -> c_int>,
     pub set_ece: Unused,
     pub unimport_dm: Unused,
     pub unimport_mr: Unused,
@@ -271,6 +494,163 @@ pub struct ibv_query_port {
     pub response: u64,
     pub port_num: u8,
     pub reserved: [u8; 7],
+}
+
+/// `struct ibv_create_cq`: header and core payload of CREATE_CQ; driver
+/// data follows it directly. libibverbs fills it in.
+#[repr(C)]
+#[derive(Default)]
+pub struct ibv_create_cq {
+    pub hdr: ib_uverbs_cmd_hdr,
+    pub response: u64,
+    pub user_handle: u64,
+    pub cqe: u32,
+    pub comp_vector: u32,
+    pub comp_channel: i32,
+    pub reserved: u32,
+}
+
+/// `struct ib_uverbs_create_cq_resp`; driver data follows it directly.
+#[repr(C)]
+#[derive(Default)]
+pub struct ib_uverbs_create_cq_resp {
+    /// C aligns it to 8 (`__aligned_u64 driver_data[]`).
+    pub _align: [u64; 0],
+    pub cq_handle: u32,
+    pub cqe: u32,
+}
+
+/// `struct ibv_resize_cq`; driver data follows it directly.
+#[repr(C)]
+#[derive(Default)]
+pub struct ibv_resize_cq {
+    pub hdr: ib_uverbs_cmd_hdr,
+    pub response: u64,
+    pub cq_handle: u32,
+    pub cqe: u32,
+}
+
+/// `struct ib_uverbs_resize_cq_resp`; driver data follows it directly.
+#[repr(C)]
+#[derive(Default)]
+pub struct ib_uverbs_resize_cq_resp {
+    pub _align: [u64; 0],
+    pub cqe: u32,
+    pub reserved: u32,
+}
+
+/// `struct ibv_create_qp`; driver data follows it directly.
+#[repr(C)]
+#[derive(Default)]
+pub struct ibv_create_qp {
+    pub hdr: ib_uverbs_cmd_hdr,
+    pub response: u64,
+    pub user_handle: u64,
+    pub pd_handle: u32,
+    pub send_cq_handle: u32,
+    pub recv_cq_handle: u32,
+    pub srq_handle: u32,
+    pub max_send_wr: u32,
+    pub max_recv_wr: u32,
+    pub max_send_sge: u32,
+    pub max_recv_sge: u32,
+    pub max_inline_data: u32,
+    pub sq_sig_all: u8,
+    pub qp_type: u8,
+    pub is_srq: u8,
+    pub reserved: u8,
+}
+
+/// `struct ib_uverbs_create_qp_resp`; driver data follows it directly.
+/// Only the `write()` path fills it: on the ioctl path (the one rdma-core 44
+/// uses with a 6.12 kernel) the granted capabilities reach the caller's
+/// `ibv_qp_init_attr.cap` through `ibv_cmd_create_qp` instead.
+#[repr(C)]
+#[derive(Default)]
+pub struct ib_uverbs_create_qp_resp {
+    pub qp_handle: u32,
+    pub qpn: u32,
+    pub max_send_wr: u32,
+    pub max_recv_wr: u32,
+    pub max_send_sge: u32,
+    pub max_recv_sge: u32,
+    pub max_inline_data: u32,
+    pub reserved: u32,
+}
+
+/// `struct ibv_query_qp`.
+#[repr(C)]
+#[derive(Default)]
+pub struct ibv_query_qp {
+    pub hdr: ib_uverbs_cmd_hdr,
+    pub response: u64,
+    pub qp_handle: u32,
+    pub attr_mask: u32,
+}
+
+/// `struct ibv_modify_qp`: libibverbs fills every field of the core
+/// payload (`copy_modify_qp_fields`), so it is opaque here.
+#[repr(C)]
+#[derive(Default)]
+pub struct ibv_modify_qp {
+    pub hdr: ib_uverbs_cmd_hdr,
+    /// `struct ib_uverbs_modify_qp` (two `ib_uverbs_qp_dest`, handle,
+    /// mask, attributes).
+    _core: [u64; 14],
+}
+
+/// `struct ibv_create_srq`; driver data follows it directly.
+#[repr(C)]
+#[derive(Default)]
+pub struct ibv_create_srq {
+    pub hdr: ib_uverbs_cmd_hdr,
+    pub response: u64,
+    pub user_handle: u64,
+    pub pd_handle: u32,
+    pub max_wr: u32,
+    pub max_sge: u32,
+    pub srq_limit: u32,
+}
+
+/// `struct ib_uverbs_create_srq_resp`; driver data follows it directly.
+#[repr(C)]
+#[derive(Default)]
+pub struct ib_uverbs_create_srq_resp {
+    pub srq_handle: u32,
+    pub max_wr: u32,
+    pub max_sge: u32,
+    pub srqn: u32,
+}
+
+/// `struct ibv_modify_srq`.
+#[repr(C)]
+#[derive(Default)]
+pub struct ibv_modify_srq {
+    pub _align: [u64; 0],
+    pub hdr: ib_uverbs_cmd_hdr,
+    pub srq_handle: u32,
+    pub attr_mask: u32,
+    pub max_wr: u32,
+    pub srq_limit: u32,
+}
+
+/// `struct ibv_query_srq`.
+#[repr(C)]
+#[derive(Default)]
+pub struct ibv_query_srq {
+    pub hdr: ib_uverbs_cmd_hdr,
+    pub response: u64,
+    pub srq_handle: u32,
+    pub reserved: u32,
+}
+
+/// `struct ib_uverbs_create_ah_resp`: 4 bytes, and driver data follows it
+/// directly, at offset 4 (the kernel puts the udata at `response +
+/// sizeof(struct ib_uverbs_create_ah_resp)`).
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub struct ib_uverbs_create_ah_resp {
+    pub ah_handle: u32,
 }
 
 #[link(name = "ibverbs")]
@@ -329,21 +709,125 @@ extern "C" {
         cmd: *mut ibv_query_port,
         cmd_size: usize,
     ) -> c_int;
+    pub fn ibv_cmd_create_cq(
+        context: *mut ibv_context,
+        cqe: c_int,
+        channel: *mut ibv_comp_channel,
+        comp_vector: c_int,
+        cq: *mut ibv_cq,
+        cmd: *mut ibv_create_cq,
+        cmd_size: usize,
+        resp: *mut ib_uverbs_create_cq_resp,
+        resp_size: usize,
+    ) -> c_int;
+    pub fn ibv_cmd_req_notify_cq(cq: *mut ibv_cq, solicited_only: c_int) -> c_int;
+    pub fn ibv_cmd_resize_cq(
+        cq: *mut ibv_cq,
+        cqe: c_int,
+        cmd: *mut ibv_resize_cq,
+        cmd_size: usize,
+        resp: *mut ib_uverbs_resize_cq_resp,
+        resp_size: usize,
+    ) -> c_int;
+    pub fn ibv_cmd_destroy_cq(cq: *mut ibv_cq) -> c_int;
+    pub fn ibv_cmd_create_qp(
+        pd: *mut ibv_pd,
+        qp: *mut ibv_qp,
+        attr: *mut ibv_qp_init_attr,
+        cmd: *mut ibv_create_qp,
+        cmd_size: usize,
+        resp: *mut ib_uverbs_create_qp_resp,
+        resp_size: usize,
+    ) -> c_int;
+    pub fn ibv_cmd_query_qp(
+        qp: *mut ibv_qp,
+        qp_attr: *mut ibv_qp_attr,
+        attr_mask: c_int,
+        qp_init_attr: *mut ibv_qp_init_attr,
+        cmd: *mut ibv_query_qp,
+        cmd_size: usize,
+    ) -> c_int;
+    pub fn ibv_cmd_modify_qp(
+        qp: *mut ibv_qp,
+        attr: *mut ibv_qp_attr,
+        attr_mask: c_int,
+        cmd: *mut ibv_modify_qp,
+        cmd_size: usize,
+    ) -> c_int;
+    pub fn ibv_cmd_destroy_qp(qp: *mut ibv_qp) -> c_int;
+    pub fn ibv_cmd_create_srq(
+        pd: *mut ibv_pd,
+        srq: *mut ibv_srq,
+        attr: *mut ibv_srq_init_attr,
+        cmd: *mut ibv_create_srq,
+        cmd_size: usize,
+        resp: *mut ib_uverbs_create_srq_resp,
+        resp_size: usize,
+    ) -> c_int;
+    pub fn ibv_cmd_modify_srq(
+        srq: *mut ibv_srq,
+        srq_attr: *mut ibv_srq_attr,
+        srq_attr_mask: c_int,
+        cmd: *mut ibv_modify_srq,
+        cmd_size: usize,
+    ) -> c_int;
+    pub fn ibv_cmd_query_srq(
+        srq: *mut ibv_srq,
+        srq_attr: *mut ibv_srq_attr,
+        cmd: *mut ibv_query_srq,
+        cmd_size: usize,
+    ) -> c_int;
+    pub fn ibv_cmd_destroy_srq(srq: *mut ibv_srq) -> c_int;
+    /// rdma-core 44: no driver request, only a driver response after the
+    /// core one (newer releases differ).
+    pub fn ibv_cmd_create_ah(
+        pd: *mut ibv_pd,
+        ah: *mut ibv_ah,
+        attr: *mut ibv_ah_attr,
+        resp: *mut ib_uverbs_create_ah_resp,
+        resp_size: usize,
+    ) -> c_int;
+    pub fn ibv_cmd_destroy_ah(ah: *mut ibv_ah) -> c_int;
+    /// Prints (`vfprintf`) to libibverbs' log if `level` is at most the
+    /// `VERBS_LOG_LEVEL` the user chose; keeps `errno`.
+    pub fn __verbs_log(ctx: *mut verbs_context, level: u32, fmt: *const c_char, ...);
 }
+
+/// `VERBS_LOG_ERR`, the lowest level `__verbs_log` prints at.
+pub const VERBS_LOG_ERR: u32 = 1;
 
 /// `EPROTO` (Linux, all architectures).
 pub const EPROTO: core::ffi::c_int = 71;
+/// `EIO`.
+pub const EIO: core::ffi::c_int = 5;
+/// `EINVAL`.
+pub const EINVAL: core::ffi::c_int = 22;
+/// `EOPNOTSUPP`.
+pub const EOPNOTSUPP: core::ffi::c_int = 95;
+
+/// `IBV_SRQ_MAX_WR` of `enum ibv_srq_attr_mask`: resize the SRQ.
+pub const IBV_SRQ_MAX_WR: c_int = 1;
+
+/// `mmap` protections and flags (Linux, x86_64).
+pub const PROT_READ: c_int = 1;
+pub const PROT_WRITE: c_int = 2;
+pub const MAP_SHARED: c_int = 1;
+/// `MAP_FAILED`, `(void *)-1`.
+pub const MAP_FAILED: *mut c_void = usize::MAX as *mut c_void;
 
 extern "C" {
     pub fn calloc(n: usize, size: usize) -> *mut c_void;
     pub fn free(ptr: *mut c_void);
     pub fn __errno_location() -> *mut c_int;
+    /// `off_t` is 64 bits on x86_64.
+    pub fn mmap(addr: *mut c_void, len: usize, prot: c_int, flags: c_int, fd: c_int, offset: i64) -> *mut c_void;
+    pub fn munmap(addr: *mut c_void, len: usize) -> c_int;
 }
 
 /// Sizes and offsets of rdma-core 44 on x86_64.
 mod layout {
     use super::*;
-    use core::mem::{offset_of, size_of};
+    use core::mem::{align_of, offset_of, size_of};
 
     const _: () = assert!(size_of::<verbs_match_ent>() == 24);
     const _: () = assert!(size_of::<verbs_device_ops>() == 72);
@@ -371,4 +855,131 @@ mod layout {
     const _: () = assert!(size_of::<ibv_alloc_pd>() == 16);
     const _: () = assert!(offset_of!(verbs_context_ops, alloc_pd) == 40);
     const _: () = assert!(offset_of!(verbs_context_ops, dealloc_pd) == 208);
+
+    // Contexts: `ibv_context` ends `verbs_context`.
+    const _: () = assert!(size_of::<ibv_context>() == 328);
+    const _: () = assert!(VERBS_CONTEXT_IBV_OFFSET + size_of::<ibv_context>() == size_of::<verbs_context>());
+    const _: () = assert!(offset_of!(ibv_context, cmd_fd) == 264);
+    const _: () = assert!(offset_of!(ibv_context, async_fd) == 268);
+    const _: () = assert!(offset_of!(ibv_context, mutex) == 280);
+    const _: () = assert!(offset_of!(ibv_context, abi_compat) == 320);
+    const _: () = assert!(size_of::<pthread_mutex_t>() == 40);
+    const _: () = assert!(size_of::<pthread_cond_t>() == 48);
+
+    // CQs.
+    const _: () = assert!(size_of::<ibv_cq>() == 128);
+    const _: () = assert!(offset_of!(ibv_cq, handle) == 24);
+    const _: () = assert!(offset_of!(ibv_cq, cqe) == 28);
+    const _: () = assert!(offset_of!(ibv_cq, mutex) == 32);
+    const _: () = assert!(offset_of!(ibv_cq, cond) == 72);
+    const _: () = assert!(offset_of!(ibv_cq, comp_events_completed) == 120);
+    const _: () = assert!(offset_of!(ibv_cq, async_events_completed) == 124);
+    const _: () = assert!(size_of::<verbs_cq>() == 288);
+    const _: () = assert!(size_of::<ibv_wc>() == 48);
+    const _: () = assert!(offset_of!(ibv_wc, status) == 8);
+    const _: () = assert!(offset_of!(ibv_wc, opcode) == 12);
+    const _: () = assert!(offset_of!(ibv_wc, vendor_err) == 16);
+    const _: () = assert!(offset_of!(ibv_wc, byte_len) == 20);
+    const _: () = assert!(offset_of!(ibv_wc, imm_data) == 24);
+    const _: () = assert!(offset_of!(ibv_wc, qp_num) == 28);
+    const _: () = assert!(offset_of!(ibv_wc, src_qp) == 32);
+    const _: () = assert!(offset_of!(ibv_wc, wc_flags) == 36);
+    const _: () = assert!(offset_of!(ibv_wc, pkey_index) == 40);
+    const _: () = assert!(offset_of!(ibv_wc, slid) == 42);
+    const _: () = assert!(offset_of!(ibv_wc, sl) == 44);
+    const _: () = assert!(offset_of!(ibv_wc, dlid_path_bits) == 45);
+    const _: () = assert!(size_of::<ibv_create_cq>() == 40 && align_of::<ibv_create_cq>() == 8);
+    const _: () = assert!(offset_of!(ibv_create_cq, comp_channel) == 32);
+    const _: () = assert!(size_of::<ib_uverbs_create_cq_resp>() == 8 && align_of::<ib_uverbs_create_cq_resp>() == 8);
+    const _: () = assert!(size_of::<ibv_resize_cq>() == 24 && align_of::<ibv_resize_cq>() == 8);
+    const _: () = assert!(offset_of!(ibv_resize_cq, cq_handle) == 16);
+    const _: () = assert!(size_of::<ib_uverbs_resize_cq_resp>() == 8 && align_of::<ib_uverbs_resize_cq_resp>() == 8);
+
+    // QPs.
+    const _: () = assert!(size_of::<ibv_qp>() == 160);
+    const _: () = assert!(offset_of!(ibv_qp, srq) == 40);
+    const _: () = assert!(offset_of!(ibv_qp, handle) == 48);
+    const _: () = assert!(offset_of!(ibv_qp, qp_num) == 52);
+    const _: () = assert!(offset_of!(ibv_qp, state) == 56);
+    const _: () = assert!(offset_of!(ibv_qp, qp_type) == 60);
+    const _: () = assert!(offset_of!(ibv_qp, mutex) == 64);
+    const _: () = assert!(offset_of!(ibv_qp, cond) == 104);
+    const _: () = assert!(offset_of!(ibv_qp, events_completed) == 152);
+    const _: () = assert!(size_of::<verbs_qp>() == 368);
+    const _: () = assert!(offset_of!(verbs_qp, comp_mask) == 352);
+    const _: () = assert!(offset_of!(verbs_qp, xrcd) == 360);
+    const _: () = assert!(size_of::<ibv_qp_cap>() == 20);
+    const _: () = assert!(offset_of!(ibv_qp_cap, max_inline_data) == 16);
+    const _: () = assert!(size_of::<ibv_qp_init_attr>() == 64);
+    const _: () = assert!(offset_of!(ibv_qp_init_attr, srq) == 24);
+    const _: () = assert!(offset_of!(ibv_qp_init_attr, cap) == 32);
+    const _: () = assert!(offset_of!(ibv_qp_init_attr, qp_type) == 52);
+    const _: () = assert!(offset_of!(ibv_qp_init_attr, sq_sig_all) == 56);
+    const _: () = assert!(size_of::<ibv_create_qp>() == 64 && align_of::<ibv_create_qp>() == 8);
+    const _: () = assert!(offset_of!(ibv_create_qp, pd_handle) == 24);
+    const _: () = assert!(offset_of!(ibv_create_qp, max_send_wr) == 40);
+    const _: () = assert!(offset_of!(ibv_create_qp, max_inline_data) == 56);
+    const _: () = assert!(offset_of!(ibv_create_qp, reserved) == 63);
+    const _: () = assert!(size_of::<ib_uverbs_create_qp_resp>() == 32 && align_of::<ib_uverbs_create_qp_resp>() == 4);
+    const _: () = assert!(offset_of!(ib_uverbs_create_qp_resp, max_inline_data) == 24);
+    const _: () = assert!(size_of::<ibv_query_qp>() == 24 && align_of::<ibv_query_qp>() == 8);
+    const _: () = assert!(offset_of!(ibv_query_qp, attr_mask) == 20);
+    const _: () = assert!(size_of::<ibv_modify_qp>() == 120 && align_of::<ibv_modify_qp>() == 8);
+
+    // SRQs.
+    const _: () = assert!(size_of::<ibv_srq>() == 128);
+    const _: () = assert!(offset_of!(ibv_srq, handle) == 24);
+    const _: () = assert!(offset_of!(ibv_srq, mutex) == 32);
+    const _: () = assert!(offset_of!(ibv_srq, cond) == 72);
+    const _: () = assert!(offset_of!(ibv_srq, events_completed) == 120);
+    const _: () = assert!(size_of::<verbs_srq>() == 160);
+    const _: () = assert!(offset_of!(verbs_srq, srq_type) == 128);
+    const _: () = assert!(offset_of!(verbs_srq, xrcd) == 136);
+    const _: () = assert!(offset_of!(verbs_srq, cq) == 144);
+    const _: () = assert!(offset_of!(verbs_srq, srq_num) == 152);
+    const _: () = assert!(size_of::<ibv_srq_attr>() == 12);
+    const _: () = assert!(size_of::<ibv_srq_init_attr>() == 24);
+    const _: () = assert!(offset_of!(ibv_srq_init_attr, attr) == 8);
+    const _: () = assert!(size_of::<ibv_create_srq>() == 40 && align_of::<ibv_create_srq>() == 8);
+    const _: () = assert!(offset_of!(ibv_create_srq, pd_handle) == 24);
+    const _: () = assert!(offset_of!(ibv_create_srq, srq_limit) == 36);
+    const _: () = assert!(size_of::<ib_uverbs_create_srq_resp>() == 16 && align_of::<ib_uverbs_create_srq_resp>() == 4);
+    const _: () = assert!(size_of::<ibv_modify_srq>() == 24 && align_of::<ibv_modify_srq>() == 8);
+    const _: () = assert!(offset_of!(ibv_modify_srq, srq_handle) == 8);
+    const _: () = assert!(offset_of!(ibv_modify_srq, srq_limit) == 20);
+    const _: () = assert!(size_of::<ibv_query_srq>() == 24 && align_of::<ibv_query_srq>() == 8);
+    const _: () = assert!(offset_of!(ibv_query_srq, srq_handle) == 16);
+
+    // AHs.
+    const _: () = assert!(size_of::<ibv_ah>() == 24);
+    const _: () = assert!(offset_of!(ibv_ah, handle) == 16);
+    const _: () = assert!(size_of::<ibv_gid>() == 16 && align_of::<ibv_gid>() == 8);
+    const _: () = assert!(size_of::<ibv_global_route>() == 24);
+    const _: () = assert!(offset_of!(ibv_global_route, flow_label) == 16);
+    const _: () = assert!(offset_of!(ibv_global_route, traffic_class) == 22);
+    const _: () = assert!(size_of::<ibv_ah_attr>() == 32);
+    const _: () = assert!(offset_of!(ibv_ah_attr, dlid) == 24);
+    const _: () = assert!(offset_of!(ibv_ah_attr, is_global) == 29);
+    const _: () = assert!(offset_of!(ibv_ah_attr, port_num) == 30);
+    const _: () = assert!(size_of::<ib_uverbs_create_ah_resp>() == 4 && align_of::<ib_uverbs_create_ah_resp>() == 4);
+
+    // The callbacks librxud sets.
+    const _: () = assert!(offset_of!(verbs_context_ops, create_ah) == 104);
+    const _: () = assert!(offset_of!(verbs_context_ops, create_cq) == 120);
+    const _: () = assert!(offset_of!(verbs_context_ops, create_qp) == 152);
+    const _: () = assert!(offset_of!(verbs_context_ops, create_srq) == 176);
+    const _: () = assert!(offset_of!(verbs_context_ops, destroy_ah) == 232);
+    const _: () = assert!(offset_of!(verbs_context_ops, destroy_cq) == 248);
+    const _: () = assert!(offset_of!(verbs_context_ops, destroy_qp) == 272);
+    const _: () = assert!(offset_of!(verbs_context_ops, destroy_srq) == 288);
+    const _: () = assert!(offset_of!(verbs_context_ops, modify_qp) == 376);
+    const _: () = assert!(offset_of!(verbs_context_ops, modify_srq) == 392);
+    const _: () = assert!(offset_of!(verbs_context_ops, poll_cq) == 424);
+    const _: () = assert!(offset_of!(verbs_context_ops, post_recv) == 432);
+    const _: () = assert!(offset_of!(verbs_context_ops, post_send) == 440);
+    const _: () = assert!(offset_of!(verbs_context_ops, post_srq_recv) == 456);
+    const _: () = assert!(offset_of!(verbs_context_ops, query_qp) == 488);
+    const _: () = assert!(offset_of!(verbs_context_ops, query_srq) == 512);
+    const _: () = assert!(offset_of!(verbs_context_ops, req_notify_cq) == 552);
+    const _: () = assert!(offset_of!(verbs_context_ops, resize_cq) == 568);
 }

@@ -130,8 +130,8 @@ pub struct Cqe {
     pub slid: u16,
     pub sl: u8,
     pub dlid_path_bits: u8,
-    /// UD on RoCE: `IBV_WC_IP_CSUM_OK` style header type of the received
-    /// packet (RDMA_NETWORK_IPV4/IPV6).
+    /// UD on RoCE: network header of the received packet
+    /// (`RDMA_NETWORK_IPV4` or `RDMA_NETWORK_IPV6`).
     pub network_hdr_type: u8,
     pub reserved0: u8,
     /// UD on RoCE: the sender's MAC and VLAN id.
@@ -209,7 +209,9 @@ pub struct CreateSrqResp {
     pub ring: RingInfo,
 }
 
-/// Driver part of the `ibv_create_ah` response.
+/// Driver part of the `ibv_create_ah` response. It follows the 4-byte
+/// `ib_uverbs_create_ah_resp`, so in the response buffer it starts at
+/// offset 4, not 8-aligned: readers copy it out rather than reference it.
 #[repr(C)]
 #[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
 pub struct CreateAhResp {

@@ -11,12 +11,7 @@ use super::ring::Ring;
 use super::srq::SrqCore;
 use super::table::IndexTable;
 use crate::abi::{CreateQpReq, CreateQpResp, RECV_WQE_HEADER_SIZE, SEND_WQE_HEADER_SIZE, SGE_SIZE};
-use crate::ffi::bindings::{
-    IB_QP_ACCESS_FLAGS, IB_QP_ALT_PATH, IB_QP_AV, IB_QP_CUR_STATE, IB_QP_DEST_QPN, IB_QP_EN_SQD_ASYNC_NOTIFY,
-    IB_QP_MAX_DEST_RD_ATOMIC, IB_QP_MAX_QP_RD_ATOMIC, IB_QP_MIN_RNR_TIMER, IB_QP_PATH_MIG_STATE, IB_QP_PATH_MTU,
-    IB_QP_PKEY_INDEX, IB_QP_PORT, IB_QP_QKEY, IB_QP_RATE_LIMIT, IB_QP_RETRY_CNT, IB_QP_RNR_RETRY, IB_QP_RQ_PSN,
-    IB_QP_SQ_PSN, IB_QP_STATE, IB_QP_TIMEOUT,
-};
+use crate::ib::qp::{access::*, attr_mask::*};
 use crate::ib::{
     qp::transition_is_valid, AddressVector, NetworkType, QpAttr, QpCap, QpInitAttr, QpQuery, QpState, QpType, UData,
 };
@@ -26,6 +21,10 @@ use kernel::{new_mutex, prelude::*, sync::{Arc, Mutex}};
 /// First QP number handed out: 0 and 1 are the special QPs, and IB
 /// reserves a few more below 16 in practice (rxe does the same).
 pub(crate) const FIRST_QPN: u32 = 16;
+/// Remote rights a QP can grant (`IB_ACCESS_*`); LOCAL_WRITE is allowed
+/// too, as everywhere in verbs.
+const QP_ACCESS_SUPPORTED: u32 =
+    IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE | IB_ACCESS_REMOTE_READ | IB_ACCESS_REMOTE_ATOMIC;
 /// IB path MTU codes: 1 (256 bytes) to 5 (4096 bytes).
 const MTU_CODES: core::ops::RangeInclusive<u32> = 1..=5;
 
@@ -236,7 +235,13 @@ impl RxudQp {
             new.dest_qpn = attr.dest_qp_num;
         }
         if has(IB_QP_ACCESS_FLAGS) {
-            new.access = attr.access;
+            // Optional flags may be ignored (IB_ACCESS_OPTIONAL); any other
+            // unknown one is an error.
+            let access = attr.access & !IB_ACCESS_OPTIONAL;
+            if access & !QP_ACCESS_SUPPORTED != 0 {
+                return Err(EINVAL);
+            }
+            new.access = access;
         }
         if has(IB_QP_MAX_QP_RD_ATOMIC) {
             if u32::from(attr.max_rd_atomic) > MAX_QP_RD_ATOM {

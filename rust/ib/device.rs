@@ -497,6 +497,9 @@ impl<T: DeviceOps> NewDevice<T> {
             for (i, b) in desc[..n].iter().enumerate() {
                 (*raw).node_desc[i] = *b as _;
             }
+            // User commands beyond ib_core's default set that the ops
+            // above implement.
+            (*raw).uverbs_cmd_mask |= 1u64 << bindings::IB_USER_VERBS_CMD_REQ_NOTIFY_CQ;
             bindings::rxud_ib_mark_name_assigned_by_user(raw);
             bindings::ib_set_device_ops(raw, &ops);
         }

@@ -10,6 +10,38 @@ use super::udata::UData;
 use crate::ffi::bindings;
 use kernel::prelude::*;
 
+/// `IB_QP_*`: which attributes a `modify_qp` sets.
+pub(crate) mod attr_mask {
+    pub(crate) use crate::ffi::bindings::{
+        IB_QP_ACCESS_FLAGS,
+        IB_QP_ALT_PATH,
+        IB_QP_AV,
+        IB_QP_CUR_STATE,
+        IB_QP_DEST_QPN,
+        IB_QP_EN_SQD_ASYNC_NOTIFY,
+        IB_QP_MAX_DEST_RD_ATOMIC,
+        IB_QP_MAX_QP_RD_ATOMIC,
+        IB_QP_MIN_RNR_TIMER,
+        IB_QP_PATH_MIG_STATE,
+        IB_QP_PATH_MTU,
+        IB_QP_PKEY_INDEX,
+        IB_QP_PORT,
+        IB_QP_QKEY,
+        IB_QP_RATE_LIMIT,
+        IB_QP_RETRY_CNT,
+        IB_QP_RNR_RETRY,
+        IB_QP_RQ_PSN,
+        IB_QP_SQ_PSN,
+        IB_QP_STATE,
+        IB_QP_TIMEOUT,
+    };
+}
+
+/// `IB_ACCESS_*`: rights a QP grants to remote peers.
+pub(crate) mod access {
+    pub(crate) use crate::ffi::bindings::{IB_ACCESS_LOCAL_WRITE, IB_ACCESS_OPTIONAL, IB_ACCESS_REMOTE_ATOMIC, IB_ACCESS_REMOTE_READ, IB_ACCESS_REMOTE_WRITE};
+}
+
 /// QP types, by the kernel's `enum ib_qp_type` values.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum QpType {

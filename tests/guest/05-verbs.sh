@@ -6,7 +6,7 @@
 . "$(dirname "$0")/../lib/rxud.sh"
 IF=${RXUD_IF:?no test NIC}
 VT=$RXUD_TOP/tests/verbs/verbs-test
-TAP_PLANNED=15
+TAP_PLANNED=16
 tap_begin $TAP_PLANNED
 export RDMAV_DRIVERS=$RXUD_TOP/rdma-core-provider/build/librxud
 
@@ -23,6 +23,10 @@ check_eq "verbs-test passes on rxe0 (the reference)" 0 "$rc_rxe"
 # Same checks, same verdicts: compare the TAP lines without device names.
 strip() { sed -E 's/ \(got [^)]*\)//; s/rx(e|ud)0/DEV/g; s/[0-9]+ (>=|==)/N \1/g; s/\(([0-9]+)\)//g' <<<"$1" | grep -E '^(not )?ok'; }
 check_eq "rxud and rxe give the same results" "$(strip "$out_rxe")" "$(strip "$out_rxud")"
+# Limits of the IB spec that rxe does not enforce: rxud only.
+out_strict=$("$VT" -d rxud0 -s 2>&1); rc_strict=$?
+printf '%s\n' "verbs-test -d rxud0 -s:" "$out_strict" | tap_diag
+check_eq "rxud enforces the spec's limits where rxe does not (verbs-test -s)" 0 "$rc_strict"
 
 # count KIND: live objects of that kind on rxud0 (`rdma resource show`).
 count() { rdma resource show | sed -n "s/.* rxud0: .*\\b$1 \\([0-9]*\\).*/\\1/p"; }
