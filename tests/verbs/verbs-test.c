@@ -814,6 +814,16 @@ static void strict_checks(struct ibv_context *ctx)
 	const int rtr_mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
 			     IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
 
+	void *map;
+
+	/* Only offsets the kernel handed out (in create responses) map. */
+	errno = 0;
+	map = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, ctx->cmd_fd, 1ULL << 40);
+	check(map == MAP_FAILED && errno == EINVAL, "strict: mmap of an offset never handed out: %s (got %s)",
+	      strerror(EINVAL), map == MAP_FAILED ? strerror(errno) : "success");
+	if (map != MAP_FAILED)
+		munmap(map, 4096);
+
 	pd = ibv_alloc_pd(ctx);
 	cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
 	qp = pd && cq ? create_qp(pd, cq, NULL, IBV_QPT_RC) : NULL;
