@@ -21,7 +21,7 @@ pub(crate) use device::{Device, DeviceHandle, DeviceInfo, DeviceOps, DeviceRef, 
 pub(crate) use ah::{AddressVector, NetworkType};
 pub(crate) use cq::{CqArm, CqInitAttr};
 pub(crate) use mmap::SharedMem;
-pub(crate) use mr::MrKind;
+pub(crate) use mr::{MrKind, UserRange};
 pub(crate) use qp::{QpAttr, QpCap, QpInitAttr, QpQuery, QpState, QpType};
 pub(crate) use srq::{SrqAttr, SrqModify};
 pub(crate) use udata::{UContext, UData};

@@ -44,6 +44,7 @@ static CONTEXT_OPS: ContextOps = ContextOps(verbs_context_ops {
     dealloc_pd: Some(crate::pd::dealloc_pd),
     reg_mr: Some(crate::mr::reg_mr),
     dereg_mr: Some(crate::mr::dereg_mr),
+    rereg_mr: Some(crate::mr::rereg_mr),
     create_cq: Some(crate::cq::create_cq),
     poll_cq: Some(crate::cq::poll_cq),
     req_notify_cq: Some(crate::cq::req_notify_cq),

@@ -313,6 +313,30 @@ pub struct ib_uverbs_reg_mr_resp {
     pub rkey: u32,
 }
 
+/// `struct ibv_rereg_mr`.
+#[repr(C)]
+#[derive(Default)]
+pub struct ibv_rereg_mr {
+    pub hdr: ib_uverbs_cmd_hdr,
+    pub response: u64,
+    pub mr_handle: u32,
+    pub flags: u32,
+    pub start: u64,
+    pub length: u64,
+    pub hca_va: u64,
+    pub pd_handle: u32,
+    pub access_flags: u32,
+}
+
+/// `struct ib_uverbs_rereg_mr_resp` (8-aligned: its driver data is
+/// `__aligned_u64[]`).
+#[repr(C, align(8))]
+#[derive(Default)]
+pub struct ib_uverbs_rereg_mr_resp {
+    pub lkey: u32,
+    pub rkey: u32,
+}
+
 /// `struct verbs_sysfs_dev`: what libibverbs knows about a device before a
 /// provider claims it.
 #[repr(C)]
@@ -452,7 +476,9 @@ pub struct verbs_context_ops {
     pub reg_dmabuf_mr: Unused,
     pub reg_mr: Option<unsafe extern "C" fn(*mut ibv_pd, *mut c_void, usize, u64, c_int) -> *mut ibv_mr>,
     pub req_notify_cq: Option<unsafe extern "C" fn(*mut ibv_cq, c_int) -> c_int>,
-    pub rereg_mr: Unused,
+    pub rereg_mr: Option<
+        unsafe extern "C" fn(*mut verbs_mr, c_int, *mut ibv_pd, *mut c_void, usize, c_int) -> c_int,
+    >,
     pub resize_cq: Option<unsafe extern "C" fn(*mut ibv_cq, c_int) -> c_int>,
     pub set_ece: Unused,
     pub unimport_dm: Unused,
@@ -702,6 +728,19 @@ extern "C" {
         resp_size: usize,
     ) -> c_int;
     pub fn ibv_cmd_dereg_mr(vmr: *mut verbs_mr) -> c_int;
+    pub fn ibv_cmd_rereg_mr(
+        vmr: *mut verbs_mr,
+        flags: u32,
+        addr: *mut c_void,
+        length: usize,
+        hca_va: u64,
+        access: c_int,
+        pd: *mut ibv_pd,
+        cmd: *mut ibv_rereg_mr,
+        cmd_size: usize,
+        resp: *mut ib_uverbs_rereg_mr_resp,
+        resp_size: usize,
+    ) -> c_int;
     pub fn ibv_cmd_query_port(
         context: *mut ibv_context,
         port_num: u8,
@@ -850,6 +889,9 @@ mod layout {
     const _: () = assert!(size_of::<verbs_mr>() == 56);
     const _: () = assert!(size_of::<ibv_reg_mr>() == 48);
     const _: () = assert!(size_of::<ib_uverbs_reg_mr_resp>() == 12);
+    const _: () = assert!(size_of::<ibv_rereg_mr>() == 56);
+    const _: () = assert!(offset_of!(ibv_rereg_mr, pd_handle) == 48);
+    const _: () = assert!(size_of::<ib_uverbs_rereg_mr_resp>() == 8);
     const _: () = assert!(offset_of!(verbs_context_ops, reg_mr) == 544);
     const _: () = assert!(offset_of!(verbs_context_ops, dereg_mr) == 224);
     const _: () = assert!(size_of::<ibv_alloc_pd>() == 16);

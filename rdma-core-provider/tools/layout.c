@@ -49,6 +49,9 @@ int main(void)
 	S(verbs_mr);
 	S(ibv_reg_mr);
 	S(ib_uverbs_reg_mr_resp);
+	S(ibv_rereg_mr);
+	O(ibv_rereg_mr, pd_handle);
+	S(ib_uverbs_rereg_mr_resp);
 
 	/* CQs. */
 	S(ibv_cq);

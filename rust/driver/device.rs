@@ -15,7 +15,7 @@ use super::table::IndexTable;
 use core::sync::atomic::{AtomicU32, Ordering};
 use crate::ib::{
     AddressVector, CqArm, CqInitAttr, Device, MrKind, DeviceAttr, DeviceOps, LinkLayer, PortAttr, PortImmutable,
-    PortPhysState, PortState, QpAttr, QpCap, QpInitAttr, QpQuery, SrqAttr, SrqModify, UData, Umem,
+    PortPhysState, PortState, QpAttr, QpCap, QpInitAttr, QpQuery, SrqAttr, SrqModify, UData, Umem, UserRange,
 };
 use crate::proto::mtu;
 use kernel::{prelude::*, sync::Arc};
@@ -147,7 +147,13 @@ impl DeviceOps for RxudDevice {
         _udata: &UData,
     ) -> Result<(RxudMr, u32)> {
         let counted = dev.data().mrs.take()?;
-        Ok((RxudMr::user(umem, access, counted), dev.data().new_key()))
+        let (start, len) = umem.range();
+        let range = UserRange { start, len, access };
+        Ok((RxudMr::user(umem, range, counted), dev.data().new_key()))
+    }
+
+    fn user_range(mr: &RxudMr) -> Option<UserRange> {
+        mr.user_range()
     }
 
     fn get_dma_mr(dev: &Device<Self>, _pd: &RxudPd, access: u32) -> Result<(RxudMr, u32)> {

@@ -3,7 +3,7 @@
 //! Memory regions: what memory an lkey/rkey names, and with which rights.
 
 use super::counter::Counted;
-use crate::ib::Umem;
+use crate::ib::{Umem, UserRange};
 use kernel::{new_spinlock, prelude::*, sync::SpinLock};
 
 /// Most pages of a fast-registration MR (`max_fast_reg_page_list_len`).
@@ -19,8 +19,8 @@ struct PageList {
 // Fields are read by the data path (key lookup, placement).
 #[allow(dead_code)]
 enum Backing {
-    /// Pinned user memory.
-    User(Umem),
+    /// Pinned user memory at `range`.
+    User(Umem, UserRange),
     /// All of kernel memory (virtual DMA addresses).
     Dma,
     /// Pages a kernel ULP maps with `ib_map_mr_sg`.
@@ -36,8 +36,15 @@ pub(crate) struct RxudMr {
 }
 
 impl RxudMr {
-    pub(crate) fn user(umem: Umem, access: u32, counted: Counted) -> Self {
-        Self { backing: Backing::User(umem), access, _counted: counted }
+    pub(crate) fn user(umem: Umem, range: UserRange, counted: Counted) -> Self {
+        Self { backing: Backing::User(umem, range), access: range.access, _counted: counted }
+    }
+
+    pub(crate) fn user_range(&self) -> Option<UserRange> {
+        match self.backing {
+            Backing::User(_, range) => Some(range),
+            _ => None,
+        }
     }
 
     pub(crate) fn dma(access: u32, counted: Counted) -> Self {

@@ -20,7 +20,7 @@
 use super::ah::AddressVector;
 use super::attr::{DeviceAttr, LinkLayer, PortAttr, PortImmutable};
 use super::cq::{CqArm, CqInitAttr};
-use super::mr::MrKind;
+use super::mr::{MrKind, UserRange};
 use super::qp::{QpAttr, QpCap, QpInitAttr, QpQuery};
 use super::srq::{SrqAttr, SrqModify};
 use super::udata::UData;
@@ -58,6 +58,10 @@ pub(crate) trait DeviceOps: Sized + Send + Sync {
         access: u32,
         udata: &UData,
     ) -> Result<(Self::Mr, u32)>;
+    /// The address range and rights of a user MR (`None` for others), for
+    /// `rereg_user_mr`, which registers a replacement through
+    /// `reg_user_mr`.
+    fn user_range(mr: &Self::Mr) -> Option<UserRange>;
     /// An MR over all of kernel memory with rights `access`, for kernel
     /// ULPs (`ib_alloc_pd` makes one per PD). Returns it and its key.
     fn get_dma_mr(dev: &Device<Self>, pd: &Self::Pd, access: u32) -> Result<(Self::Mr, u32)>;
@@ -299,6 +303,7 @@ impl<T: DeviceOps> Adapter<T> {
         size_ib_pd: mem::size_of::<Object<bindings::ib_pd, T::Pd>>(),
         reg_user_mr: Some(Self::reg_user_mr),
         dereg_mr: Some(Self::dereg_mr),
+        rereg_user_mr: Some(Self::rereg_user_mr),
         get_dma_mr: Some(Self::get_dma_mr),
         alloc_mr: Some(Self::alloc_mr),
         map_mr_sg: Some(Self::map_mr_sg),

@@ -22,11 +22,27 @@ pub(crate) enum MrKind {
     Other(u32),
 }
 
+/// Where a user MR's memory is: the process's address range and rights
+/// it was registered with (what `rereg_user_mr` keeps when it is not told
+/// to change them).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct UserRange {
+    pub(crate) start: u64,
+    pub(crate) len: u64,
+    pub(crate) access: u32,
+}
+
 /// Boxes `data` as an `ib_mr` with key `key` (lkey = rkey), or returns
 /// the error as an ERR_PTR.
 fn into_raw_mr<D>(r: Result<(D, u32)>) -> *mut bindings::ib_mr {
+    into_raw_mr_at(r, 0, 0)
+}
+
+/// As [`into_raw_mr`], for an MR whose iova and length the driver must
+/// set itself (ib_core does for new MRs, not for rereg's replacements).
+fn into_raw_mr_at<D>(r: Result<(D, u32)>, iova: u64, length: u64) -> *mut bindings::ib_mr {
     let obj = r.and_then(|(data, key)| {
-        let ib = bindings::ib_mr { lkey: key, rkey: key, ..Default::default() };
+        let ib = bindings::ib_mr { lkey: key, rkey: key, iova, length, ..Default::default() };
         Ok(KBox::new(Object::new(Opaque::new(ib), data), GFP_KERNEL)?)
     });
     match obj {
@@ -56,6 +72,43 @@ impl<T: DeviceOps> Adapter<T> {
                 .and_then(|umem| T::reg_user_mr(dev, pd_data, umem, iova, access as u32, &UData::from_raw(udata)))
         };
         into_raw_mr(r)
+    }
+
+    /// Re-registers a user MR by registering a replacement (ib_core swaps
+    /// it in under the same handle and deregisters the old one): new
+    /// translation, PD and/or rights, the rest as before. Re-pinning is the
+    /// price of never changing a live MR under the data path's feet.
+    pub(super) unsafe extern "C" fn rereg_user_mr(
+        mr: *mut bindings::ib_mr,
+        flags: kernel::ffi::c_int,
+        start: u64,
+        length: u64,
+        iova: u64,
+        access: kernel::ffi::c_int,
+        pd: *mut bindings::ib_pd,
+        udata: *mut bindings::ib_udata,
+    ) -> *mut bindings::ib_mr {
+        let flags = flags as u32;
+        // SAFETY: ib_core passes a live user MR of ours (held for write),
+        // the PD the MR is to use (the old or a new live one), from the
+        // owning process's uverbs call.
+        unsafe {
+            let dev = Device::<T>::from_raw((*pd).device);
+            let old = Object::<bindings::ib_mr, T::Mr>::data_of(mr);
+            let Some(range) = T::user_range(old) else {
+                return err_ptr(EINVAL);
+            };
+            let (start, length, iova) = if flags & bindings::IB_MR_REREG_TRANS != 0 {
+                (start, length, iova)
+            } else {
+                (range.start, range.len, (*mr).iova)
+            };
+            let access = if flags & bindings::IB_MR_REREG_ACCESS != 0 { access as u32 } else { range.access };
+            let pd_data = Object::<bindings::ib_pd, T::Pd>::data_of(pd);
+            let r = super::Umem::get(dev.as_raw(), start, length, access as i32)
+                .and_then(|umem| T::reg_user_mr(dev, pd_data, umem, iova, access, &UData::from_raw(udata)));
+            into_raw_mr_at(r, iova, length)
+        }
     }
 
     pub(super) unsafe extern "C" fn get_dma_mr(pd: *mut bindings::ib_pd, access: kernel::ffi::c_int) -> *mut bindings::ib_mr {

@@ -5,8 +5,9 @@
  * netdev, it must give the same results where rxe supports a verb.
  *
  *   verbs-test -d DEV              run the checks
- *   verbs-test -d DEV -s           run only the checks of limits the IB spec
- *                                  sets and rxe does not enforce
+ *   verbs-test -d DEV -s           run only rxud-specific checks: limits the
+ *                                  IB spec sets and rxe does not enforce, and
+ *                                  ibv_rereg_mr, which rxe does not offer
  *   verbs-test -d DEV -H SECONDS   open DEV, allocate 3 PDs, an MR, 2 CQs,
  *                                  an RC QP, an SRQ and an AH, print "ready"
  *                                  if all succeeded, then sleep (for the
@@ -798,6 +799,62 @@ static void ah_checks(struct ibv_context *ctx)
  * Hold mode: 3 PDs, an MR, 2 CQs, an RC QP, an SRQ and an AH, then "ready"
  * and sleep. Killed by the test, so nothing is released here.
  */
+/* -s: ibv_rereg_mr, which rxe's provider does not offer. */
+static void rereg_checks(struct ibv_context *ctx)
+{
+	const size_t len = 1 << 20;
+	struct ibv_pd *pd1, *pd2;
+	void *buf1, *buf2, *hole;
+	struct ibv_mr *mr;
+	uint32_t key;
+	int ret;
+
+	pd1 = ibv_alloc_pd(ctx);
+	pd2 = ibv_alloc_pd(ctx);
+	buf1 = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	buf2 = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	mr = pd1 && pd2 && buf1 != MAP_FAILED && buf2 != MAP_FAILED ?
+	     ibv_reg_mr(pd1, buf1, len, IBV_ACCESS_LOCAL_WRITE) : NULL;
+	check(mr != NULL, "rereg: MR registered");
+	if (!mr)
+		goto out;
+	key = mr->lkey;
+	check_err(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0,
+			       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ), 0, "rereg: new access rights");
+	check(mr->lkey != 0 && mr->lkey == mr->rkey && mr->lkey != key, "rereg: the MR has a new key");
+	check_err(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, NULL, buf2, len / 2, 0), 0,
+		  "rereg: new address range");
+	check(mr->addr == buf2 && mr->length == len / 2, "rereg: the MR reports its new range");
+	check_err(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_PD, pd2, NULL, 0, 0), 0, "rereg: new PD");
+	check(mr->pd == pd2, "rereg: the MR reports its new PD");
+	check_err(ibv_dealloc_pd(pd2), EBUSY, "rereg: the new PD is in use");
+	check_err(ibv_dealloc_pd(pd1), 0, "rereg: the old PD is free");
+	pd1 = NULL;
+	errno = 0;
+	ret = ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0, IBV_ACCESS_REMOTE_WRITE);
+	check(ret == IBV_REREG_MR_ERR_CMD && errno == EINVAL,
+	      "rereg: remote write without local write: Invalid argument (got %d, %s)", ret, strerror(errno));
+	hole = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (hole != MAP_FAILED) {
+		munmap(hole, len);
+		errno = 0;
+		ret = ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, NULL, hole, len, 0);
+		check(ret < 0 && errno == EFAULT, "rereg: onto unmapped memory: Bad address (got %d, %s)",
+		      ret, strerror(errno));
+	}
+	check(mr->addr == buf2 && mr->length == len / 2, "rereg: a failed rereg leaves the MR as it was");
+	check_err(ibv_dereg_mr(mr), 0, "rereg: dereg");
+out:
+	if (pd1)
+		ibv_dealloc_pd(pd1);
+	if (pd2)
+		ibv_dealloc_pd(pd2);
+	if (buf1 != MAP_FAILED)
+		munmap(buf1, len);
+	if (buf2 != MAP_FAILED)
+		munmap(buf2, len);
+}
+
 /*
  * -s: checks of values the IB spec bounds but rxe accepts (see the list of
  * rxe bugs above): P_Key index beyond the table, path MTU 0, a 25-bit
@@ -994,6 +1051,7 @@ int main(int argc, char **argv)
 	find_gids(ctx);
 	if (strict) {
 		strict_checks(ctx);
+		rereg_checks(ctx);
 	} else {
 		mr_checks(ctx);
 		cq_checks(ctx);
