@@ -12,3 +12,4 @@ pub mod guid;
 pub mod mtu;
 pub mod psn;
 pub mod ring;
+pub mod wire;
