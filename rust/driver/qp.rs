@@ -15,7 +15,7 @@ use crate::ib::qp::{access::*, attr_mask::*};
 use crate::ib::{
     qp::transition_is_valid, AddressVector, NetworkType, QpAttr, QpCap, QpInitAttr, QpQuery, QpState, QpType, UData,
 };
-use crate::proto::psn::Psn;
+use crate::proto::{psn::Psn, wire::QPN_MASK};
 use kernel::{new_mutex, prelude::*, sync::{Arc, Mutex}};
 
 /// First QP number handed out: 0 and 1 are the special QPs, and IB
@@ -229,7 +229,7 @@ impl RxudQp {
             new.sq_psn = Psn::new(attr.sq_psn);
         }
         if has(IB_QP_DEST_QPN) {
-            if attr.dest_qp_num > Psn::MASK {
+            if attr.dest_qp_num > QPN_MASK {
                 return Err(EINVAL);
             }
             new.dest_qpn = attr.dest_qp_num;

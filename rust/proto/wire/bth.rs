@@ -190,7 +190,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Header<T> {
 
     /// Sets the destination QP (only the low 24 bits of `qpn` are used).
     pub fn set_dest_qp(&mut self, qpn: u32) {
-        set_u24(self.m(), field::DEST_QP, qpn & 0x00ff_ffff);
+        set_u24(self.m(), field::DEST_QP, qpn & super::QPN_MASK);
     }
 
     /// Sets what [`Self::ack_req`] reads.

@@ -63,7 +63,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Header<T> {
 
     /// Sets the source QP (only the low 24 bits of `qpn` are used).
     pub fn set_src_qp(&mut self, qpn: u32) {
-        set_u24(self.m(), SRC_QP, qpn & 0x00ff_ffff);
+        set_u24(self.m(), SRC_QP, qpn & super::QPN_MASK);
     }
 }
 

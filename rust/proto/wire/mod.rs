@@ -123,6 +123,10 @@ pub use reth::{Header as Reth, Repr as RethRepr};
 /// The UDP destination port IANA assigned to RoCEv2.
 pub const ROCE_V2_UDP_PORT: u16 = 4791;
 
+/// QP numbers are 24 bits on the wire (BTH destination QP, DETH source
+/// QP).
+pub const QPN_MASK: u32 = 0x00ff_ffff;
+
 /// Why a buffer is not a well-formed packet (or header).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Error {
