@@ -8,6 +8,8 @@ APT_PACKAGES=(
 	# Kernel toolchain: Debian's rustc-web + rust-web-src are a matching
 	# compiler/library-source pair; clang/lld/llvm for LLVM=1.
 	rustc-web rust-web-src clang lld llvm libclang-dev
+	# Lint and format gates (make check): the same version as rustc-web.
+	rust-web-clippy rustfmt-web
 	bc flex bison libelf-dev libssl-dev cpio kmod dwarves make gcc xz-utils
 	linux-source-6.12
 	# VMs.
