@@ -7,7 +7,9 @@
 #                 and librxud (rdma-core-provider/build/librxud-rdmav34.so)
 #   make install  install both (modules_install, libibverbs provider dir)
 #   make run      the main job: two VMs, rxud loaded, traffic between them
-#   make check    host unit tests + in-VM kselftest-style tests
+#   make check    lint gates, host unit tests + in-VM kselftest-style tests
+#   make fmt      format rust/ and the provider with the kernel's settings
+#   make lint     rustfmt --check and clippy (module, host crates, librxud)
 #   make clean
 
 TOP := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
@@ -25,7 +27,8 @@ LIBIBVERBS_DIR ?= /usr/lib/x86_64-linux-gnu/libibverbs
 VERBS_TEST := $(TOP)/tests/verbs/verbs-test
 KTEST := $(TOP)/tests/kmod
 
-.PHONY: all modules provider ktest install setup run check check-host check-vm clean help
+.PHONY: all modules provider ktest install setup run check check-host check-vm clean help \
+	fmt lint fmt-check clippy clippy-module clippy-host
 
 all: modules provider $(VERBS_TEST) ktest
 
@@ -74,6 +77,36 @@ check-host:
 
 check-vm: all
 	bash $(TOP)/tests/run.sh --vm-only
+
+# Lint gates. Debian's rustfmt and clippy-driver match the kernel's rustc
+# (rustc-web); the rustup ones on PATH are another version.
+RUSTFMT ?= /usr/bin/rustfmt
+CLIPPY_DRIVER ?= /usr/bin/clippy-driver
+RUST_SOURCES = $(shell find $(TOP)/rust $(PROVIDER) -name '*.rs' \
+	-not -path '*/target/*' -not -name bindings_generated.rs | sort)
+HOST_CRATES := $(TOP)/rust/proto $(TOP)/rust/abi $(PROVIDER)
+
+fmt:
+	$(RUSTFMT) --edition 2021 --config-path $(TOP)/.rustfmt.toml $(RUST_SOURCES)
+
+fmt-check:
+	$(RUSTFMT) --check --edition 2021 --config-path $(TOP)/.rustfmt.toml $(RUST_SOURCES)
+
+# The kernel's own lint set (CLIPPY=1), over a fresh build of the crate;
+# any warning fails.
+clippy-module:
+	@test -f $(KDIR)/.config || { echo "no kernel at $(KDIR): run 'make setup'"; exit 1; }
+	rm -f $(TOP)/rust/rxud.o
+	$(KMAKE) CLIPPY=1 CLIPPY_DRIVER=$(CLIPPY_DRIVER) modules 2>&1 | tee $(TOP)/.clippy-module.log
+	@! grep -E '^(warning|error)' $(TOP)/.clippy-module.log
+
+clippy-host:
+	set -e; for c in $(HOST_CRATES); do \
+		cargo clippy --manifest-path $$c/Cargo.toml --all-targets -- -D warnings; done
+
+clippy: clippy-module clippy-host
+
+lint: fmt-check clippy
 
 clean:
 	-$(KMAKE) clean

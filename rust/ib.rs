@@ -8,6 +8,7 @@ pub(crate) mod ah;
 pub(crate) mod attr;
 pub(crate) mod cq;
 pub(crate) mod device;
+mod flags;
 pub(crate) mod link;
 pub(crate) mod mmap;
 pub(crate) mod mr;
@@ -16,13 +17,17 @@ pub(crate) mod srq;
 pub(crate) mod udata;
 pub(crate) mod umem;
 
-pub(crate) use attr::{DeviceAttr, LinkLayer, PortAttr, PortImmutable, PortPhysState, PortState};
-pub(crate) use device::{Device, DeviceHandle, DeviceInfo, DeviceOps, DeviceRef, NewDevice, PortEvent};
 pub(crate) use ah::{AddressVector, NetworkType};
+pub(crate) use attr::{
+    DeviceAttr, LinkLayer, PortAttr, PortCapFlags, PortImmutable, PortPhysState, PortState,
+};
 pub(crate) use cq::{CqArm, CqInitAttr};
+pub(crate) use device::{
+    Device, DeviceHandle, DeviceInfo, DeviceOps, DeviceRef, NewDevice, PortEvent,
+};
 pub(crate) use mmap::SharedMem;
-pub(crate) use mr::{MrKind, UserRange};
-pub(crate) use qp::{QpAttr, QpCap, QpInitAttr, QpQuery, QpState, QpType};
+pub(crate) use mr::{AccessFlags, MrKind, UserRange};
+pub(crate) use qp::{QpAttr, QpAttrMask, QpCap, QpInitAttr, QpQuery, QpState, QpType};
 pub(crate) use srq::{SrqAttr, SrqModify};
 pub(crate) use udata::{UContext, UData};
 pub(crate) use umem::Umem;

@@ -4,7 +4,7 @@
 //!
 //! `rdma link add rxud0 type rxud netdev eth0` creates an ib_device on
 //! `eth0`. The crate has two floors (see Documentation/design.rst): the
-//! boundary (`ffi`, `ib`, `net`: every `unsafe` block) and the driver
+//! boundary (`ffi`, `ib`, `net`, `sync`: every `unsafe` block) and the driver
 //! (`driver`: safe Rust), over the kernel-independent protocol core
 //! (`proto`).
 
@@ -22,6 +22,7 @@ mod net;
 // whole public API; the module uses only part of it so far.
 #[allow(dead_code, unreachable_pub)]
 mod proto;
+mod sync;
 
 use driver::Registry;
 use ib::link;
@@ -51,7 +52,11 @@ impl kernel::Module for RxudModule {
         let notifier = NetdevNotifier::register(registry.clone())?;
         let link = link::Registration::register(registry.clone())?;
         pr_info!("loaded\n");
-        Ok(Self { registry, link: Some(link), _notifier: notifier })
+        Ok(Self {
+            registry,
+            link: Some(link),
+            _notifier: notifier,
+        })
     }
 }
 

@@ -68,7 +68,31 @@ check_vm_results() { # DIR NVMS
 	done
 }
 
+# gate NAME CMD...: a lint gate, one check.
+gate() {
+	local name=$1
+	shift
+	if "$@" >"$OUT/gate-$name.txt" 2>&1; then
+		echo "ok - $name"
+		passed=$((passed + 1))
+	else
+		tail -n 40 "$OUT/gate-$name.txt" >&2
+		echo "not ok - $name (see $OUT/gate-$name.txt)"
+		failed=$((failed + 1))
+	fi
+}
+
 if [ "$mode" != vm ]; then
+	log "lint gates (rustfmt with the kernel's settings, clippy)"
+	gate "rustfmt --check over rust/ and rdma-core-provider/" make -s -C "$TOP" fmt-check
+	gate "clippy: cargo clippy -D warnings on rxud-proto, rxud-abi, librxud" make -s -C "$TOP" clippy-host
+	if [ -f "$(kernel_dir)/.rxud-built" ]; then
+		gate "clippy: the kernel's CLIPPY=1 lints on rxud.ko, no warning" make -s -C "$TOP" clippy-module
+	else
+		log "FAIL: no built kernel for the module's clippy gate: run 'make setup'"
+		failed=$((failed + 1))
+	fi
+
 	log "host unit tests (cargo test: protocol core, ABI layout, provider)"
 	for crate in rust/proto rust/abi rdma-core-provider; do
 		cargo test --manifest-path "$TOP/$crate/Cargo.toml" 2>&1 | tee -a "$OUT/host.txt"

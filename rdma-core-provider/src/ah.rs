@@ -32,7 +32,10 @@ struct CreateAhRespBuf {
 }
 
 const _: () = assert!(offset_of!(CreateAhRespBuf, drv) == size_of::<ib_uverbs_create_ah_resp>());
-const _: () = assert!(size_of::<CreateAhRespBuf>().is_multiple_of(4), "libibverbs sends the response size in words");
+const _: () = assert!(
+    size_of::<CreateAhRespBuf>().is_multiple_of(4),
+    "libibverbs sends the response size in words"
+);
 
 pub(crate) unsafe extern "C" fn create_ah(pd: *mut ibv_pd, attr: *mut ibv_ah_attr) -> *mut ibv_ah {
     // SAFETY: `Ah` is valid zeroed; `pd` and `attr` come from libibverbs;
@@ -41,8 +44,13 @@ pub(crate) unsafe extern "C" fn create_ah(pd: *mut ibv_pd, attr: *mut ibv_ah_att
     let ah = unsafe {
         create_object(|ah: *mut Ah| {
             let mut resp = CreateAhRespBuf::default();
-            let ret =
-                ibv_cmd_create_ah(pd, &raw mut (*ah).ibv_ah, attr, &raw mut resp.core, size_of::<CreateAhRespBuf>());
+            let ret = ibv_cmd_create_ah(
+                pd,
+                &raw mut (*ah).ibv_ah,
+                attr,
+                &raw mut resp.core,
+                size_of::<CreateAhRespBuf>(),
+            );
             if ret != 0 {
                 return ret;
             }
@@ -66,5 +74,9 @@ pub(crate) unsafe extern "C" fn create_ah(pd: *mut ibv_pd, attr: *mut ibv_ah_att
 
 pub(crate) unsafe extern "C" fn destroy_ah(ibah: *mut ibv_ah) -> c_int {
     // SAFETY: a live AH of ours (`ibv_ah` is at offset 0 of `Ah`).
-    unsafe { destroy_object(ibah.cast::<Ah>(), |ah| ibv_cmd_destroy_ah(&raw mut (*ah).ibv_ah)) }
+    unsafe {
+        destroy_object(ibah.cast::<Ah>(), |ah| {
+            ibv_cmd_destroy_ah(&raw mut (*ah).ibv_ah)
+        })
+    }
 }

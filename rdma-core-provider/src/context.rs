@@ -82,7 +82,13 @@ pub(crate) unsafe extern "C" fn alloc_context(
     // SAFETY: the size and the offset describe `Context`, whose
     // `verbs_context` libibverbs initialises; it closes `cmd_fd` on failure.
     let ctx = unsafe {
-        _verbs_init_and_alloc_context(dev, cmd_fd, size_of::<Context>(), offset_of!(Context, vctx) as *mut verbs_context, 0)
+        _verbs_init_and_alloc_context(
+            dev,
+            cmd_fd,
+            size_of::<Context>(),
+            offset_of!(Context, vctx) as *mut verbs_context,
+            0,
+        )
     }
     .cast::<Context>();
     if ctx.is_null() {
@@ -133,7 +139,12 @@ pub(crate) unsafe extern "C" fn alloc_context(
 unsafe fn from_ibv(ibctx: *mut ibv_context) -> *mut Context {
     // SAFETY: `ibv_context` sits at a fixed offset in `verbs_context`, which
     // is the first field of `Context`.
-    unsafe { ibctx.cast::<u8>().sub(VERBS_CONTEXT_IBV_OFFSET + offset_of!(Context, vctx)).cast() }
+    unsafe {
+        ibctx
+            .cast::<u8>()
+            .sub(VERBS_CONTEXT_IBV_OFFSET + offset_of!(Context, vctx))
+            .cast()
+    }
 }
 
 unsafe extern "C" fn free_context(ibctx: *mut ibv_context) {
@@ -153,7 +164,16 @@ unsafe extern "C" fn query_device_ex(
 ) -> c_int {
     // SAFETY: arguments come straight from libibverbs; the helper honours
     // `attr_size` (legacy `ibv_query_device` passes the smaller struct).
-    unsafe { ibv_cmd_query_device_any(ibctx, input, attr, attr_size, core::ptr::null_mut(), core::ptr::null_mut()) }
+    unsafe {
+        ibv_cmd_query_device_any(
+            ibctx,
+            input,
+            attr,
+            attr_size,
+            core::ptr::null_mut(),
+            core::ptr::null_mut(),
+        )
+    }
 }
 
 unsafe extern "C" fn query_port(ibctx: *mut ibv_context, port: u8, attr: *mut c_void) -> c_int {

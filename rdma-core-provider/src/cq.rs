@@ -4,15 +4,16 @@
 //! `poll_cq` consumes them without entering the kernel.
 
 use crate::mmap::{map_ring, MappedRing};
-use crate::ring::{self, CQE_SLOT_SIZE};
+use crate::ring;
 use crate::sys::*;
-use crate::{create_object, destroy_object};
+use crate::{create_object_with_rings, destroy_object};
 use core::ffi::c_int;
 use core::mem::{offset_of, size_of, MaybeUninit};
-use rxud_abi::{CreateCqReq, CreateCqResp, ResizeCqReq, ResizeCqResp, RingInfo};
+use rxud_abi::{CreateCqReq, CreateCqResp, ResizeCqReq, ResizeCqResp, RingInfo, CQ_SLOT_SIZE};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-/// librxud's CQ. All-zero is valid (what `create_object` starts from).
+/// librxud's CQ. All-zero is valid (what `create_object_with_rings` starts
+/// from).
 #[repr(C)]
 pub(crate) struct Cq {
     vcq: verbs_cq,
@@ -99,10 +100,15 @@ unsafe fn shared<'a>(ibcq: *mut ibv_cq) -> &'a CqShared {
 /// # Safety
 ///
 /// `ctx` is a live context of librxud's.
-unsafe fn map_cq_ring(ctx: *mut ibv_context, verb: &str, info: &RingInfo, cqe: c_int) -> Result<MappedRing, c_int> {
+unsafe fn map_cq_ring(
+    ctx: *mut ibv_context,
+    verb: &str,
+    info: &RingInfo,
+    cqe: c_int,
+) -> Result<MappedRing, c_int> {
     let entries = u32::try_from(cqe).map_err(|_| EPROTO)?;
     // SAFETY: per the caller.
-    unsafe { map_ring(ctx, verb, "CQ", info, entries, CQE_SLOT_SIZE) }
+    unsafe { map_ring(ctx, verb, "CQ", info, entries, CQ_SLOT_SIZE) }
 }
 
 pub(crate) unsafe extern "C" fn create_cq(
@@ -113,39 +119,38 @@ pub(crate) unsafe extern "C" fn create_cq(
 ) -> *mut ibv_cq {
     // SAFETY: `Cq` is valid zeroed; `ctx` and `channel` come from
     // libibverbs; command and response are laid out as libibverbs expects.
-    // If mapping fails, the kernel CQ is destroyed again before the error
-    // is returned, so nothing refers to the object.
+    // The CQ state is set only once its ring is mapped, and `destroy`
+    // destroys the kernel CQ `create` made.
     let cq = unsafe {
-        create_object(|cq: *mut Cq| {
-            let ibcq = &raw mut (*cq).vcq.cq;
-            let mut cmd = CreateCqCmd::default();
-            let mut resp = CreateCqRespBuf::default();
-            let ret = ibv_cmd_create_cq(
-                ctx,
-                cqe,
-                channel,
-                comp_vector,
-                ibcq,
-                &raw mut cmd.core,
-                size_of::<CreateCqCmd>(),
-                &raw mut resp.core,
-                size_of::<CreateCqRespBuf>(),
-            );
-            if ret != 0 {
-                return ret;
-            }
-            match map_cq_ring(ctx, "create_cq", &resp.drv.ring, (*ibcq).cqe) {
-                Ok(ring) => {
-                    (*cq).shared = Some(Box::new(CqShared { ring: Mutex::new(Some(ring)) }));
-                    0
+        create_object_with_rings(
+            |cq: *mut Cq| {
+                let mut cmd = CreateCqCmd::default();
+                let mut resp = CreateCqRespBuf::default();
+                let ret = ibv_cmd_create_cq(
+                    ctx,
+                    cqe,
+                    channel,
+                    comp_vector,
+                    &raw mut (*cq).vcq.cq,
+                    &raw mut cmd.core,
+                    size_of::<CreateCqCmd>(),
+                    &raw mut resp.core,
+                    size_of::<CreateCqRespBuf>(),
+                );
+                if ret != 0 {
+                    return Err(ret);
                 }
-                Err(err) => {
-                    // The CQ is unusable; nothing but its handle exists yet.
-                    ibv_cmd_destroy_cq(ibcq);
-                    err
-                }
-            }
-        })
+                Ok(resp.drv)
+            },
+            |cq, resp: CreateCqResp| {
+                let ring = map_cq_ring(ctx, "create_cq", &resp.ring, (*cq).vcq.cq.cqe)?;
+                (*cq).shared = Some(Box::new(CqShared {
+                    ring: Mutex::new(Some(ring)),
+                }));
+                Ok(())
+            },
+            |cq| ibv_cmd_destroy_cq(&raw mut (*cq).vcq.cq),
+        )
     };
     if cq.is_null() {
         return core::ptr::null_mut();
@@ -154,14 +159,25 @@ pub(crate) unsafe extern "C" fn create_cq(
     unsafe { &raw mut (*cq).vcq.cq }
 }
 
-pub(crate) unsafe extern "C" fn poll_cq(ibcq: *mut ibv_cq, num_entries: c_int, wc: *mut ibv_wc) -> c_int {
-    let Ok(len) = usize::try_from(num_entries) else { return 0 };
+pub(crate) unsafe extern "C" fn poll_cq(
+    ibcq: *mut ibv_cq,
+    num_entries: c_int,
+    wc: *mut ibv_wc,
+) -> c_int {
+    let Ok(len) = usize::try_from(num_entries) else {
+        return 0;
+    };
     if len == 0 {
         return 0;
     }
     // SAFETY: libibverbs passes a live CQ of ours and an array of
     // `num_entries` work completions, which `poll_cq` only writes.
-    let (shared, out) = unsafe { (shared(ibcq), core::slice::from_raw_parts_mut(wc.cast::<MaybeUninit<ibv_wc>>(), len)) };
+    let (shared, out) = unsafe {
+        (
+            shared(ibcq),
+            core::slice::from_raw_parts_mut(wc.cast::<MaybeUninit<ibv_wc>>(), len),
+        )
+    };
     let guard = shared.lock();
     let Some(ring) = guard.as_ref() else {
         return -EIO;

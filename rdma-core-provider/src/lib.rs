@@ -109,13 +109,58 @@ unsafe fn create_object<T>(create: impl FnOnce(*mut T) -> core::ffi::c_int) -> *
     obj
 }
 
+/// Creates an object that has rings: allocates a zeroed `T` and runs
+/// `create`, the kernel command that fills it in and returns the driver
+/// part of its response, then `map`, which maps the rings that response
+/// describes and keeps them in the object. If `map` fails, `destroy`
+/// destroys the kernel object again; then, as with any failure, the object
+/// is freed, `errno` set and NULL returned (see [`create_object`]).
+///
+/// # Safety
+///
+/// `T` must be valid when all-zero. `create` must either succeed or leave
+/// no reference to the object behind; `map` must keep nothing in the object
+/// when it fails; `destroy` must destroy the kernel object `create` made,
+/// after which nothing refers to the object.
+unsafe fn create_object_with_rings<T, R>(
+    create: impl FnOnce(*mut T) -> Result<R, core::ffi::c_int>,
+    map: impl FnOnce(*mut T, R) -> Result<(), core::ffi::c_int>,
+    destroy: impl FnOnce(*mut T) -> core::ffi::c_int,
+) -> *mut T {
+    // SAFETY: `T` is valid zeroed, per the caller. If mapping fails, the
+    // kernel object is destroyed again before the error is returned, so
+    // nothing refers to the object when `create_object` frees it.
+    unsafe {
+        create_object(|obj| {
+            let resp = match create(obj) {
+                Ok(resp) => resp,
+                Err(err) => return err,
+            };
+            match map(obj, resp) {
+                Ok(()) => 0,
+                Err(err) => {
+                    // The object is unusable; nothing but its kernel handle
+                    // exists yet. The verb fails either way, so an error
+                    // destroying it has nowhere to go.
+                    destroy(obj);
+                    err
+                }
+            }
+        })
+    }
+}
+
 /// Runs `destroy`, the kernel command that destroys `obj`, and frees `obj`
 /// if it succeeded (on failure, e.g. `EBUSY`, the object stays usable).
 ///
 /// # Safety
 ///
-/// `obj` came from [`create_object`] and is not used after a success.
-unsafe fn destroy_object<T>(obj: *mut T, destroy: impl FnOnce(*mut T) -> core::ffi::c_int) -> core::ffi::c_int {
+/// `obj` came from [`create_object`] (or [`create_object_with_rings`]) and
+/// is not used after a success.
+unsafe fn destroy_object<T>(
+    obj: *mut T,
+    destroy: impl FnOnce(*mut T) -> core::ffi::c_int,
+) -> core::ffi::c_int {
     let ret = destroy(obj);
     if ret == 0 {
         // SAFETY: the kernel object is gone; per the caller nothing uses it.
@@ -169,6 +214,7 @@ mod tests {
         assert_eq!(ops.match_min_abi_version, rxud_abi::UVERBS_ABI_VERSION);
         assert_eq!(ops.match_max_abi_version, rxud_abi::UVERBS_ABI_VERSION);
         // SAFETY: the table is a static array ending in a sentinel.
-        assert_eq!(unsafe { (*ops.match_table).kind }, 0, "table must be sentinel-only");
+        let kind = unsafe { (*ops.match_table).kind };
+        assert_eq!(kind, 0, "table must be sentinel-only");
     }
 }

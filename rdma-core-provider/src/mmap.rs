@@ -4,11 +4,11 @@
 //! from the context's command fd, read-write and shared, until the queue is
 //! destroyed.
 
-use crate::ring::{Geometry, Ring};
+use crate::ring::Ring;
 use crate::sys::*;
 use core::ffi::c_int;
 use core::ptr::NonNull;
-use rxud_abi::RingInfo;
+use rxud_abi::{RingGeometry, RingInfo};
 use std::ffi::CString;
 
 /// A shared mapping of the command fd, unmapped when dropped.
@@ -22,14 +22,27 @@ pub(crate) struct Mapping {
 unsafe impl Send for Mapping {}
 
 impl Mapping {
-    /// Maps `len` bytes of `fd` at `offset`; fails with the errno of `mmap`.
-    pub(crate) fn new(fd: c_int, offset: u64, len: usize) -> Result<Self, c_int> {
+    /// Maps `len` bytes of `fd` at `offset`; fails with the errno of `mmap`
+    /// (`EINVAL` for an offset or length `mmap` cannot take).
+    pub(crate) fn new(fd: c_int, offset: u64, len: u64) -> Result<Self, c_int> {
         let offset = i64::try_from(offset).map_err(|_| EINVAL)?;
+        let len = usize::try_from(len).map_err(|_| EINVAL)?;
         // SAFETY: a new mapping at an address the kernel chooses (no
         // `MAP_FIXED`): it replaces no memory anyone uses.
-        let addr = unsafe { mmap(core::ptr::null_mut(), len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, offset) };
+        let addr = unsafe {
+            mmap(
+                core::ptr::null_mut(),
+                len,
+                PROT_READ | PROT_WRITE,
+                MAP_SHARED,
+                fd,
+                offset,
+            )
+        };
         if addr == MAP_FAILED {
-            return Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(EIO));
+            return Err(std::io::Error::last_os_error()
+                .raw_os_error()
+                .unwrap_or(EIO));
         }
         let Some(nonnull) = NonNull::new(addr.cast::<u8>()) else {
             // Only possible with vm.mmap_min_addr 0; such a ring is unusable.
@@ -52,21 +65,23 @@ impl Drop for Mapping {
 /// A queue's ring, mapped, with its checked geometry.
 pub(crate) struct MappedRing {
     map: Mapping,
-    geo: Geometry,
+    geo: RingGeometry,
 }
 
 impl MappedRing {
     /// The ring, for as long as this mapping is borrowed.
     pub(crate) fn ring(&self) -> Ring<'_> {
-        // SAFETY: `map` covers `geo.map_len()` bytes (`map_ring` maps
-        // exactly that), is page aligned and stays mapped while `self` is
-        // borrowed; the kernel follows the ring protocol.
+        // SAFETY: `map` covers `geo.bytes()` bytes (`map_ring` maps the
+        // whole `mmap_size` that `RingGeometry::from_info` checked covers
+        // them), is page aligned and stays mapped while `self` is borrowed;
+        // the kernel follows the ring protocol.
         unsafe { Ring::new(self.map.addr, self.geo) }
     }
 }
 
 /// Checks the ring `info` describes for a queue of `entries` entries of
-/// `entry_size` bytes and maps it. Fails with `EPROTO` if the kernel's
+/// `entry_size` bytes (`RingGeometry::from_info`) and maps it, all
+/// `info.mmap_size` bytes of it. Fails with `EPROTO` if the kernel's
 /// description does not fit the ABI, or with the errno of `mmap`; either is
 /// logged through libibverbs (shown with `VERBS_LOG_LEVEL=1`).
 ///
@@ -79,18 +94,23 @@ pub(crate) unsafe fn map_ring(
     which: &str,
     info: &RingInfo,
     entries: u32,
-    entry_size: u64,
+    entry_size: u32,
 ) -> Result<MappedRing, c_int> {
-    let geo = Geometry::new(info, entries, entry_size).map_err(|invalid| {
+    let geo = RingGeometry::from_info(info, entries, entry_size).map_err(|invalid| {
         // SAFETY: per the caller.
-        unsafe { log_err(ctx, &format!("{verb}: {which} ring refused: {}", invalid.0)) };
+        unsafe { log_err(ctx, &format!("{verb}: {which} ring refused: {invalid}")) };
         EPROTO
     })?;
     // SAFETY: per the caller.
     let fd = unsafe { (*ctx).cmd_fd };
-    let map = Mapping::new(fd, info.mmap_offset, geo.map_len()).inspect_err(|err| {
+    let map = Mapping::new(fd, info.mmap_offset, info.mmap_size).inspect_err(|err| {
         // SAFETY: per the caller.
-        unsafe { log_err(ctx, &format!("{verb}: {which} ring: mmap failed, errno {err}")) };
+        unsafe {
+            log_err(
+                ctx,
+                &format!("{verb}: {which} ring: mmap failed, errno {err}"),
+            )
+        };
     })?;
     Ok(MappedRing { map, geo })
 }

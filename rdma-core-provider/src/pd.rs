@@ -14,7 +14,14 @@ pub(crate) unsafe extern "C" fn alloc_pd(ctx: *mut ibv_context) -> *mut ibv_pd {
         create_object(|pd| {
             let mut cmd = ibv_alloc_pd::default();
             let mut resp = ib_uverbs_alloc_pd_resp::default();
-            ibv_cmd_alloc_pd(ctx, pd, &mut cmd, size_of::<ibv_alloc_pd>(), &mut resp, size_of::<ib_uverbs_alloc_pd_resp>())
+            ibv_cmd_alloc_pd(
+                ctx,
+                pd,
+                &mut cmd,
+                size_of::<ibv_alloc_pd>(),
+                &mut resp,
+                size_of::<ib_uverbs_alloc_pd_resp>(),
+            )
         })
     }
 }

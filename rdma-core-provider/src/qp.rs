@@ -6,14 +6,14 @@
 //! libibverbs answers `EOPNOTSUPP`.
 
 use crate::mmap::{map_ring, MappedRing};
-use crate::ring::{recv_wqe_size, send_wqe_size};
 use crate::sys::*;
-use crate::{create_object, destroy_object};
+use crate::{create_object_with_rings, destroy_object};
 use core::ffi::c_int;
 use core::mem::{offset_of, size_of};
-use rxud_abi::{CreateQpReq, CreateQpResp};
+use rxud_abi::{recv_wqe_slot_size, send_wqe_slot_size, CreateQpReq, CreateQpResp};
 
-/// librxud's QP. All-zero is valid (what `create_object` starts from).
+/// librxud's QP. All-zero is valid (what `create_object_with_rings` starts
+/// from).
 #[repr(C)]
 pub(crate) struct Qp {
     vqp: verbs_qp,
@@ -22,7 +22,10 @@ pub(crate) struct Qp {
 }
 
 /// What the data path will post into.
-#[expect(dead_code, reason = "read by post_send/post_recv, which come with the data path")]
+#[expect(
+    dead_code,
+    reason = "read by post_send/post_recv, which come with the data path"
+)]
 struct QpRings {
     sq: MappedRing,
     /// `None` when the QP receives through an SRQ.
@@ -68,12 +71,32 @@ unsafe fn from_ibv(ibqp: *mut ibv_qp) -> *mut Qp {
 /// # Safety
 ///
 /// `ctx` is a live context of librxud's.
-unsafe fn map_rings(ctx: *mut ibv_context, resp: &CreateQpResp, cap: &ibv_qp_cap) -> Result<QpRings, c_int> {
+unsafe fn map_rings(
+    ctx: *mut ibv_context,
+    resp: &CreateQpResp,
+    cap: &ibv_qp_cap,
+) -> Result<QpRings, c_int> {
     // SAFETY: per the caller.
     unsafe {
-        let sq = map_ring(ctx, "create_qp", "send", &resp.sq, cap.max_send_wr, send_wqe_size(cap))?;
+        let send_size = send_wqe_slot_size(cap.max_send_sge, cap.max_inline_data);
+        let sq = map_ring(
+            ctx,
+            "create_qp",
+            "send",
+            &resp.sq,
+            cap.max_send_wr,
+            send_size,
+        )?;
         let rq = if resp.rq.is_present() {
-            Some(map_ring(ctx, "create_qp", "receive", &resp.rq, cap.max_recv_wr, recv_wqe_size(cap.max_recv_sge))?)
+            let recv_size = recv_wqe_slot_size(cap.max_recv_sge);
+            Some(map_ring(
+                ctx,
+                "create_qp",
+                "receive",
+                &resp.rq,
+                cap.max_recv_wr,
+                recv_size,
+            )?)
         } else {
             None
         };
@@ -81,42 +104,44 @@ unsafe fn map_rings(ctx: *mut ibv_context, resp: &CreateQpResp, cap: &ibv_qp_cap
     }
 }
 
-pub(crate) unsafe extern "C" fn create_qp(pd: *mut ibv_pd, attr: *mut ibv_qp_init_attr) -> *mut ibv_qp {
+pub(crate) unsafe extern "C" fn create_qp(
+    pd: *mut ibv_pd,
+    attr: *mut ibv_qp_init_attr,
+) -> *mut ibv_qp {
     // SAFETY: `Qp` is valid zeroed; `pd` and `attr` come from libibverbs;
-    // command and response are laid out as libibverbs expects. If mapping
-    // fails, the kernel QP is destroyed again before the error is
-    // returned, so nothing refers to the object.
+    // command and response are laid out as libibverbs expects. The rings
+    // are kept only once all are mapped, and `destroy` destroys the kernel
+    // QP `create` made.
     let qp = unsafe {
-        create_object(|qp: *mut Qp| {
-            let ibqp = &raw mut (*qp).vqp.qp;
-            let mut cmd = CreateQpCmd::default();
-            let mut resp = CreateQpRespBuf::default();
-            let ret = ibv_cmd_create_qp(
-                pd,
-                ibqp,
-                attr,
-                &raw mut cmd.core,
-                size_of::<CreateQpCmd>(),
-                &raw mut resp.core,
-                size_of::<CreateQpRespBuf>(),
-            );
-            if ret != 0 {
-                return ret;
-            }
-            // `ibv_cmd_create_qp` has put the capabilities the kernel granted
-            // into `attr.cap`, on the ioctl path (where `resp.core` stays
-            // empty) as on the write path: the caller sees the real ones.
-            match map_rings((*pd).context, &resp.drv, &(*attr).cap) {
-                Ok(rings) => {
-                    (*qp).rings = Some(Box::new(rings));
-                    0
+        create_object_with_rings(
+            |qp: *mut Qp| {
+                let mut cmd = CreateQpCmd::default();
+                let mut resp = CreateQpRespBuf::default();
+                let ret = ibv_cmd_create_qp(
+                    pd,
+                    &raw mut (*qp).vqp.qp,
+                    attr,
+                    &raw mut cmd.core,
+                    size_of::<CreateQpCmd>(),
+                    &raw mut resp.core,
+                    size_of::<CreateQpRespBuf>(),
+                );
+                if ret != 0 {
+                    return Err(ret);
                 }
-                Err(err) => {
-                    ibv_cmd_destroy_qp(ibqp);
-                    err
-                }
-            }
-        })
+                Ok(resp.drv)
+            },
+            |qp, resp: CreateQpResp| {
+                // `ibv_cmd_create_qp` has put the capabilities the kernel
+                // granted into `attr.cap`, on the ioctl path (where
+                // `resp.core` stays empty) as on the write path: the caller
+                // sees the real ones.
+                let rings = map_rings((*pd).context, &resp, &(*attr).cap)?;
+                (*qp).rings = Some(Box::new(rings));
+                Ok(())
+            },
+            |qp| ibv_cmd_destroy_qp(&raw mut (*qp).vqp.qp),
+        )
     };
     if qp.is_null() {
         return core::ptr::null_mut();
@@ -134,10 +159,23 @@ pub(crate) unsafe extern "C" fn query_qp(
     let mut cmd = ibv_query_qp::default();
     // SAFETY: arguments from libibverbs; `cmd` is the core command with no
     // driver data.
-    unsafe { ibv_cmd_query_qp(qp, attr, attr_mask, init_attr, &mut cmd, size_of::<ibv_query_qp>()) }
+    unsafe {
+        ibv_cmd_query_qp(
+            qp,
+            attr,
+            attr_mask,
+            init_attr,
+            &mut cmd,
+            size_of::<ibv_query_qp>(),
+        )
+    }
 }
 
-pub(crate) unsafe extern "C" fn modify_qp(qp: *mut ibv_qp, attr: *mut ibv_qp_attr, attr_mask: c_int) -> c_int {
+pub(crate) unsafe extern "C" fn modify_qp(
+    qp: *mut ibv_qp,
+    attr: *mut ibv_qp_attr,
+    attr_mask: c_int,
+) -> c_int {
     let mut cmd = ibv_modify_qp::default();
     // SAFETY: arguments from libibverbs; `cmd` is the core command with no
     // driver data.

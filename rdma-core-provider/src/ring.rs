@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
 
-//! Shared rings (see `rxud_abi::RingControl`): the geometry the kernel
-//! describes in a create response, checked; index arithmetic; and the CQ
-//! consumer (`poll_cq`). The only unsafe code is [`Ring::new`], whose
-//! contract makes the ring's memory valid, and the two accesses that rely
-//! on it (atomic indices, slot reads); the rest is safe and works on any
-//! memory laid out as a ring, so the host tests run it over ordinary memory.
+//! Shared rings (see `rxud_abi::RingControl`) and the CQ consumer
+//! (`poll_cq`). Geometry, its checks and index arithmetic are the ABI's
+//! (`rxud_abi::RingGeometry`, shared with the kernel), as are slot sizes
+//! (`rxud_abi::send_wqe_slot_size` and the like). The only unsafe code is
+//! [`Ring::new`], whose contract makes the ring's memory valid, and the two
+//! accesses that rely on it (atomic indices, slot reads); the rest is safe
+//! and works on any memory laid out as a ring, so the host tests run it over
+//! ordinary memory.
 //!
 //! A ring whose producer claims more entries than it has slots (or fewer
 //! than none: producer behind consumer) is *broken*: polling consumes
@@ -14,17 +16,12 @@
 //! Nothing is delivered from a broken ring, because nothing in it can be
 //! trusted to be a completion.
 
-use crate::sys::{ibv_qp_cap, ibv_wc};
+use crate::sys::ibv_wc;
 use core::marker::PhantomData;
 use core::mem::{offset_of, size_of, MaybeUninit};
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicU32, Ordering};
-use rxud_abi::{Cqe, RingControl, RingInfo, CQE_SIZE, RECV_WQE_HEADER_SIZE, RING_SLOTS_OFFSET, SEND_WQE_HEADER_SIZE, SGE_SIZE};
-
-/// A ring description the provider refuses (the kernel and librxud
-/// disagree about the ABI); the verb fails with `EPROTO`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct InvalidRing(pub &'static str);
+use rxud_abi::{Cqe, RingControl, RingGeometry};
 
 /// A ring whose indices claim an impossible number of entries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,90 +30,21 @@ pub(crate) struct Overrun {
     pub consumer: u32,
 }
 
-/// The shape of a ring, checked against what the queue must hold.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Geometry {
-    /// A power of two.
-    slot_count: u32,
-    /// A non-zero multiple of 16.
-    slot_size: u32,
-    /// Bytes to map; covers the control block and every slot.
-    map_len: usize,
-}
-
-impl Geometry {
-    /// Checks `info` for a queue of `entries` entries of at least
-    /// `entry_size` bytes each.
-    pub(crate) fn new(info: &RingInfo, entries: u32, entry_size: u64) -> Result<Self, InvalidRing> {
-        if !info.is_present() {
-            return Err(InvalidRing("no ring"));
-        }
-        if !info.slot_count.is_power_of_two() {
-            return Err(InvalidRing("slot count not a power of two"));
-        }
-        if info.slot_size == 0 || !info.slot_size.is_multiple_of(16) {
-            return Err(InvalidRing("slot size not a non-zero multiple of 16"));
-        }
-        if info.slot_count < entries {
-            return Err(InvalidRing("fewer slots than the queue's capacity"));
-        }
-        if u64::from(info.slot_size) < entry_size {
-            return Err(InvalidRing("slots smaller than the queue's entries"));
-        }
-        // Cannot overflow: both factors are below 2^32.
-        let needed = RING_SLOTS_OFFSET as u64 + u64::from(info.slot_count) * u64::from(info.slot_size);
-        if info.mmap_size < needed {
-            return Err(InvalidRing("mapping smaller than control block and slots"));
-        }
-        let map_len = usize::try_from(info.mmap_size).map_err(|_| InvalidRing("mapping too large"))?;
-        Ok(Self { slot_count: info.slot_count, slot_size: info.slot_size, map_len })
-    }
-
-    pub(crate) fn map_len(&self) -> usize {
-        self.map_len
-    }
-
-    /// Byte offset of the slot that free-running index `index` names.
-    pub(crate) fn slot_offset(&self, index: u32) -> usize {
-        RING_SLOTS_OFFSET + (index & (self.slot_count - 1)) as usize * self.slot_size as usize
-    }
-
-    /// Entries between `consumer` and `producer`, or `None` if that is more
-    /// than the ring holds (a broken ring).
-    pub(crate) fn fill(&self, producer: u32, consumer: u32) -> Option<u32> {
-        let n = producer.wrapping_sub(consumer);
-        (n <= self.slot_count).then_some(n)
-    }
-}
-
-/// Smallest slot for a send WQE with the QP's granted capabilities: the
-/// header, then the larger of the scatter/gather list and the inline data.
-pub(crate) fn send_wqe_size(cap: &ibv_qp_cap) -> u64 {
-    let sges = u64::from(cap.max_send_sge) * u64::from(SGE_SIZE);
-    u64::from(SEND_WQE_HEADER_SIZE) + sges.max(u64::from(cap.max_inline_data))
-}
-
-/// Smallest slot for a receive WQE of `max_sge` scatter/gather elements.
-pub(crate) fn recv_wqe_size(max_sge: u32) -> u64 {
-    u64::from(RECV_WQE_HEADER_SIZE) + u64::from(max_sge) * u64::from(SGE_SIZE)
-}
-
-/// Smallest slot of a CQ ring.
-pub(crate) const CQE_SLOT_SIZE: u64 = CQE_SIZE as u64;
-
 /// One ring's memory, shared with the kernel, for the lifetime `'a` of its
 /// mapping.
 pub(crate) struct Ring<'a> {
     base: NonNull<u8>,
-    geo: Geometry,
+    geo: RingGeometry,
     _mem: PhantomData<&'a [u8]>,
 }
 
 impl<'a> Ring<'a> {
     /// # Safety
     ///
-    /// `base` points to `geo.map_len()` bytes that stay mapped, readable and
-    /// writable for `'a`. Whoever else uses them (the kernel, or a test's
+    /// `geo` is from `RingGeometry::from_info`, so its slots start at
+    /// `RING_SLOTS_OFFSET`, after the `RingControl`. `base` points to
+    /// `geo.bytes()` bytes that stay mapped, readable and writable for
+    /// `'a`. Whoever else uses them (the kernel, or a test's
     /// producer) follows the ring protocol: it accesses the indices only
     /// atomically and writes no slot between the consumer and producer
     /// indices, which is this side's to read.
@@ -124,20 +52,27 @@ impl<'a> Ring<'a> {
     /// # Panics
     ///
     /// If `base` is not aligned to 64 bytes (mappings are page aligned).
-    pub(crate) unsafe fn new(base: NonNull<u8>, geo: Geometry) -> Self {
-        assert!((base.as_ptr() as usize).is_multiple_of(64), "ring memory must be 64-byte aligned");
-        Self { base, geo, _mem: PhantomData }
+    pub(crate) unsafe fn new(base: NonNull<u8>, geo: RingGeometry) -> Self {
+        assert!(
+            (base.as_ptr() as usize).is_multiple_of(64),
+            "ring memory must be 64-byte aligned"
+        );
+        Self {
+            base,
+            geo,
+            _mem: PhantomData,
+        }
     }
 
-    pub(crate) fn geometry(&self) -> &Geometry {
+    pub(crate) fn geometry(&self) -> &RingGeometry {
         &self.geo
     }
 
     fn index(&self, offset: usize) -> &AtomicU32 {
-        // SAFETY: `offset` is that of an index in `RingControl`, which
-        // `Geometry` guarantees lies inside the mapping; the base is 64-byte
-        // aligned and so the index 4-byte aligned; per `new`, everyone
-        // accesses the indices atomically while the mapping lives.
+        // SAFETY: `offset` is that of an index in `RingControl`, which per
+        // `new` lies inside the ring's `bytes()`, before the slots; the base
+        // is 64-byte aligned and so the index 4-byte aligned; per `new`,
+        // everyone accesses the indices atomically while the mapping lives.
         unsafe { AtomicU32::from_ptr(self.base.as_ptr().add(offset).cast()) }
     }
 
@@ -155,16 +90,19 @@ impl<'a> Ring<'a> {
     ///
     /// # Panics
     ///
-    /// If a CQE there would extend past the mapping (a ring made for
-    /// smaller slots): never for a ring checked with [`CQE_SLOT_SIZE`].
+    /// If a CQE there would extend past the ring (a ring made for smaller
+    /// slots): never for a ring checked with `rxud_abi::CQ_SLOT_SIZE`.
     fn read_cqe(&self, index: u32) -> Cqe {
         let offset = self.geo.slot_offset(index);
-        assert!(offset + size_of::<Cqe>() <= self.geo.map_len, "CQE outside the ring");
-        // SAFETY: inside the mapping (checked above); aligned, since the base
-        // is 64-byte aligned, slots start at a multiple of 64 and slot sizes
-        // are multiples of 16; any bytes are a valid `Cqe` (integers only).
-        // The caller reads only published slots, which per `new` the other
-        // side does not write concurrently.
+        assert!(
+            offset + size_of::<Cqe>() <= self.geo.bytes(),
+            "CQE outside the ring"
+        );
+        // SAFETY: inside the ring's memory (checked above); aligned, since
+        // the base is 64-byte aligned, slots start at `RING_SLOTS_OFFSET`, a
+        // multiple of 64, and slot sizes are multiples of 16; any bytes are
+        // a valid `Cqe` (integers only). The caller reads only published
+        // slots, which per `new` the other side does not write concurrently.
         unsafe { self.base.as_ptr().add(offset).cast::<Cqe>().read() }
     }
 }
@@ -201,7 +139,10 @@ pub(crate) fn poll_cq(ring: &Ring<'_>, out: &mut [MaybeUninit<ibv_wc>]) -> Resul
     let consumer = ring.consumer().load(Ordering::Relaxed);
     // Acquire: the slots up to `producer` were written before it.
     let producer = ring.producer().load(Ordering::Acquire);
-    let ready = ring.geometry().fill(producer, consumer).ok_or(Overrun { producer, consumer })?;
+    let ready = ring
+        .geometry()
+        .occupancy(producer, consumer)
+        .ok_or(Overrun { producer, consumer })?;
     let n = out.len().min(ready as usize);
     for (i, wc) in (0u32..).zip(&mut out[..n]) {
         wc.write(cqe_to_wc(&ring.read_cqe(consumer.wrapping_add(i))));
@@ -209,7 +150,8 @@ pub(crate) fn poll_cq(ring: &Ring<'_>, out: &mut [MaybeUninit<ibv_wc>]) -> Resul
     if n > 0 {
         // Release: the slots are read before the producer may reuse them.
         // `n <= ready`, a `u32`.
-        ring.consumer().store(consumer.wrapping_add(n as u32), Ordering::Release);
+        ring.consumer()
+            .store(consumer.wrapping_add(n as u32), Ordering::Release);
     }
     Ok(n)
 }
@@ -217,6 +159,11 @@ pub(crate) fn poll_cq(ring: &Ring<'_>, out: &mut [MaybeUninit<ibv_wc>]) -> Resul
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sys::ibv_qp_cap;
+    use rxud_abi::{
+        recv_wqe_slot_size, send_wqe_slot_size, RingInfo, RingInfoError, CQ_SLOT_SIZE,
+        RING_SLOTS_OFFSET,
+    };
 
     /// Ring memory in ordinary, suitably aligned heap memory.
     #[repr(C, align(64))]
@@ -226,20 +173,27 @@ mod tests {
     /// A ring with a test-side producer playing the kernel.
     struct TestRing {
         mem: Vec<Line>,
-        geo: Geometry,
+        geo: RingGeometry,
         /// The one pointer all accesses derive from.
         base: NonNull<u8>,
     }
 
     fn info(slot_count: u32, slot_size: u32) -> RingInfo {
         let len = RING_SLOTS_OFFSET as u64 + u64::from(slot_count) * u64::from(slot_size);
-        RingInfo { mmap_offset: 0, mmap_size: len.next_multiple_of(4096), slot_count, slot_size }
+        RingInfo {
+            mmap_offset: 0,
+            mmap_size: len.next_multiple_of(4096),
+            slot_count,
+            slot_size,
+        }
     }
 
     impl TestRing {
         fn new(slot_count: u32, slot_size: u32) -> Self {
-            let geo = Geometry::new(&info(slot_count, slot_size), slot_count, CQE_SLOT_SIZE).unwrap();
-            let mut mem = vec![Line([0xa5; 64]); geo.map_len() / 64];
+            let info = info(slot_count, slot_size);
+            let geo = RingGeometry::from_info(&info, slot_count, CQ_SLOT_SIZE).unwrap();
+            // The whole mapping the kernel describes, as `map_ring` maps it.
+            let mut mem = vec![Line([0xa5; 64]); info.mmap_size as usize / 64];
             let base = NonNull::new(mem.as_mut_ptr().cast::<u8>()).unwrap();
             let ring = Self { mem, geo, base };
             ring.set_indices(0, 0);
@@ -247,9 +201,10 @@ mod tests {
         }
 
         fn ring(&self) -> Ring<'_> {
-            assert_eq!(self.mem.len() * 64, self.geo.map_len());
-            // SAFETY: `mem` covers the map length and lives as long as the
-            // borrow; the test producer follows the ring protocol.
+            assert!(self.mem.len() * 64 >= self.geo.bytes());
+            // SAFETY: `geo` is from `from_info`; `mem` covers its bytes and
+            // lives as long as the borrow; the test producer follows the
+            // ring protocol.
             unsafe { Ring::new(self.base, self.geo) }
         }
 
@@ -260,13 +215,14 @@ mod tests {
         }
 
         /// The kernel's side: writes CQEs at the producer index, computing
-        /// slot addresses independently of `Geometry`, then publishes them.
+        /// slot addresses independently of `RingGeometry`, then publishes
+        /// them.
         fn produce(&self, cqes: &[Cqe]) {
             let ring = self.ring();
             let mut producer = ring.producer().load(Ordering::Relaxed);
             for cqe in cqes {
-                let slot = (producer % self.geo.slot_count) as usize;
-                let offset = RING_SLOTS_OFFSET + slot * self.geo.slot_size as usize;
+                let slot = (producer % self.geo.slot_count()) as usize;
+                let offset = RING_SLOTS_OFFSET + slot * self.geo.slot_size() as usize;
                 // SAFETY: in bounds and aligned; the slot is not published,
                 // so the consumer does not read it.
                 unsafe { self.base.as_ptr().add(offset).cast::<Cqe>().write(*cqe) };
@@ -282,13 +238,19 @@ mod tests {
         fn poll(&self, max: usize) -> Result<Vec<ibv_wc>, Overrun> {
             let mut out = vec![MaybeUninit::uninit(); max];
             let n = poll_cq(&self.ring(), &mut out)?;
+            let wcs = out[..n].iter();
             // SAFETY: `poll_cq` initialised the first `n`.
-            Ok(out[..n].iter().map(|wc| unsafe { wc.assume_init() }).collect())
+            Ok(wcs.map(|wc| unsafe { wc.assume_init() }).collect())
         }
     }
 
     fn cqe(wr_id: u64) -> Cqe {
-        Cqe { wr_id, qp_num: 7, byte_len: wr_id as u32 * 10, ..Cqe::default() }
+        Cqe {
+            wr_id,
+            qp_num: 7,
+            byte_len: wr_id as u32 * 10,
+            ..Cqe::default()
+        }
     }
 
     fn cqes(ids: core::ops::Range<u64>) -> Vec<Cqe> {
@@ -360,14 +322,32 @@ mod tests {
         let r = TestRing::new(4, 64);
         r.produce(&cqes(0..2));
         r.set_indices(5, 0);
-        assert_eq!(r.poll(8), Err(Overrun { producer: 5, consumer: 0 }));
-        assert_eq!(r.poll(8), Err(Overrun { producer: 5, consumer: 0 }));
+        assert_eq!(
+            r.poll(8),
+            Err(Overrun {
+                producer: 5,
+                consumer: 0
+            })
+        );
+        assert_eq!(
+            r.poll(8),
+            Err(Overrun {
+                producer: 5,
+                consumer: 0
+            })
+        );
         assert_eq!(r.consumer(), 0);
         // Producer behind the consumer: as many entries as 2^32 - 1.
         r.set_indices(u32::MAX, 0);
         assert!(r.poll(8).is_err());
         r.set_indices(3, 4);
-        assert_eq!(r.poll(8), Err(Overrun { producer: 3, consumer: 4 }));
+        assert_eq!(
+            r.poll(8),
+            Err(Overrun {
+                producer: 3,
+                consumer: 4
+            })
+        );
         assert_eq!(r.consumer(), 4);
     }
 
@@ -375,7 +355,13 @@ mod tests {
     fn overrun_across_the_wrap() {
         let r = TestRing::new(4, 64);
         r.set_indices(3, u32::MAX - 1);
-        assert_eq!(r.poll(8), Err(Overrun { producer: 3, consumer: u32::MAX - 1 }));
+        assert_eq!(
+            r.poll(8),
+            Err(Overrun {
+                producer: 3,
+                consumer: u32::MAX - 1
+            })
+        );
         r.set_indices(2, u32::MAX - 1);
         assert_eq!(r.poll(8).unwrap().len(), 4);
     }
@@ -423,49 +409,164 @@ mod tests {
         assert_eq!(r.poll(1).unwrap(), [wc]);
     }
 
+    /// What `map_ring` accepts, and the reason it logs for what it refuses.
     #[test]
     fn geometry_checks() {
+        let check = |info: &RingInfo, entries, entry_size| {
+            RingGeometry::from_info(info, entries, entry_size).map_err(|e| e.message())
+        };
         let ok = info(8, 64);
-        assert_eq!(Geometry::new(&ok, 8, 64).unwrap().map_len(), 4096);
-        assert!(Geometry::new(&RingInfo::default(), 0, 0).is_err());
-        assert!(Geometry::new(&RingInfo { slot_count: 6, ..ok }, 1, 64).is_err());
-        assert!(Geometry::new(&RingInfo { slot_count: 0, ..ok }, 0, 64).is_err());
-        assert!(Geometry::new(&RingInfo { slot_size: 72, ..ok }, 8, 64).is_err());
-        assert!(Geometry::new(&RingInfo { slot_size: 0, ..ok }, 8, 0).is_err());
-        assert!(Geometry::new(&ok, 9, 64).is_err(), "capacity above slot count");
-        assert!(Geometry::new(&ok, 8, 65).is_err(), "entries larger than slots");
+        assert_eq!(
+            check(&ok, 8, 64).unwrap().bytes(),
+            RING_SLOTS_OFFSET + 8 * 64
+        );
+        assert_eq!(check(&RingInfo::default(), 0, 0), Err("no ring"));
+        assert_eq!(
+            check(
+                &RingInfo {
+                    slot_count: 6,
+                    ..ok
+                },
+                1,
+                64
+            ),
+            Err("slot count not a power of two")
+        );
+        assert_eq!(
+            check(
+                &RingInfo {
+                    slot_count: 0,
+                    ..ok
+                },
+                0,
+                64
+            ),
+            Err("slot count not a power of two")
+        );
+        let bad_size = Err("slot size not a non-zero multiple of 16");
+        assert_eq!(
+            check(
+                &RingInfo {
+                    slot_size: 72,
+                    ..ok
+                },
+                8,
+                64
+            ),
+            bad_size
+        );
+        assert_eq!(check(&RingInfo { slot_size: 0, ..ok }, 8, 0), bad_size);
+        assert_eq!(
+            check(&ok, 9, 64),
+            Err("fewer slots than the queue's capacity")
+        );
+        assert_eq!(
+            check(&ok, 8, 65),
+            Err("slots smaller than the queue's entries")
+        );
         let tight = RING_SLOTS_OFFSET as u64 + 8 * 64;
-        assert!(Geometry::new(&RingInfo { mmap_size: tight, ..ok }, 8, 64).is_ok());
-        assert!(Geometry::new(&RingInfo { mmap_size: tight - 1, ..ok }, 8, 64).is_err());
-        let huge = RingInfo { slot_count: 1 << 31, slot_size: 1 << 31, mmap_size: u64::MAX, mmap_offset: 0 };
-        assert!(Geometry::new(&huge, 1, 64).is_ok(), "no overflow in the size check");
-        assert!(Geometry::new(&RingInfo { mmap_size: u64::MAX - 1, ..huge }, 1, 64).is_ok());
-        assert!(Geometry::new(&RingInfo { mmap_size: 1 << 61, ..huge }, 1, 64).is_err());
+        assert!(check(
+            &RingInfo {
+                mmap_size: tight,
+                ..ok
+            },
+            8,
+            64
+        )
+        .is_ok());
+        let short = RingInfo {
+            mmap_size: tight - 1,
+            ..ok
+        };
+        assert_eq!(
+            check(&short, 8, 64),
+            Err("mapping smaller than control block and slots")
+        );
+        let huge = RingInfo {
+            slot_count: 1 << 31,
+            slot_size: 1 << 31,
+            mmap_size: u64::MAX,
+            mmap_offset: 0,
+        };
+        assert!(check(&huge, 1, 64).is_ok(), "no overflow in the size check");
+        assert!(check(
+            &RingInfo {
+                mmap_size: u64::MAX - 1,
+                ..huge
+            },
+            1,
+            64
+        )
+        .is_ok());
+        assert!(check(
+            &RingInfo {
+                mmap_size: 1 << 61,
+                ..huge
+            },
+            1,
+            64
+        )
+        .is_err());
+        assert_eq!(
+            RingInfoError::MappingTooLarge.to_string(),
+            "mapping too large"
+        );
     }
 
     #[test]
     fn slot_offsets_and_fill() {
-        let geo = Geometry::new(&info(8, 32), 8, 32).unwrap();
+        let geo = RingGeometry::from_info(&info(8, 32), 8, 32).unwrap();
         assert_eq!(geo.slot_offset(0), RING_SLOTS_OFFSET);
         assert_eq!(geo.slot_offset(7), RING_SLOTS_OFFSET + 7 * 32);
         assert_eq!(geo.slot_offset(8), RING_SLOTS_OFFSET);
         assert_eq!(geo.slot_offset(u32::MAX), RING_SLOTS_OFFSET + 7 * 32);
-        assert_eq!(geo.fill(0, 0), Some(0));
-        assert_eq!(geo.fill(8, 0), Some(8));
-        assert_eq!(geo.fill(9, 0), None);
-        assert_eq!(geo.fill(2, u32::MAX - 1), Some(4));
-        assert_eq!(geo.fill(0, 1), None);
+        assert_eq!(geo.occupancy(0, 0), Some(0));
+        assert_eq!(geo.occupancy(8, 0), Some(8));
+        assert_eq!(geo.occupancy(9, 0), None);
+        assert_eq!(geo.occupancy(2, u32::MAX - 1), Some(4));
+        assert_eq!(geo.occupancy(0, 1), None);
     }
 
+    /// The entry sizes `create_qp` and `create_srq` check rings against.
+    /// Slots are multiples of 16 bytes, so rounding the send size up to 16
+    /// refuses no ring that the unrounded size would accept.
     #[test]
     fn wqe_sizes() {
-        let cap = ibv_qp_cap { max_send_sge: 4, max_inline_data: 100, ..Default::default() };
-        assert_eq!(send_wqe_size(&cap), 64 + 100);
-        let cap = ibv_qp_cap { max_send_sge: 8, max_inline_data: 100, ..Default::default() };
-        assert_eq!(send_wqe_size(&cap), 64 + 128);
-        assert_eq!(recv_wqe_size(0), 16);
-        assert_eq!(recv_wqe_size(3), 16 + 48);
-        assert_eq!(recv_wqe_size(u32::MAX), 16 + 16 * u64::from(u32::MAX));
+        let cap = ibv_qp_cap {
+            max_send_sge: 4,
+            max_inline_data: 100,
+            ..Default::default()
+        };
+        assert_eq!(
+            send_wqe_slot_size(cap.max_send_sge, cap.max_inline_data),
+            64 + 112
+        );
+        let cap = ibv_qp_cap {
+            max_send_sge: 8,
+            max_inline_data: 100,
+            ..Default::default()
+        };
+        assert_eq!(
+            send_wqe_slot_size(cap.max_send_sge, cap.max_inline_data),
+            64 + 128
+        );
+        assert_eq!(
+            recv_wqe_slot_size(0),
+            16 + 16,
+            "the kernel makes room for one SGE at least"
+        );
+        assert_eq!(recv_wqe_slot_size(3), 16 + 48);
+        // Too large for any ring: no description passes the check.
+        assert_eq!(recv_wqe_slot_size(u32::MAX), u32::MAX);
+        let largest = RingInfo {
+            slot_size: u32::MAX - 15,
+            mmap_size: u64::MAX >> 1,
+            ..info(1, 16)
+        };
+        assert!(RingGeometry::from_info(&largest, 1, recv_wqe_slot_size(u32::MAX)).is_err());
+        assert!(
+            RingGeometry::from_info(&largest, 1, recv_wqe_slot_size(u32::MAX / 16 - 1)).is_ok()
+        );
     }
 
     /// A producer thread and a consumer exchanging many entries through a
@@ -476,7 +577,7 @@ mod tests {
         const TOTAL: u64 = 100_000;
         let r = TestRing::new(8, 64);
         r.set_indices(u32::MAX - 1000, u32::MAX - 1000);
-        struct Shared(NonNull<u8>, Geometry);
+        struct Shared(NonNull<u8>, RingGeometry);
         // SAFETY: the memory outlives the scope; both threads follow the
         // ring protocol.
         unsafe impl Send for Shared {}
@@ -490,14 +591,15 @@ mod tests {
                 while next < TOTAL {
                     let producer = ring.producer().load(Ordering::Relaxed);
                     let consumer = ring.consumer().load(Ordering::Acquire);
-                    if ring.geometry().fill(producer, consumer) == Some(8) {
+                    if ring.geometry().occupancy(producer, consumer) == Some(8) {
                         std::hint::spin_loop();
                         continue;
                     }
                     let offset = ring.geometry().slot_offset(producer);
                     // SAFETY: an unpublished slot, in bounds and aligned.
                     unsafe { shared.0.as_ptr().add(offset).cast::<Cqe>().write(cqe(next)) };
-                    ring.producer().store(producer.wrapping_add(1), Ordering::Release);
+                    ring.producer()
+                        .store(producer.wrapping_add(1), Ordering::Release);
                     next += 1;
                 }
             });

@@ -5,14 +5,14 @@
 //! `EOPNOTSUPP`.
 
 use crate::mmap::{map_ring, MappedRing};
-use crate::ring::recv_wqe_size;
 use crate::sys::*;
-use crate::{create_object, destroy_object};
+use crate::{create_object_with_rings, destroy_object};
 use core::ffi::c_int;
 use core::mem::{offset_of, size_of};
-use rxud_abi::{CreateSrqReq, CreateSrqResp};
+use rxud_abi::{recv_wqe_slot_size, CreateSrqReq, CreateSrqResp};
 
-/// librxud's SRQ. All-zero is valid (what `create_object` starts from).
+/// librxud's SRQ. All-zero is valid (what `create_object_with_rings`
+/// starts from).
 #[repr(C)]
 pub(crate) struct Srq {
     vsrq: verbs_srq,
@@ -41,50 +41,50 @@ struct CreateSrqRespBuf {
 const _: () = assert!(offset_of!(CreateSrqCmd, drv) == size_of::<ibv_create_srq>());
 const _: () = assert!(offset_of!(CreateSrqRespBuf, drv) == size_of::<ib_uverbs_create_srq_resp>());
 
-pub(crate) unsafe extern "C" fn create_srq(pd: *mut ibv_pd, attr: *mut ibv_srq_init_attr) -> *mut ibv_srq {
+pub(crate) unsafe extern "C" fn create_srq(
+    pd: *mut ibv_pd,
+    attr: *mut ibv_srq_init_attr,
+) -> *mut ibv_srq {
     // SAFETY: `Srq` is valid zeroed; `pd` and `attr` come from libibverbs;
-    // command and response are laid out as libibverbs expects. If mapping
-    // fails, the kernel SRQ is destroyed again before the error is
-    // returned, so nothing refers to the object.
+    // command and response are laid out as libibverbs expects. The ring is
+    // kept only once it is mapped, and `destroy` destroys the kernel SRQ
+    // `create` made.
     let srq = unsafe {
-        create_object(|srq: *mut Srq| {
-            let ibsrq = &raw mut (*srq).vsrq.srq;
-            let mut cmd = CreateSrqCmd::default();
-            let mut resp = CreateSrqRespBuf::default();
-            let ret = ibv_cmd_create_srq(
-                pd,
-                ibsrq,
-                attr,
-                &raw mut cmd.core,
-                size_of::<CreateSrqCmd>(),
-                &raw mut resp.core,
-                size_of::<CreateSrqRespBuf>(),
-            );
-            if ret != 0 {
-                return ret;
-            }
-            // `ibv_cmd_create_srq` has put the granted `max_wr` and `max_sge`
-            // into `attr.attr`.
-            let granted = (*attr).attr;
-            let ring = map_ring(
-                (*pd).context,
-                "create_srq",
-                "SRQ",
-                &resp.drv.ring,
-                granted.max_wr,
-                recv_wqe_size(granted.max_sge),
-            );
-            match ring {
-                Ok(ring) => {
-                    (*srq).ring = Some(Box::new(ring));
-                    0
+        create_object_with_rings(
+            |srq: *mut Srq| {
+                let mut cmd = CreateSrqCmd::default();
+                let mut resp = CreateSrqRespBuf::default();
+                let ret = ibv_cmd_create_srq(
+                    pd,
+                    &raw mut (*srq).vsrq.srq,
+                    attr,
+                    &raw mut cmd.core,
+                    size_of::<CreateSrqCmd>(),
+                    &raw mut resp.core,
+                    size_of::<CreateSrqRespBuf>(),
+                );
+                if ret != 0 {
+                    return Err(ret);
                 }
-                Err(err) => {
-                    ibv_cmd_destroy_srq(ibsrq);
-                    err
-                }
-            }
-        })
+                Ok(resp.drv)
+            },
+            |srq, resp: CreateSrqResp| {
+                // `ibv_cmd_create_srq` has put the granted `max_wr` and
+                // `max_sge` into `attr.attr`.
+                let granted = (*attr).attr;
+                let ring = map_ring(
+                    (*pd).context,
+                    "create_srq",
+                    "SRQ",
+                    &resp.ring,
+                    granted.max_wr,
+                    recv_wqe_slot_size(granted.max_sge),
+                )?;
+                (*srq).ring = Some(Box::new(ring));
+                Ok(())
+            },
+            |srq| ibv_cmd_destroy_srq(&raw mut (*srq).vsrq.srq),
+        )
     };
     if srq.is_null() {
         return core::ptr::null_mut();
@@ -93,7 +93,11 @@ pub(crate) unsafe extern "C" fn create_srq(pd: *mut ibv_pd, attr: *mut ibv_srq_i
     unsafe { &raw mut (*srq).vsrq.srq }
 }
 
-pub(crate) unsafe extern "C" fn modify_srq(srq: *mut ibv_srq, attr: *mut ibv_srq_attr, attr_mask: c_int) -> c_int {
+pub(crate) unsafe extern "C" fn modify_srq(
+    srq: *mut ibv_srq,
+    attr: *mut ibv_srq_attr,
+    attr_mask: c_int,
+) -> c_int {
     // Resizing would need a new ring, and MODIFY_SRQ has no driver
     // response to describe one: refuse rather than let the kernel and the
     // mapping disagree.

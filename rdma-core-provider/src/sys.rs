@@ -394,7 +394,8 @@ pub struct verbs_device_ops {
     pub match_table: *const verbs_match_ent,
     pub static_providers: *const *const verbs_device_ops,
     pub match_device: Option<unsafe extern "C" fn(*mut verbs_sysfs_dev) -> bool>,
-    pub alloc_context: Option<unsafe extern "C" fn(*mut ibv_device, c_int, *mut c_void) -> *mut verbs_context>,
+    pub alloc_context:
+        Option<unsafe extern "C" fn(*mut ibv_device, c_int, *mut c_void) -> *mut verbs_context>,
     pub import_context: Unused,
     pub alloc_device: Option<unsafe extern "C" fn(*mut verbs_sysfs_dev) -> *mut verbs_device>,
     pub uninit_device: Option<unsafe extern "C" fn(*mut verbs_device)>,
@@ -420,14 +421,17 @@ pub struct verbs_context_ops {
     pub cq_event: Unused,
     pub create_ah: Option<unsafe extern "C" fn(*mut ibv_pd, *mut ibv_ah_attr) -> *mut ibv_ah>,
     pub create_counters: Unused,
-    pub create_cq: Option<unsafe extern "C" fn(*mut ibv_context, c_int, *mut ibv_comp_channel, c_int) -> *mut ibv_cq>,
+    pub create_cq: Option<
+        unsafe extern "C" fn(*mut ibv_context, c_int, *mut ibv_comp_channel, c_int) -> *mut ibv_cq,
+    >,
     pub create_cq_ex: Unused,
     pub create_flow: Unused,
     pub create_flow_action_esp: Unused,
     pub create_qp: Option<unsafe extern "C" fn(*mut ibv_pd, *mut ibv_qp_init_attr) -> *mut ibv_qp>,
     pub create_qp_ex: Unused,
     pub create_rwq_ind_table: Unused,
-    pub create_srq: Option<unsafe extern "C" fn(*mut ibv_pd, *mut ibv_srq_init_attr) -> *mut ibv_srq>,
+    pub create_srq:
+        Option<unsafe extern "C" fn(*mut ibv_pd, *mut ibv_srq_init_attr) -> *mut ibv_srq>,
     pub create_srq_ex: Unused,
     pub create_wq: Unused,
     pub dealloc_mw: Unused,
@@ -467,14 +471,17 @@ pub struct verbs_context_ops {
         Option<unsafe extern "C" fn(*mut ibv_context, *const c_void, *mut c_void, usize) -> c_int>,
     pub query_ece: Unused,
     pub query_port: Option<unsafe extern "C" fn(*mut ibv_context, u8, *mut c_void) -> c_int>,
-    pub query_qp: Option<unsafe extern "C" fn(*mut ibv_qp, *mut ibv_qp_attr, c_int, *mut ibv_qp_init_attr) -> c_int>,
+    pub query_qp: Option<
+        unsafe extern "C" fn(*mut ibv_qp, *mut ibv_qp_attr, c_int, *mut ibv_qp_init_attr) -> c_int,
+    >,
     pub query_qp_data_in_order: Unused,
     pub query_rt_values: Unused,
     pub query_srq: Option<unsafe extern "C" fn(*mut ibv_srq, *mut ibv_srq_attr) -> c_int>,
     pub read_counters: Unused,
     pub reg_dm_mr: Unused,
     pub reg_dmabuf_mr: Unused,
-    pub reg_mr: Option<unsafe extern "C" fn(*mut ibv_pd, *mut c_void, usize, u64, c_int) -> *mut ibv_mr>,
+    pub reg_mr:
+        Option<unsafe extern "C" fn(*mut ibv_pd, *mut c_void, usize, u64, c_int) -> *mut ibv_mr>,
     pub req_notify_cq: Option<unsafe extern "C" fn(*mut ibv_cq, c_int) -> c_int>,
     pub rereg_mr: Option<
         unsafe extern "C" fn(*mut verbs_mr, c_int, *mut ibv_pd, *mut c_void, usize, c_int) -> c_int,
@@ -859,7 +866,14 @@ extern "C" {
     pub fn free(ptr: *mut c_void);
     pub fn __errno_location() -> *mut c_int;
     /// `off_t` is 64 bits on x86_64.
-    pub fn mmap(addr: *mut c_void, len: usize, prot: c_int, flags: c_int, fd: c_int, offset: i64) -> *mut c_void;
+    pub fn mmap(
+        addr: *mut c_void,
+        len: usize,
+        prot: c_int,
+        flags: c_int,
+        fd: c_int,
+        offset: i64,
+    ) -> *mut c_void;
     pub fn munmap(addr: *mut c_void, len: usize) -> c_int;
 }
 
@@ -900,7 +914,8 @@ mod layout {
 
     // Contexts: `ibv_context` ends `verbs_context`.
     const _: () = assert!(size_of::<ibv_context>() == 328);
-    const _: () = assert!(VERBS_CONTEXT_IBV_OFFSET + size_of::<ibv_context>() == size_of::<verbs_context>());
+    const _: () =
+        assert!(VERBS_CONTEXT_IBV_OFFSET + size_of::<ibv_context>() == size_of::<verbs_context>());
     const _: () = assert!(offset_of!(ibv_context, cmd_fd) == 264);
     const _: () = assert!(offset_of!(ibv_context, async_fd) == 268);
     const _: () = assert!(offset_of!(ibv_context, mutex) == 280);
@@ -932,10 +947,14 @@ mod layout {
     const _: () = assert!(offset_of!(ibv_wc, dlid_path_bits) == 45);
     const _: () = assert!(size_of::<ibv_create_cq>() == 40 && align_of::<ibv_create_cq>() == 8);
     const _: () = assert!(offset_of!(ibv_create_cq, comp_channel) == 32);
-    const _: () = assert!(size_of::<ib_uverbs_create_cq_resp>() == 8 && align_of::<ib_uverbs_create_cq_resp>() == 8);
+    const _: () = assert!(
+        size_of::<ib_uverbs_create_cq_resp>() == 8 && align_of::<ib_uverbs_create_cq_resp>() == 8
+    );
     const _: () = assert!(size_of::<ibv_resize_cq>() == 24 && align_of::<ibv_resize_cq>() == 8);
     const _: () = assert!(offset_of!(ibv_resize_cq, cq_handle) == 16);
-    const _: () = assert!(size_of::<ib_uverbs_resize_cq_resp>() == 8 && align_of::<ib_uverbs_resize_cq_resp>() == 8);
+    const _: () = assert!(
+        size_of::<ib_uverbs_resize_cq_resp>() == 8 && align_of::<ib_uverbs_resize_cq_resp>() == 8
+    );
 
     // QPs.
     const _: () = assert!(size_of::<ibv_qp>() == 160);
@@ -962,7 +981,9 @@ mod layout {
     const _: () = assert!(offset_of!(ibv_create_qp, max_send_wr) == 40);
     const _: () = assert!(offset_of!(ibv_create_qp, max_inline_data) == 56);
     const _: () = assert!(offset_of!(ibv_create_qp, reserved) == 63);
-    const _: () = assert!(size_of::<ib_uverbs_create_qp_resp>() == 32 && align_of::<ib_uverbs_create_qp_resp>() == 4);
+    const _: () = assert!(
+        size_of::<ib_uverbs_create_qp_resp>() == 32 && align_of::<ib_uverbs_create_qp_resp>() == 4
+    );
     const _: () = assert!(offset_of!(ib_uverbs_create_qp_resp, max_inline_data) == 24);
     const _: () = assert!(size_of::<ibv_query_qp>() == 24 && align_of::<ibv_query_qp>() == 8);
     const _: () = assert!(offset_of!(ibv_query_qp, attr_mask) == 20);
@@ -985,7 +1006,10 @@ mod layout {
     const _: () = assert!(size_of::<ibv_create_srq>() == 40 && align_of::<ibv_create_srq>() == 8);
     const _: () = assert!(offset_of!(ibv_create_srq, pd_handle) == 24);
     const _: () = assert!(offset_of!(ibv_create_srq, srq_limit) == 36);
-    const _: () = assert!(size_of::<ib_uverbs_create_srq_resp>() == 16 && align_of::<ib_uverbs_create_srq_resp>() == 4);
+    const _: () = assert!(
+        size_of::<ib_uverbs_create_srq_resp>() == 16
+            && align_of::<ib_uverbs_create_srq_resp>() == 4
+    );
     const _: () = assert!(size_of::<ibv_modify_srq>() == 24 && align_of::<ibv_modify_srq>() == 8);
     const _: () = assert!(offset_of!(ibv_modify_srq, srq_handle) == 8);
     const _: () = assert!(offset_of!(ibv_modify_srq, srq_limit) == 20);
@@ -1003,7 +1027,9 @@ mod layout {
     const _: () = assert!(offset_of!(ibv_ah_attr, dlid) == 24);
     const _: () = assert!(offset_of!(ibv_ah_attr, is_global) == 29);
     const _: () = assert!(offset_of!(ibv_ah_attr, port_num) == 30);
-    const _: () = assert!(size_of::<ib_uverbs_create_ah_resp>() == 4 && align_of::<ib_uverbs_create_ah_resp>() == 4);
+    const _: () = assert!(
+        size_of::<ib_uverbs_create_ah_resp>() == 4 && align_of::<ib_uverbs_create_ah_resp>() == 4
+    );
 
     // The callbacks librxud sets.
     const _: () = assert!(offset_of!(verbs_context_ops, create_ah) == 104);

@@ -12,6 +12,8 @@
 // `min(sizeof, user len)` both ways and rejects requests whose unknown tail
 // is not zero. Incompatible changes bump `UVERBS_ABI_VERSION`.
 
+#![forbid(unsafe_code)]
+
 /// `ib_device_ops.uverbs_abi_ver` of rxud devices; librxud accepts exactly
 /// this version.
 pub const UVERBS_ABI_VERSION: u32 = 1;
@@ -107,6 +109,16 @@ pub const RECV_WQE_HEADER_SIZE: u32 = 16;
 pub const SGE_SIZE: u32 = 16;
 /// Bytes of one completion-queue entry.
 pub const CQE_SIZE: u32 = 64;
+
+// Ring geometry and slot sizes (`ring.rs`), used by both sides. The module
+// uses only part of them, and `unused_imports` is not covered by its
+// `allow(dead_code)` on `mod abi`.
+mod ring;
+#[allow(unused_imports)]
+pub use ring::{
+    recv_wqe_slot_size, send_wqe_slot_size, GeometryError, RingGeometry, RingInfoError,
+    CQ_SLOT_SIZE, SLOT_SIZE_ALIGN,
+};
 
 /// One work completion in a CQ ring ([`CQE_SIZE`] bytes). Enumerations
 /// carry libibverbs' values (`enum ibv_wc_status`, `ibv_wc_opcode`,
@@ -222,6 +234,8 @@ pub struct CreateAhResp {
 }
 
 /// Layout checks, evaluated at compile time wherever this file is built.
+// `is_multiple_of` needs Rust 1.87; the kernel supports older compilers.
+#[allow(clippy::manual_is_multiple_of)]
 mod layout {
     use super::*;
     use core::mem::{offset_of, size_of};
@@ -246,5 +260,6 @@ mod layout {
     const _: () = assert!(size_of::<CreateSrqResp>() == 32);
     const _: () = assert!(size_of::<CreateAhResp>() == 16);
     const _: () = assert!(RING_SLOTS_OFFSET % 64 == 0);
-    const _: () = assert!(SEND_WQE_HEADER_SIZE % SGE_SIZE == 0 && RECV_WQE_HEADER_SIZE % SGE_SIZE == 0);
+    const _: () =
+        assert!(SEND_WQE_HEADER_SIZE % SGE_SIZE == 0 && RECV_WQE_HEADER_SIZE % SGE_SIZE == 0);
 }

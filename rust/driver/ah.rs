@@ -16,7 +16,12 @@ pub(crate) struct RxudAh {
 
 impl RxudAh {
     /// Unless `sleepable`, runs in atomic context: allocates atomically.
-    pub(crate) fn new(dev: &RxudDevice, av: &AddressVector, sleepable: bool, udata: &UData) -> Result<Self> {
+    pub(crate) fn new(
+        dev: &RxudDevice,
+        av: &AddressVector,
+        sleepable: bool,
+        udata: &UData,
+    ) -> Result<Self> {
         // RoCE v2 only, as for QP paths.
         if av.network == NetworkType::RoceV1 || av.port != PORT {
             return Err(EINVAL);
@@ -24,9 +29,16 @@ impl RxudAh {
         let flags = if sleepable { GFP_KERNEL } else { GFP_ATOMIC };
         let value = Arc::new(*av, flags)?;
         let number = dev.ahs.reserve()?;
-        udata.write(&CreateAhResp { comp_mask: 0, ah_num: number.id(), reserved: 0 })?;
+        udata.write(&CreateAhResp {
+            comp_mask: 0,
+            ah_num: number.id(),
+            reserved: 0,
+        })?;
         let num = number.fill(value);
-        Ok(Self { num, table: dev.ahs.clone() })
+        Ok(Self {
+            num,
+            table: dev.ahs.clone(),
+        })
     }
 }
 

@@ -16,7 +16,11 @@ impl RxudContext {
         if req.comp_mask != 0 {
             return Err(crate::ib::eopnotsupp());
         }
-        let resp = AllocContextResp { comp_mask: 0, abi_version: UVERBS_ABI_VERSION, reserved: 0 };
+        let resp = AllocContextResp {
+            comp_mask: 0,
+            abi_version: UVERBS_ABI_VERSION,
+            reserved: 0,
+        };
         udata.write(&resp)?;
         Ok(Self {})
     }

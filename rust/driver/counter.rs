@@ -17,7 +17,13 @@ pub(crate) struct Counted(Arc<ObjectCounter>);
 
 impl ObjectCounter {
     pub(crate) fn new(max: u32) -> Result<Arc<Self>> {
-        Ok(Arc::new(Self { live: AtomicU32::new(0), max }, GFP_KERNEL)?)
+        Ok(Arc::new(
+            Self {
+                live: AtomicU32::new(0),
+                max,
+            },
+            GFP_KERNEL,
+        )?)
     }
 
     pub(crate) fn max(&self) -> u32 {
@@ -27,7 +33,9 @@ impl ObjectCounter {
     /// Counts one more object, or fails with `ENOMEM` at the limit.
     pub(crate) fn take(self: &Arc<Self>) -> Result<Counted> {
         self.live
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| (n < self.max).then_some(n + 1))
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                (n < self.max).then_some(n + 1)
+            })
             .map_err(|_| ENOMEM)?;
         Ok(Counted(self.clone()))
     }

@@ -7,10 +7,11 @@
 use super::counter::Counted;
 use super::device::{RxudDevice, MAX_CQE};
 use super::ring::Ring;
-use crate::abi::{CreateCqReq, CreateCqResp, ResizeCqReq, ResizeCqResp, CQE_SIZE};
+use crate::abi::{CreateCqReq, CreateCqResp, ResizeCqReq, ResizeCqResp, CQE_SIZE, CQ_SLOT_SIZE};
 use crate::ib::{CqArm, CqInitAttr, UData};
+use crate::sync::{new_spinlock_irq, SpinLockIrq};
 use core::sync::atomic::{AtomicU8, Ordering};
-use kernel::{new_spinlock, prelude::*, sync::{Arc, SpinLock}};
+use kernel::{prelude::*, sync::Arc};
 
 /// Arming state (`req_notify_cq`), read by the completer.
 const DISARMED: u8 = 0;
@@ -20,11 +21,12 @@ const ARMED_ANY: u8 = 2;
 /// The part of a CQ its QPs share.
 #[pin_data]
 pub(crate) struct CqCore {
-    /// The ring, replaced by resize. Producers (completers) and resize
-    /// serialise on this lock. (Completions will be produced from softirq
-    /// context: the data path must make this lock bottom-half safe.)
+    /// The ring, replaced by resize. Producers (completers, in softirq
+    /// context on receive), resize (process) and `req_notify_cq` (any
+    /// context, hard irq included) serialise on this lock, which is
+    /// therefore taken with interrupts disabled.
     #[pin]
-    ring: SpinLock<CqRing>,
+    ring: SpinLockIrq<CqRing>,
     armed: AtomicU8,
 }
 
@@ -42,24 +44,33 @@ pub(crate) struct RxudCq {
 impl RxudCq {
     pub(crate) fn new(dev: &RxudDevice, attr: &CqInitAttr, udata: &UData) -> Result<(Self, u32)> {
         let req: CreateCqReq = udata.read()?;
-        if req.comp_mask != 0 || attr.flags != 0 {
+        if req.comp_mask != 0 || !attr.flags.is_empty() {
             return Err(crate::ib::eopnotsupp());
         }
         if attr.comp_vector != 0 {
             return Err(EINVAL);
         }
         let counted = dev.cqs.take()?;
-        let ring = Ring::new(udata.ucontext(), attr.cqe, MAX_CQE, CQE_SIZE)?;
+        let ring = Ring::new(udata.ucontext(), attr.cqe, MAX_CQE, CQ_SLOT_SIZE)?;
         let cqe = ring.geometry().slot_count();
-        udata.write(&CreateCqResp { comp_mask: 0, ring: ring.info() })?;
+        udata.write(&CreateCqResp {
+            comp_mask: 0,
+            ring: ring.info(),
+        })?;
         let core = Arc::pin_init(
             pin_init!(CqCore {
-                ring <- new_spinlock!(CqRing { ring, producer: 0 }, "rxud:cq"),
+                ring <- new_spinlock_irq!(CqRing { ring, producer: 0 }, "rxud:cq"),
                 armed: AtomicU8::new(DISARMED),
             }),
             GFP_KERNEL,
         )?;
-        Ok((Self { core, _counted: counted }, cqe))
+        Ok((
+            Self {
+                core,
+                _counted: counted,
+            },
+            cqe,
+        ))
     }
 
     pub(crate) fn core(&self) -> &Arc<CqCore> {
@@ -73,24 +84,31 @@ impl RxudCq {
         if req.comp_mask != 0 {
             return Err(crate::ib::eopnotsupp());
         }
-        let new = Ring::new(udata.ucontext(), cqe, MAX_CQE, CQE_SIZE)?;
+        let new = Ring::new(udata.ucontext(), cqe, MAX_CQE, CQ_SLOT_SIZE)?;
         let count = new.geometry().slot_count();
         // Before the swap: if the owner cannot learn the new ring, the
         // old one stays.
-        udata.write(&ResizeCqResp { comp_mask: 0, ring: new.info() })?;
+        udata.write(&ResizeCqResp {
+            comp_mask: 0,
+            ring: new.info(),
+        })?;
         let old = {
             let mut r = self.core.ring.lock();
             let consumer = r.ring.consumer();
             // A consumer index beyond what was produced is the owner's
             // error; refuse rather than copy garbage.
-            let pending = r.ring.geometry().occupancy(r.producer, consumer).ok_or(EINVAL)?;
+            let pending = r
+                .ring
+                .geometry()
+                .occupancy(r.producer, consumer)
+                .ok_or(EINVAL)?;
             if pending > count {
                 return Err(EINVAL);
             }
             let mut cqe_buf = [0u8; CQE_SIZE as usize];
             for i in 0..pending {
-                r.ring.read_slot(consumer.wrapping_add(i), &mut cqe_buf);
-                new.write_slot(i, &cqe_buf);
+                r.ring.read_slot(consumer.wrapping_add(i), &mut cqe_buf)?;
+                new.write_slot(i, &cqe_buf)?;
             }
             new.set_producer(pending);
             let old = core::mem::replace(&mut r.ring, new);

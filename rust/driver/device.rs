@@ -2,7 +2,6 @@
 
 //! An rxud device: one ib_device with one RoCEv2 port on one netdev.
 
-use super::Registry;
 use super::ah::RxudAh;
 use super::context::RxudContext;
 use super::counter::ObjectCounter;
@@ -12,12 +11,14 @@ use super::pd::RxudPd;
 use super::qp::{QpCore, RxudQp, FIRST_QPN};
 use super::srq::RxudSrq;
 use super::table::IndexTable;
-use core::sync::atomic::{AtomicU32, Ordering};
+use super::Registry;
 use crate::ib::{
-    AddressVector, CqArm, CqInitAttr, Device, MrKind, DeviceAttr, DeviceOps, LinkLayer, PortAttr, PortImmutable,
-    PortPhysState, PortState, QpAttr, QpCap, QpInitAttr, QpQuery, SrqAttr, SrqModify, UData, Umem, UserRange,
+    AccessFlags, AddressVector, CqArm, CqInitAttr, Device, DeviceAttr, DeviceOps, LinkLayer,
+    MrKind, PortAttr, PortCapFlags, PortImmutable, PortPhysState, PortState, QpAttr, QpCap,
+    QpInitAttr, QpQuery, SrqAttr, SrqModify, UData, Umem, UserRange,
 };
-use crate::proto::mtu;
+use crate::proto::{mtu, wire::bth::DEFAULT_PKEY};
+use core::sync::atomic::{AtomicU32, Ordering};
 use kernel::{prelude::*, sync::Arc};
 
 /// rxud devices have exactly one port, numbered 1 as in IB.
@@ -25,8 +26,6 @@ pub(crate) const PORT: u32 = 1;
 /// RoCEv2 GID table size: one entry per IPv4/IPv6 address of the netdev
 /// (ib_core fills it); as rxe.
 pub(crate) const GID_TABLE_LEN: u32 = 1024;
-/// The default P_Key, full membership. RoCE has only this one.
-pub(crate) const DEFAULT_PKEY: u16 = 0xffff;
 /// Largest message a port accepts (IB's 2^31 limit).
 pub(crate) const MAX_MSG_SIZE: u32 = 1 << 31;
 /// IEEE OUI-less vendor id, as rxe reports (0xffffff: "no vendor").
@@ -60,8 +59,6 @@ pub(crate) const MAX_SRQ_SGE: u32 = 32;
 pub(crate) const MAX_AH: u32 = 1 << 15;
 /// Largest memory region: the whole 64-bit space, as for rxe.
 pub(crate) const MAX_MR_SIZE: u64 = u64::MAX;
-/// `IB_PORT_CM_SUP`: the connection manager can be used on this port.
-const PORT_CAP_CM_SUP: u32 = 1 << 16;
 
 /// Per-device state. The ib_device and its netdev binding are ib_core's;
 /// this is what rxud adds.
@@ -143,7 +140,7 @@ impl DeviceOps for RxudDevice {
         _pd: &RxudPd,
         umem: Umem,
         _iova: u64,
-        access: u32,
+        access: AccessFlags,
         _udata: &UData,
     ) -> Result<(RxudMr, u32)> {
         let counted = dev.data().mrs.take()?;
@@ -156,12 +153,17 @@ impl DeviceOps for RxudDevice {
         mr.user_range()
     }
 
-    fn get_dma_mr(dev: &Device<Self>, _pd: &RxudPd, access: u32) -> Result<(RxudMr, u32)> {
+    fn get_dma_mr(dev: &Device<Self>, _pd: &RxudPd, access: AccessFlags) -> Result<(RxudMr, u32)> {
         let counted = dev.data().mrs.take()?;
         Ok((RxudMr::dma(access, counted), dev.data().new_key()))
     }
 
-    fn alloc_mr(dev: &Device<Self>, _pd: &RxudPd, kind: MrKind, max_pages: u32) -> Result<(RxudMr, u32)> {
+    fn alloc_mr(
+        dev: &Device<Self>,
+        _pd: &RxudPd,
+        kind: MrKind,
+        max_pages: u32,
+    ) -> Result<(RxudMr, u32)> {
         // Only page lists: no SG_GAPS or integrity capability is reported.
         if kind != MrKind::MemReg {
             return Err(EINVAL);
@@ -194,11 +196,22 @@ impl DeviceOps for RxudDevice {
 
     type Srq = RxudSrq;
 
-    fn create_srq(dev: &Device<Self>, _pd: &RxudPd, attr: &SrqAttr, udata: &UData) -> Result<(RxudSrq, SrqAttr)> {
+    fn create_srq(
+        dev: &Device<Self>,
+        _pd: &RxudPd,
+        attr: &SrqAttr,
+        udata: &UData,
+    ) -> Result<(RxudSrq, SrqAttr)> {
         RxudSrq::new(dev.data(), attr, udata)
     }
 
-    fn modify_srq(_dev: &Device<Self>, srq: &RxudSrq, attr: &SrqAttr, what: SrqModify, _udata: &UData) -> Result {
+    fn modify_srq(
+        _dev: &Device<Self>,
+        srq: &RxudSrq,
+        attr: &SrqAttr,
+        what: SrqModify,
+        _udata: &UData,
+    ) -> Result {
         srq.modify(attr, what)
     }
 
@@ -227,7 +240,13 @@ impl DeviceOps for RxudDevice {
 
     type Ah = RxudAh;
 
-    fn create_ah(dev: &Device<Self>, _pd: &RxudPd, av: &AddressVector, sleepable: bool, udata: &UData) -> Result<RxudAh> {
+    fn create_ah(
+        dev: &Device<Self>,
+        _pd: &RxudPd,
+        av: &AddressVector,
+        sleepable: bool,
+        udata: &UData,
+    ) -> Result<RxudAh> {
         RxudAh::new(dev.data(), av, sleepable, udata)
     }
 
@@ -271,11 +290,11 @@ impl DeviceOps for RxudDevice {
         drop(ndev);
         attr.state(state)
             .phys_state(phys)
-            .mtu(mtu::IbMtu::Mtu4096.code(), active.code())
+            .mtu(mtu::IbMtu::Mtu4096, active)
             .phys_mtu(mtu::IbMtu::Mtu4096.bytes())
             .gid_tbl_len(GID_TABLE_LEN as i32)
             .pkey_tbl_len(1)
-            .port_cap_flags(PORT_CAP_CM_SUP)
+            .port_cap_flags(PortCapFlags::CM_SUP)
             .max_msg_sz(MAX_MSG_SIZE)
             .max_vl_num(1);
         // ethtool may know nothing about a virtual link (veth, virtio):

@@ -3,8 +3,9 @@
 //! Memory regions: what memory an lkey/rkey names, and with which rights.
 
 use super::counter::Counted;
-use crate::ib::{Umem, UserRange};
-use kernel::{new_spinlock, prelude::*, sync::SpinLock};
+use crate::ib::{AccessFlags, Umem, UserRange};
+use crate::sync::{new_spinlock_irq, SpinLockIrq};
+use kernel::prelude::*;
 
 /// Most pages of a fast-registration MR (`max_fast_reg_page_list_len`).
 pub(crate) const MAX_FAST_REG_PAGES: u32 = 512;
@@ -24,20 +25,23 @@ enum Backing {
     /// All of kernel memory (virtual DMA addresses).
     Dma,
     /// Pages a kernel ULP maps with `ib_map_mr_sg`.
-    FastReg(Pin<KBox<SpinLock<PageList>>>),
+    FastReg(Pin<KBox<SpinLockIrq<PageList>>>),
 }
 
 pub(crate) struct RxudMr {
     backing: Backing,
-    /// `IB_ACCESS_*` rights.
     #[allow(dead_code)]
-    access: u32,
+    access: AccessFlags,
     _counted: Counted,
 }
 
 impl RxudMr {
     pub(crate) fn user(umem: Umem, range: UserRange, counted: Counted) -> Self {
-        Self { backing: Backing::User(umem, range), access: range.access, _counted: counted }
+        Self {
+            backing: Backing::User(umem, range),
+            access: range.access,
+            _counted: counted,
+        }
     }
 
     pub(crate) fn user_range(&self) -> Option<UserRange> {
@@ -47,8 +51,12 @@ impl RxudMr {
         }
     }
 
-    pub(crate) fn dma(access: u32, counted: Counted) -> Self {
-        Self { backing: Backing::Dma, access, _counted: counted }
+    pub(crate) fn dma(access: AccessFlags, counted: Counted) -> Self {
+        Self {
+            backing: Backing::Dma,
+            access,
+            _counted: counted,
+        }
     }
 
     /// A fast-registration MR for up to `max_pages` pages; `EINVAL` for 0
@@ -58,12 +66,19 @@ impl RxudMr {
             return Err(EINVAL);
         }
         let pages = KVec::from_elem(0u64, max_pages as usize, GFP_KERNEL)?;
-        let list = KBox::pin_init(new_spinlock!(PageList { pages, len: 0 }, "rxud:mr_pages"), GFP_KERNEL)?;
+        let list = KBox::pin_init(
+            new_spinlock_irq!(PageList { pages, len: 0 }, "rxud:mr_pages"),
+            GFP_KERNEL,
+        )?;
         // Rights come with the REG_MR work request that enables it.
-        Ok(Self { backing: Backing::FastReg(list), access: 0, _counted: counted })
+        Ok(Self {
+            backing: Backing::FastReg(list),
+            access: AccessFlags::EMPTY,
+            _counted: counted,
+        })
     }
 
-    fn page_list(&self) -> Result<&SpinLock<PageList>> {
+    fn page_list(&self) -> Result<&SpinLockIrq<PageList>> {
         match &self.backing {
             Backing::FastReg(list) => Ok(list),
             _ => Err(EINVAL),

@@ -10,34 +10,46 @@ use super::device::{RxudDevice, MAX_INLINE_DATA, MAX_QP_RD_ATOM, MAX_QP_WR, MAX_
 use super::ring::Ring;
 use super::srq::SrqCore;
 use super::table::IndexTable;
-use crate::abi::{CreateQpReq, CreateQpResp, RECV_WQE_HEADER_SIZE, SEND_WQE_HEADER_SIZE, SGE_SIZE};
-use crate::ib::qp::{access::*, attr_mask::*};
-use crate::ib::{
-    qp::transition_is_valid, AddressVector, NetworkType, QpAttr, QpCap, QpInitAttr, QpQuery, QpState, QpType, UData,
+use crate::abi::{
+    recv_wqe_slot_size, send_wqe_slot_size, CreateQpReq, CreateQpResp, SEND_WQE_HEADER_SIZE,
+    SGE_SIZE,
 };
-use crate::proto::{psn::Psn, wire::QPN_MASK};
-use kernel::{new_mutex, prelude::*, sync::{Arc, Mutex}};
+use crate::ib::{
+    qp::transition_is_valid, AccessFlags, AddressVector, NetworkType, QpAttr, QpAttrMask, QpCap,
+    QpInitAttr, QpQuery, QpState, QpType, UData,
+};
+use crate::proto::{mtu::IbMtu, psn::Psn, wire::QPN_MASK};
+use kernel::{
+    new_mutex,
+    prelude::*,
+    sync::{Arc, Mutex},
+};
 
 /// First QP number handed out: 0 and 1 are the special QPs, and IB
 /// reserves a few more below 16 in practice (rxe does the same).
 pub(crate) const FIRST_QPN: u32 = 16;
-/// Remote rights a QP can grant (`IB_ACCESS_*`); LOCAL_WRITE is allowed
-/// too, as everywhere in verbs.
-const QP_ACCESS_SUPPORTED: u32 =
-    IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE | IB_ACCESS_REMOTE_READ | IB_ACCESS_REMOTE_ATOMIC;
-/// IB path MTU codes: 1 (256 bytes) to 5 (4096 bytes).
-const MTU_CODES: core::ops::RangeInclusive<u32> = 1..=5;
+/// Remote rights a QP can grant; LOCAL_WRITE is allowed too, as
+/// everywhere in verbs.
+const QP_ACCESS_SUPPORTED: AccessFlags = AccessFlags::LOCAL_WRITE
+    .union(AccessFlags::REMOTE_WRITE)
+    .union(AccessFlags::REMOTE_READ)
+    .union(AccessFlags::REMOTE_ATOMIC);
+/// Largest value of the IB spec's 5-bit timer fields (min_rnr_timer,
+/// timeout).
+const MAX_TIMER_CODE: u8 = 31;
+/// Largest value of the IB spec's 3-bit retry counts.
+const MAX_RETRY_COUNT: u8 = 7;
 
 /// The attributes `modify_qp` sets and `query_qp` reports.
 #[derive(Clone, Copy)]
 struct QpConfig {
     state: QpState,
-    path_mtu: u32,
+    path_mtu: IbMtu,
     qkey: u32,
     rq_psn: Psn,
     sq_psn: Psn,
     dest_qpn: u32,
-    access: u32,
+    access: AccessFlags,
     pkey_index: u16,
     port: u32,
     av: Option<AddressVector>,
@@ -80,66 +92,17 @@ impl Drop for RxudQp {
     }
 }
 
-/// Rounds up to the 16-byte granule of WQE slots.
-fn granule(n: u32) -> u32 {
-    n.div_ceil(16) * 16
-}
-
-impl RxudQp {
-    pub(crate) fn new(dev: &RxudDevice, attr: &QpInitAttr<'_, RxudDevice>, udata: &UData) -> Result<(Self, u32, QpCap)> {
-        let req: CreateQpReq = udata.read()?;
-        if req.comp_mask != 0 || attr.create_flags != 0 || attr.has_unsupported {
-            return Err(crate::ib::eopnotsupp());
-        }
-        match attr.qp_type {
-            QpType::Rc | QpType::Uc | QpType::Ud => {}
-            // The GSI QP (kernel MAD layer) and other types come with the
-            // data path, if ever.
-            QpType::Gsi | QpType::Other(_) => return Err(crate::ib::eopnotsupp()),
-        }
-        let (Some(send_cq), Some(recv_cq)) = (attr.send_cq, attr.recv_cq) else {
-            return Err(EINVAL);
-        };
-        let c = &attr.cap;
-        if c.max_send_wr > MAX_QP_WR || c.max_send_sge > MAX_SGE || c.max_inline_data > MAX_INLINE_DATA {
-            return Err(EINVAL);
-        }
-        if attr.srq.is_none() && (c.max_recv_wr > MAX_QP_WR || c.max_recv_sge > MAX_SGE) {
-            return Err(EINVAL);
-        }
-
-        // Send slots hold a header and either the SGEs or inline data.
-        let send_body = granule((c.max_send_sge.max(1) * SGE_SIZE).max(c.max_inline_data));
-        let sq = Ring::new(udata.ucontext(), c.max_send_wr.max(1), MAX_QP_WR, SEND_WQE_HEADER_SIZE + send_body)?;
-        let mut cap = QpCap {
-            max_send_wr: sq.geometry().slot_count(),
-            max_send_sge: (send_body / SGE_SIZE).min(MAX_SGE),
-            max_inline_data: send_body.min(MAX_INLINE_DATA),
-            ..QpCap::default()
-        };
-        let rq = match attr.srq {
-            Some(_) => None,
-            None => {
-                let sges = c.max_recv_sge.max(1);
-                let rq = Ring::new(udata.ucontext(), c.max_recv_wr.max(1), MAX_QP_WR, RECV_WQE_HEADER_SIZE + sges * SGE_SIZE)?;
-                cap.max_recv_wr = rq.geometry().slot_count();
-                cap.max_recv_sge = sges;
-                Some(rq)
-            }
-        };
-        let resp = CreateQpResp {
-            comp_mask: 0,
-            sq: sq.info(),
-            rq: rq.as_ref().map(|r| r.info()).unwrap_or_default(),
-        };
-        let config = QpConfig {
+impl QpConfig {
+    /// A new QP's attributes: RESET, nothing configured.
+    fn reset() -> Self {
+        Self {
             state: QpState::Reset,
-            path_mtu: *MTU_CODES.start(),
+            path_mtu: IbMtu::Mtu256,
             qkey: 0,
             rq_psn: Psn::new(0),
             sq_psn: Psn::new(0),
             dest_qpn: 0,
-            access: 0,
+            access: AccessFlags::EMPTY,
             pkey_index: 0,
             port: PORT,
             av: None,
@@ -150,6 +113,217 @@ impl RxudQp {
             retry_cnt: 0,
             rnr_retry: 0,
             en_sqd_async_notify: false,
+        }
+    }
+
+    /// The configuration after `attr` is applied to `self`, or the error
+    /// that refuses it (then nothing changes). The state machine has been
+    /// checked already; this checks the values.
+    fn apply(&self, attr: &QpAttr, next: QpState) -> Result<Self> {
+        let mut new = *self;
+        new.state = next;
+        new.set_path(attr)?;
+        new.set_sequence(attr)?;
+        new.set_access(attr)?;
+        new.set_rd_atomic(attr)?;
+        new.set_timers(attr)?;
+        if attr.mask.contains(QpAttrMask::EN_SQD_ASYNC_NOTIFY) {
+            new.en_sqd_async_notify = attr.en_sqd_async_notify;
+        }
+        if next == QpState::Reset {
+            // Back to the state of a new QP, keeping nothing of the old
+            // connection.
+            new.av = None;
+            new.dest_qpn = 0;
+        }
+        Ok(new)
+    }
+
+    /// Port, P_Key index, address vector, path MTU.
+    fn set_path(&mut self, attr: &QpAttr) -> Result {
+        let has = |f| attr.mask.contains(f);
+        if has(QpAttrMask::PORT) {
+            if attr.port_num != PORT {
+                return Err(EINVAL);
+            }
+            self.port = attr.port_num;
+        }
+        if has(QpAttrMask::PKEY_INDEX) {
+            // RoCE has one P_Key.
+            if attr.pkey_index != 0 {
+                return Err(EINVAL);
+            }
+            self.pkey_index = 0;
+        }
+        if has(QpAttrMask::AV) {
+            let av = attr.av.ok_or(EINVAL)??;
+            // RoCE v1 GIDs exist in the table (ib_core adds both kinds),
+            // but rxud, like rxe, only speaks RoCE v2.
+            if av.network == NetworkType::RoceV1 || av.port != PORT {
+                return Err(EINVAL);
+            }
+            self.av = Some(av);
+        }
+        if has(QpAttrMask::PATH_MTU) {
+            self.path_mtu = attr.path_mtu.ok_or(EINVAL)?;
+        }
+        Ok(())
+    }
+
+    /// Q_Key, PSNs and the destination QP.
+    fn set_sequence(&mut self, attr: &QpAttr) -> Result {
+        let has = |f| attr.mask.contains(f);
+        if has(QpAttrMask::QKEY) {
+            self.qkey = attr.qkey;
+        }
+        if has(QpAttrMask::RQ_PSN) {
+            self.rq_psn = Psn::new(attr.rq_psn);
+        }
+        if has(QpAttrMask::SQ_PSN) {
+            self.sq_psn = Psn::new(attr.sq_psn);
+        }
+        if has(QpAttrMask::DEST_QPN) {
+            if attr.dest_qp_num > QPN_MASK {
+                return Err(EINVAL);
+            }
+            self.dest_qpn = attr.dest_qp_num;
+        }
+        Ok(())
+    }
+
+    /// Rights granted to the peer.
+    fn set_access(&mut self, attr: &QpAttr) -> Result {
+        if attr.mask.contains(QpAttrMask::ACCESS_FLAGS) {
+            // Optional flags may be ignored; any other unknown one is an
+            // error.
+            let access = attr.access.difference(AccessFlags::OPTIONAL);
+            if !access.difference(QP_ACCESS_SUPPORTED).is_empty() {
+                return Err(EINVAL);
+            }
+            self.access = access;
+        }
+        Ok(())
+    }
+
+    /// Outstanding RDMA READ/atomic limits, both directions.
+    fn set_rd_atomic(&mut self, attr: &QpAttr) -> Result {
+        let has = |f| attr.mask.contains(f);
+        if has(QpAttrMask::MAX_QP_RD_ATOMIC) {
+            if u32::from(attr.max_rd_atomic) > MAX_QP_RD_ATOM {
+                return Err(EINVAL);
+            }
+            self.max_rd_atomic = attr.max_rd_atomic;
+        }
+        if has(QpAttrMask::MAX_DEST_RD_ATOMIC) {
+            if u32::from(attr.max_dest_rd_atomic) > MAX_QP_RD_ATOM {
+                return Err(EINVAL);
+            }
+            self.max_dest_rd_atomic = attr.max_dest_rd_atomic;
+        }
+        Ok(())
+    }
+
+    /// Timers and retry counts, within the IB spec's field widths.
+    fn set_timers(&mut self, attr: &QpAttr) -> Result {
+        let has = |f| attr.mask.contains(f);
+        let bounded = |v: u8, max: u8| if v <= max { Ok(v) } else { Err(EINVAL) };
+        if has(QpAttrMask::MIN_RNR_TIMER) {
+            self.min_rnr_timer = bounded(attr.min_rnr_timer, MAX_TIMER_CODE)?;
+        }
+        if has(QpAttrMask::TIMEOUT) {
+            self.timeout = bounded(attr.timeout, MAX_TIMER_CODE)?;
+        }
+        if has(QpAttrMask::RETRY_CNT) {
+            self.retry_cnt = bounded(attr.retry_cnt, MAX_RETRY_COUNT)?;
+        }
+        if has(QpAttrMask::RNR_RETRY) {
+            self.rnr_retry = bounded(attr.rnr_retry, MAX_RETRY_COUNT)?;
+        }
+        Ok(())
+    }
+}
+
+/// The send and receive rings of a new QP and the capacities they give.
+struct QpRings {
+    sq: Ring,
+    /// `None` with an SRQ.
+    rq: Option<Ring>,
+    cap: QpCap,
+}
+
+impl QpRings {
+    /// Checks what the creator asks for against rxud's limits.
+    fn check_caps(attr: &QpInitAttr<'_, RxudDevice>) -> Result {
+        let c = &attr.cap;
+        if c.max_send_wr > MAX_QP_WR
+            || c.max_send_sge > MAX_SGE
+            || c.max_inline_data > MAX_INLINE_DATA
+        {
+            return Err(EINVAL);
+        }
+        if attr.srq.is_none() && (c.max_recv_wr > MAX_QP_WR || c.max_recv_sge > MAX_SGE) {
+            return Err(EINVAL);
+        }
+        Ok(())
+    }
+
+    /// Allocates the rings (mappable by the creator's context, if any).
+    fn new(attr: &QpInitAttr<'_, RxudDevice>, udata: &UData) -> Result<Self> {
+        Self::check_caps(attr)?;
+        let c = &attr.cap;
+        let sges = c.max_send_sge.max(1);
+        let send_slot = send_wqe_slot_size(sges, c.max_inline_data);
+        let sq = Ring::new(udata.ucontext(), c.max_send_wr.max(1), MAX_QP_WR, send_slot)?;
+        // The slot may hold more than asked for: report what fits.
+        let send_body = send_slot - SEND_WQE_HEADER_SIZE;
+        let mut cap = QpCap {
+            max_send_wr: sq.geometry().slot_count(),
+            max_send_sge: (send_body / SGE_SIZE).min(MAX_SGE),
+            max_inline_data: send_body.min(MAX_INLINE_DATA),
+            ..QpCap::default()
+        };
+        let rq = match attr.srq {
+            Some(_) => None,
+            None => {
+                let sges = c.max_recv_sge.max(1);
+                let rq = Ring::new(
+                    udata.ucontext(),
+                    c.max_recv_wr.max(1),
+                    MAX_QP_WR,
+                    recv_wqe_slot_size(sges),
+                )?;
+                cap.max_recv_wr = rq.geometry().slot_count();
+                cap.max_recv_sge = sges;
+                Some(rq)
+            }
+        };
+        Ok(Self { sq, rq, cap })
+    }
+}
+
+impl RxudQp {
+    pub(crate) fn new(
+        dev: &RxudDevice,
+        attr: &QpInitAttr<'_, RxudDevice>,
+        udata: &UData,
+    ) -> Result<(Self, u32, QpCap)> {
+        let req: CreateQpReq = udata.read()?;
+        if req.comp_mask != 0 || !attr.create_flags.is_empty() || attr.has_unsupported {
+            return Err(crate::ib::eopnotsupp());
+        }
+        match attr.qp_type {
+            QpType::Rc | QpType::Uc | QpType::Ud => {}
+            // The GSI QP (kernel MAD layer) comes with the data path.
+            QpType::Gsi => return Err(crate::ib::eopnotsupp()),
+        }
+        let (Some(send_cq), Some(recv_cq)) = (attr.send_cq, attr.recv_cq) else {
+            return Err(EINVAL);
+        };
+        let QpRings { sq, rq, cap } = QpRings::new(attr, udata)?;
+        let resp = CreateQpResp {
+            comp_mask: 0,
+            sq: sq.info(),
+            rq: rq.as_ref().map(|r| r.info()).unwrap_or_default(),
         };
         let number = dev.qps.reserve()?;
         let qpn = number.id();
@@ -164,13 +338,20 @@ impl RxudQp {
                 send_cq: send_cq.core().clone(),
                 recv_cq: recv_cq.core().clone(),
                 srq: attr.srq.map(|s| s.core().clone()),
-                config <- new_mutex!(config, "rxud:qp_config"),
+                config <- new_mutex!(QpConfig::reset(), "rxud:qp_config"),
             }),
             GFP_KERNEL,
         )?;
         udata.write(&resp)?;
         number.fill(core.clone());
-        Ok((Self { core, table: dev.qps.clone() }, qpn, cap))
+        Ok((
+            Self {
+                core,
+                table: dev.qps.clone(),
+            },
+            qpn,
+            cap,
+        ))
     }
 
     /// Applies a `modify_qp`: the transition must be one the IB state
@@ -179,127 +360,36 @@ impl RxudQp {
     pub(crate) fn modify(&self, attr: &QpAttr) -> Result {
         let mut cfg = self.core.config.lock();
         let mask = attr.mask;
-        let has = |bit: u32| mask & bit != 0;
-        let cur = if has(IB_QP_CUR_STATE) { attr.cur_state.ok_or(EINVAL)? } else { cfg.state };
-        let next = if has(IB_QP_STATE) { attr.state.ok_or(EINVAL)? } else { cur };
+        let cur = if mask.contains(QpAttrMask::CUR_STATE) {
+            attr.cur_state.ok_or(EINVAL)?
+        } else {
+            cfg.state
+        };
+        let next = if mask.contains(QpAttrMask::STATE) {
+            attr.state.ok_or(EINVAL)?
+        } else {
+            cur
+        };
         if !transition_is_valid(cur, next, self.core.qp_type, mask) {
             return Err(EINVAL);
         }
         // Alternate paths (APM) and rate limits are not supported.
-        if has(IB_QP_ALT_PATH) || has(IB_QP_PATH_MIG_STATE) || has(IB_QP_RATE_LIMIT) {
+        if mask
+            .intersects(QpAttrMask::ALT_PATH | QpAttrMask::PATH_MIG_STATE | QpAttrMask::RATE_LIMIT)
+        {
             return Err(crate::ib::eopnotsupp());
         }
-        let mut new = *cfg;
-        new.state = next;
-        if has(IB_QP_PORT) {
-            if attr.port_num != PORT {
-                return Err(EINVAL);
-            }
-            new.port = attr.port_num;
-        }
-        if has(IB_QP_PKEY_INDEX) {
-            // RoCE has one P_Key.
-            if attr.pkey_index != 0 {
-                return Err(EINVAL);
-            }
-            new.pkey_index = 0;
-        }
-        if has(IB_QP_AV) {
-            let av = attr.av.ok_or(EINVAL)??;
-            // RoCE v1 GIDs exist in the table (ib_core adds both kinds),
-            // but rxud, like rxe, only speaks RoCE v2.
-            if av.network == NetworkType::RoceV1 || av.port != PORT {
-                return Err(EINVAL);
-            }
-            new.av = Some(av);
-        }
-        if has(IB_QP_PATH_MTU) {
-            if !MTU_CODES.contains(&attr.path_mtu) {
-                return Err(EINVAL);
-            }
-            new.path_mtu = attr.path_mtu;
-        }
-        if has(IB_QP_QKEY) {
-            new.qkey = attr.qkey;
-        }
-        if has(IB_QP_RQ_PSN) {
-            new.rq_psn = Psn::new(attr.rq_psn);
-        }
-        if has(IB_QP_SQ_PSN) {
-            new.sq_psn = Psn::new(attr.sq_psn);
-        }
-        if has(IB_QP_DEST_QPN) {
-            if attr.dest_qp_num > QPN_MASK {
-                return Err(EINVAL);
-            }
-            new.dest_qpn = attr.dest_qp_num;
-        }
-        if has(IB_QP_ACCESS_FLAGS) {
-            // Optional flags may be ignored (IB_ACCESS_OPTIONAL); any other
-            // unknown one is an error.
-            let access = attr.access & !IB_ACCESS_OPTIONAL;
-            if access & !QP_ACCESS_SUPPORTED != 0 {
-                return Err(EINVAL);
-            }
-            new.access = access;
-        }
-        if has(IB_QP_MAX_QP_RD_ATOMIC) {
-            if u32::from(attr.max_rd_atomic) > MAX_QP_RD_ATOM {
-                return Err(EINVAL);
-            }
-            new.max_rd_atomic = attr.max_rd_atomic;
-        }
-        if has(IB_QP_MAX_DEST_RD_ATOMIC) {
-            if u32::from(attr.max_dest_rd_atomic) > MAX_QP_RD_ATOM {
-                return Err(EINVAL);
-            }
-            new.max_dest_rd_atomic = attr.max_dest_rd_atomic;
-        }
-        // Field widths of the IB spec: 5-bit timers, 3-bit retry counts.
-        if has(IB_QP_MIN_RNR_TIMER) {
-            if attr.min_rnr_timer > 31 {
-                return Err(EINVAL);
-            }
-            new.min_rnr_timer = attr.min_rnr_timer;
-        }
-        if has(IB_QP_TIMEOUT) {
-            if attr.timeout > 31 {
-                return Err(EINVAL);
-            }
-            new.timeout = attr.timeout;
-        }
-        if has(IB_QP_RETRY_CNT) {
-            if attr.retry_cnt > 7 {
-                return Err(EINVAL);
-            }
-            new.retry_cnt = attr.retry_cnt;
-        }
-        if has(IB_QP_RNR_RETRY) {
-            if attr.rnr_retry > 7 {
-                return Err(EINVAL);
-            }
-            new.rnr_retry = attr.rnr_retry;
-        }
-        if has(IB_QP_EN_SQD_ASYNC_NOTIFY) {
-            new.en_sqd_async_notify = attr.en_sqd_async_notify;
-        }
-        if next == QpState::Reset {
-            // Back to the state of a new QP, keeping nothing of the old
-            // connection.
-            new.av = None;
-            new.dest_qpn = 0;
-        }
-        *cfg = new;
+        *cfg = cfg.apply(attr, next)?;
         Ok(())
     }
 
     pub(crate) fn query(&self) -> QpQuery {
         let cfg = *self.core.config.lock();
         let attr = QpAttr {
-            mask: 0,
+            mask: QpAttrMask::EMPTY,
             state: Some(cfg.state),
             cur_state: Some(cfg.state),
-            path_mtu: cfg.path_mtu,
+            path_mtu: Some(cfg.path_mtu),
             qkey: cfg.qkey,
             rq_psn: cfg.rq_psn.value(),
             sq_psn: cfg.sq_psn.value(),
@@ -321,6 +411,11 @@ impl RxudQp {
             rnr_retry: cfg.rnr_retry,
             rate_limit: 0,
         };
-        QpQuery { attr, qp_type: self.core.qp_type, cap: self.core.cap, sq_sig_all: self.core.sq_sig_all }
+        QpQuery {
+            attr,
+            qp_type: self.core.qp_type,
+            cap: self.core.cap,
+            sq_sig_all: self.core.sq_sig_all,
+        }
     }
 }

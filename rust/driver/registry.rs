@@ -13,11 +13,16 @@
 use super::device::{RxudDevice, PORT};
 use crate::ib::{link::LinkOps, DeviceHandle, DeviceInfo, NewDevice, PortEvent};
 use crate::net::{
-    netdev::{NetDeviceId, ARPHRD_ETHER},
+    netdev::NetDeviceId,
     notifier::{NetdevEvent, NetdevEvents},
     NetDevice,
 };
-use kernel::{new_mutex, prelude::*, str::CStr, sync::{Arc, Mutex}};
+use kernel::{
+    new_mutex,
+    prelude::*,
+    str::CStr,
+    sync::{Arc, Mutex},
+};
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum BindState {
@@ -39,14 +44,14 @@ struct Binding {
 #[pin_data]
 pub(crate) struct Registry {
     #[pin]
-    bindings: Mutex<KVec<Option<Binding>>>,
+    entries: Mutex<KVec<Option<Binding>>>,
     module: &'static ThisModule,
 }
 
 impl Registry {
     pub(crate) fn new(module: &'static ThisModule) -> impl PinInit<Self> {
         pin_init!(Self {
-            bindings <- new_mutex!(KVec::new(), "rxud:registry"),
+            entries <- new_mutex!(KVec::new(), "rxud:registry"),
             module,
         })
     }
@@ -55,14 +60,18 @@ impl Registry {
     /// `ndev` or `ndev` is already on its way out (checked under the lock,
     /// so an unregistration that starts later is seen by `netdev_event`).
     fn reserve(&self, dev: DeviceHandle<RxudDevice>, ndev: &NetDevice) -> Result {
-        let mut table = self.bindings.lock();
+        let mut table = self.entries.lock();
         if table.iter().flatten().any(|b| b.ndev == ndev.id()) {
             return Err(EEXIST);
         }
         if !ndev.is_registered() {
             return Err(ENODEV);
         }
-        let binding = Binding { dev, ndev: ndev.id(), state: BindState::Registering };
+        let binding = Binding {
+            dev,
+            ndev: ndev.id(),
+            state: BindState::Registering,
+        };
         match table.iter_mut().find(|slot| slot.is_none()) {
             Some(slot) => *slot = Some(binding),
             None => table.push(Some(binding), GFP_KERNEL)?,
@@ -73,7 +82,7 @@ impl Registry {
     /// Newlink's registration succeeded. The device may already be gone
     /// again (a racing `rdma link delete`), which is fine.
     fn registered(&self, dev: &DeviceHandle<RxudDevice>) {
-        let mut table = self.bindings.lock();
+        let mut table = self.entries.lock();
         let Some(b) = table.iter_mut().flatten().find(|b| b.dev.same(dev)) else {
             return;
         };
@@ -87,8 +96,11 @@ impl Registry {
 
     /// Drops `dev` from the table: ib_core is freeing it.
     pub(crate) fn forget(&self, dev: &crate::ib::Device<RxudDevice>) {
-        let mut table = self.bindings.lock();
-        if let Some(slot) = table.iter_mut().find(|s| s.as_ref().is_some_and(|b| b.dev.is(dev))) {
+        let mut table = self.entries.lock();
+        if let Some(slot) = table
+            .iter_mut()
+            .find(|s| s.as_ref().is_some_and(|b| b.dev.is(dev)))
+        {
             *slot = None;
         }
     }
@@ -97,13 +109,22 @@ impl Registry {
     /// the link type is unregistered, so no newlink can add more.
     pub(crate) fn unregister_all(&self) {
         loop {
-            let next = self.bindings.lock().iter().flatten().next().map(|b| b.dev.clone());
+            let next = self
+                .entries
+                .lock()
+                .iter()
+                .flatten()
+                .next()
+                .map(|b| b.dev.clone());
             let Some(dev) = next else { break };
             dev.unregister();
             // `dealloc` has run and removed the binding, unless the device
             // never got registered; then nothing else will remove it.
-            let mut table = self.bindings.lock();
-            if let Some(slot) = table.iter_mut().find(|s| s.as_ref().is_some_and(|b| b.dev.same(&dev))) {
+            let mut table = self.entries.lock();
+            if let Some(slot) = table
+                .iter_mut()
+                .find(|s| s.as_ref().is_some_and(|b| b.dev.same(&dev)))
+            {
                 pr_warn!("dropping a device that was never registered\n");
                 *slot = None;
             }
@@ -112,8 +133,11 @@ impl Registry {
 
     /// The registered device bound to `ndev`, if any.
     fn device_on(&self, ndev: NetDeviceId) -> Option<crate::ib::DeviceRef<RxudDevice>> {
-        let table = self.bindings.lock();
-        let b = table.iter().flatten().find(|b| b.ndev == ndev && b.state == BindState::Registered)?;
+        let table = self.entries.lock();
+        let b = table
+            .iter()
+            .flatten()
+            .find(|b| b.ndev == ndev && b.state == BindState::Registered)?;
         b.dev.try_get()
     }
 }
@@ -125,7 +149,7 @@ impl LinkOps for Arc<Registry> {
         // RoCEv2 needs Ethernet framing below IP: loopback, tunnels and
         // other link types cannot carry it, and VLAN devices are used
         // through their real device, as with rxe.
-        if ndev.hw_type() != ARPHRD_ETHER || ndev.is_vlan() {
+        if !ndev.is_ethernet() || ndev.is_vlan() {
             pr_info!("{} is not an Ethernet device\n", ndev.name());
             return Err(crate::ib::eopnotsupp());
         }
@@ -163,7 +187,7 @@ impl NetdevEvents for Arc<Registry> {
     fn event(&self, event: NetdevEvent, ndev: &NetDevice) {
         match event {
             NetdevEvent::Unregister => {
-                let mut table = self.bindings.lock();
+                let mut table = self.entries.lock();
                 for b in table.iter_mut().flatten().filter(|b| b.ndev == ndev.id()) {
                     match b.state {
                         BindState::Registered => {
@@ -181,7 +205,14 @@ impl NetdevEvents for Arc<Registry> {
             NetdevEvent::Up | NetdevEvent::Down | NetdevEvent::Change => {
                 if let Some(dev) = self.device_on(ndev.id()) {
                     let up = ndev.is_running() && ndev.carrier_ok();
-                    dev.dispatch_port_event(PORT, if up { PortEvent::Active } else { PortEvent::Error });
+                    dev.dispatch_port_event(
+                        PORT,
+                        if up {
+                            PortEvent::Active
+                        } else {
+                            PortEvent::Error
+                        },
+                    );
                 }
             }
             _ => {}

@@ -5,7 +5,7 @@
 use super::counter::Counted;
 use super::device::{RxudDevice, MAX_SRQ_SGE, MAX_SRQ_WR};
 use super::ring::Ring;
-use crate::abi::{CreateSrqReq, CreateSrqResp, RECV_WQE_HEADER_SIZE, SGE_SIZE};
+use crate::abi::{recv_wqe_slot_size, CreateSrqReq, CreateSrqResp};
 use crate::ib::{SrqAttr, SrqModify, UData};
 use core::sync::atomic::{AtomicU32, Ordering};
 use kernel::{prelude::*, sync::Arc};
@@ -14,7 +14,7 @@ use kernel::{prelude::*, sync::Arc};
 pub(crate) struct SrqCore {
     ring: Ring,
     max_sge: u32,
-    /// Raise `IB_EVENT_SRQ_LIMIT_REACHED` when fewer WQEs remain; 0 when
+    /// Raise the SRQ limit event when fewer WQEs remain; 0 when
     /// disarmed (the event disarms it).
     limit: AtomicU32,
 }
@@ -36,12 +36,33 @@ impl RxudSrq {
         let counted = dev.srqs.take()?;
         let max_sge = attr.max_sge.max(1);
         // A zero max_wr is rejected by the ring.
-        let ring = Ring::new(udata.ucontext(), attr.max_wr, MAX_SRQ_WR, RECV_WQE_HEADER_SIZE + max_sge * SGE_SIZE)?;
-        udata.write(&CreateSrqResp { comp_mask: 0, ring: ring.info() })?;
+        let ring = Ring::new(
+            udata.ucontext(),
+            attr.max_wr,
+            MAX_SRQ_WR,
+            recv_wqe_slot_size(max_sge),
+        )?;
+        udata.write(&CreateSrqResp {
+            comp_mask: 0,
+            ring: ring.info(),
+        })?;
         // The limit is not set at creation (IBTA 11.2.3.1); modify arms it.
-        let core = Arc::new(SrqCore { ring, max_sge, limit: AtomicU32::new(0) }, GFP_KERNEL)?;
+        let core = Arc::new(
+            SrqCore {
+                ring,
+                max_sge,
+                limit: AtomicU32::new(0),
+            },
+            GFP_KERNEL,
+        )?;
         let granted = core.attr();
-        Ok((Self { core, _counted: counted }, granted))
+        Ok((
+            Self {
+                core,
+                _counted: counted,
+            },
+            granted,
+        ))
     }
 
     pub(crate) fn core(&self) -> &Arc<SrqCore> {
@@ -49,10 +70,10 @@ impl RxudSrq {
     }
 
     pub(crate) fn modify(&self, attr: &SrqAttr, what: SrqModify) -> Result {
-        if what.unknown != 0 {
+        if what.unknown {
             return Err(EINVAL);
         }
-        // Resizing is not offered (no IB_DEVICE_SRQ_RESIZE).
+        // Resizing is not offered (the SRQ resize capability is not reported).
         if what.resize {
             return Err(crate::ib::eopnotsupp());
         }

@@ -10,7 +10,8 @@
 //! lowest-free: a number freed now is reused as late as possible, so late
 //! packets for a destroyed QP do not reach its successor.
 
-use kernel::{new_spinlock, prelude::*, sync::{Arc, SpinLock}};
+use crate::sync::{new_spinlock_irq, SpinLockIrq};
+use kernel::{prelude::*, sync::Arc};
 
 enum Slot<T> {
     Free,
@@ -28,10 +29,13 @@ struct Slots<T> {
     taken: u32,
 }
 
+/// Every operation is safe in any context: the lock disables interrupts
+/// (AHs are created and destroyed in atomic context, and the data path
+/// looks numbers up in softirq), and nothing under it allocates or frees.
 #[pin_data]
 pub(crate) struct IndexTable<T> {
     #[pin]
-    slots: SpinLock<Slots<T>>,
+    slots: SpinLockIrq<Slots<T>>,
     base: u32,
     max: u32,
 }
@@ -47,7 +51,7 @@ impl<T: Send + Sync> IndexTable<T> {
         let entries = KVVec::with_capacity(max as usize, GFP_KERNEL)?;
         Arc::pin_init(
             pin_init!(Self {
-                slots <- new_spinlock!(Slots { entries, cursor: 0, taken: 0 }, "rxud:index_table"),
+                slots <- new_spinlock_irq!(Slots { entries, cursor: 0, taken: 0 }, "rxud:index_table"),
                 base,
                 max,
             }),
@@ -93,8 +97,13 @@ impl<T: Send + Sync> IndexTable<T> {
         let index = id.checked_sub(self.base)? as usize;
         let mut s = self.slots.lock();
         let slot = s.entries.get_mut(index)?;
-        let Slot::Used(_) = slot else { return None };
-        let Slot::Used(v) = core::mem::replace(slot, Slot::Free) else { unreachable!() };
+        if !matches!(slot, Slot::Used(_)) {
+            // Free, or reserved by a creation still in progress.
+            return None;
+        }
+        let Slot::Used(v) = core::mem::replace(slot, Slot::Free) else {
+            return None;
+        };
         s.taken -= 1;
         // Dropped by the caller, outside the lock.
         Some(v)

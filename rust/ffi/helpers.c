@@ -126,3 +126,16 @@ u64 rxud_mmap_entry_offset(const struct rdma_user_mmap_entry *entry)
 {
 	return rdma_user_mmap_get_offset(entry);
 }
+
+unsigned long rxud_spin_lock_irqsave(spinlock_t *lock)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(lock, flags);
+	return flags;
+}
+
+void rxud_spin_unlock_irqrestore(spinlock_t *lock, unsigned long flags)
+{
+	spin_unlock_irqrestore(lock, flags);
+}

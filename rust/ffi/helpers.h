@@ -37,6 +37,13 @@ struct ib_udata *rxud_attrs_udata(struct uverbs_attr_bundle *attrs);
 /* Where user space maps an mmap entry (rdma_user_mmap_get_offset). */
 u64 rxud_mmap_entry_offset(const struct rdma_user_mmap_entry *entry);
 
+/*
+ * spin_lock_irqsave/spin_unlock_irqrestore (macros): locks shared with
+ * interrupt context (rust/sync.rs).
+ */
+unsigned long rxud_spin_lock_irqsave(spinlock_t *lock);
+void rxud_spin_unlock_irqrestore(spinlock_t *lock, unsigned long flags);
+
 /* sysfs attributes of rxud ib_devices (ib_device_ops.device_group). */
 extern const struct attribute_group rxud_device_attr_group;
 /* Implemented in Rust: the user ABI version the attribute shows. */

@@ -15,7 +15,9 @@
     non_snake_case,
     dead_code,
     missing_docs,
-    clippy::all
+    clippy::all,
+    // Generated code: bindgen writes no SAFETY comments.
+    clippy::undocumented_unsafe_blocks
 )]
 pub(crate) mod bindings {
     use kernel::ffi;

@@ -60,7 +60,9 @@ impl AddressVector {
     pub(super) unsafe fn from_raw(attr: *const bindings::rdma_ah_attr) -> Result<Self> {
         // SAFETY: per the caller.
         let a = unsafe { &*attr };
-        if a.type_ != bindings::RDMA_AH_ATTR_TYPE_ROCE || a.ah_flags as u32 & bindings::IB_AH_GRH == 0 {
+        if a.type_ != bindings::RDMA_AH_ATTR_TYPE_ROCE
+            || a.ah_flags as u32 & bindings::IB_AH_GRH == 0
+        {
             return Err(EINVAL);
         }
         let grh = &a.grh;
@@ -83,7 +85,9 @@ impl AddressVector {
         let (mut vlan, mut smac) = (0u16, [0u8; 6]);
         // SAFETY: the entry is held; the out-pointers are valid locals of
         // the sizes the function writes (u16, ETH_ALEN bytes).
-        to_result(unsafe { bindings::rdma_read_gid_l2_fields(grh.sgid_attr, &mut vlan, smac.as_mut_ptr()) })?;
+        to_result(unsafe {
+            bindings::rdma_read_gid_l2_fields(grh.sgid_attr, &mut vlan, smac.as_mut_ptr())
+        })?;
         Ok(Self {
             port: a.port_num,
             sgid_index: grh.sgid_index,
@@ -108,7 +112,7 @@ impl AddressVector {
     /// # Safety
     ///
     /// `attr` is valid for writes for the call.
-    pub(super) unsafe fn to_raw(&self, attr: *mut bindings::rdma_ah_attr) {
+    pub(super) unsafe fn to_raw(self, attr: *mut bindings::rdma_ah_attr) {
         let mut a = bindings::rdma_ah_attr {
             sl: self.sl,
             static_rate: self.static_rate,
@@ -129,30 +133,47 @@ impl AddressVector {
 }
 
 impl<T: DeviceOps> Adapter<T> {
-    /// `create_ah` and `create_user_ah`: ib_core has resolved the source
-    /// GID and, for user AHs, the destination MAC.
+    /// `ib_device_ops.create_ah` and `create_user_ah`: ib_core has
+    /// resolved the source GID and, for user AHs, the destination MAC.
+    ///
+    /// # Safety
+    ///
+    /// Called by ib_core with a zeroed AH object of `size_ib_ah` bytes
+    /// whose `device` and `pd` are set and live, an init attr with a
+    /// resolved `ah_attr`, and the call's udata (or NULL). In atomic
+    /// context unless `RDMA_CREATE_AH_SLEEPABLE` is set.
     pub(super) unsafe extern "C" fn create_ah(
         ah: *mut bindings::ib_ah,
         init: *mut bindings::rdma_ah_init_attr,
         udata: *mut bindings::ib_udata,
     ) -> kernel::ffi::c_int {
-        // SAFETY: ib_core passes a zeroed AH object of `size_ib_ah` bytes
-        // whose `device` and `pd` are set and live, an init attr with a
-        // resolved `ah_attr`, and the call's udata (or NULL).
-        unsafe {
-            let dev = Device::<T>::from_raw((*ah).device);
-            let pd = Object::<bindings::ib_pd, T::Pd>::data_of((*ah).pd);
-            let sleepable = (*init).flags & bindings::RDMA_CREATE_AH_SLEEPABLE != 0;
-            let r = AddressVector::from_raw((*init).ah_attr)
-                .and_then(|av| T::create_ah(dev, pd, &av, sleepable, &UData::from_raw(udata)));
-            Object::<_, T::Ah>::init(ah, r)
-        }
+        // SAFETY: per the function's contract.
+        let (dev, pd, sleepable, av, udata) = unsafe {
+            (
+                Device::<T>::from_raw((*ah).device),
+                Object::<bindings::ib_pd, T::Pd>::data_of((*ah).pd),
+                (*init).flags & bindings::RDMA_CREATE_AH_SLEEPABLE != 0,
+                AddressVector::from_raw((*init).ah_attr),
+                UData::from_raw(udata),
+            )
+        };
+        let r = av.and_then(|av| T::create_ah(dev, pd, &av, sleepable, &udata));
+        // SAFETY: the object has room for `Object<_, T::Ah>`, data not yet
+        // initialised.
+        unsafe { Object::<_, T::Ah>::init(ah, r) }
     }
 
-    pub(super) unsafe extern "C" fn destroy_ah(ah: *mut bindings::ib_ah, _flags: u32) -> kernel::ffi::c_int {
-        // SAFETY: ib_core calls this once, on an AH `create_ah`
-        // initialised. `T::Ah`'s drop must not sleep: without
-        // RDMA_DESTROY_AH_SLEEPABLE this may run in atomic context.
+    /// `ib_device_ops.destroy_ah`. `T::Ah`'s drop must not sleep.
+    ///
+    /// # Safety
+    ///
+    /// Called by ib_core once per AH `create_ah` initialised; in atomic
+    /// context unless `RDMA_DESTROY_AH_SLEEPABLE` is set.
+    pub(super) unsafe extern "C" fn destroy_ah(
+        ah: *mut bindings::ib_ah,
+        _flags: u32,
+    ) -> kernel::ffi::c_int {
+        // SAFETY: per the function's contract.
         unsafe { Object::<_, T::Ah>::drop_data(ah) };
         0
     }

@@ -3,7 +3,17 @@
 //! Device and port attributes: typed setters over the C structures ib_core
 //! hands to `query_device` and `query_port`.
 
+use super::flags::flag_set;
 use crate::ffi::bindings;
+use crate::proto::mtu::IbMtu;
+
+flag_set! {
+    /// Port capabilities (`IB_PORT_*_SUP`).
+    pub(crate) struct PortCapFlags {
+        /// The connection manager can be used on this port.
+        const CM_SUP = bindings::IB_PORT_CM_SUP;
+    }
+}
 
 /// Generates chainable setters, one per C field, named as the field.
 macro_rules! setters {
@@ -126,7 +136,6 @@ impl PortAttr {
     setters! {
         phys_mtu: u32,
         gid_tbl_len: i32,
-        port_cap_flags: u32,
         max_msg_sz: u32,
         bad_pkey_cntr: u32,
         qkey_viol_cntr: u32,
@@ -153,10 +162,15 @@ impl PortAttr {
         self
     }
 
-    /// Largest and active MTU, as IB MTU codes (1 = 256 ... 5 = 4096).
-    pub(crate) fn mtu(&mut self, max: u32, active: u32) -> &mut Self {
-        self.0.max_mtu = max;
-        self.0.active_mtu = active;
+    /// Largest and active MTU.
+    pub(crate) fn mtu(&mut self, max: IbMtu, active: IbMtu) -> &mut Self {
+        self.0.max_mtu = max.code();
+        self.0.active_mtu = active.code();
+        self
+    }
+
+    pub(crate) fn port_cap_flags(&mut self, flags: PortCapFlags) -> &mut Self {
+        self.0.port_cap_flags = flags.bits();
         self
     }
 }

@@ -4,9 +4,15 @@
 //! `destroy_cq` adapters.
 
 use super::device::{to_c, Adapter, Device, DeviceOps, Object};
+use super::flags::flag_set;
 use super::udata::UData;
 use crate::ffi::bindings;
 
+flag_set! {
+    /// Creation flags of a CQ (`IB_UVERBS_CQ_FLAGS_*`). rxud offers none
+    /// yet; the driver refuses any it is given.
+    pub(crate) struct CqCreateFlags {}
+}
 
 /// What the creator of a CQ asks for (`struct ib_cq_init_attr`).
 #[derive(Clone, Copy, Debug)]
@@ -15,8 +21,7 @@ pub(crate) struct CqInitAttr {
     /// user space) arrive as they are, for the driver to reject.
     pub(crate) cqe: u32,
     pub(crate) comp_vector: u32,
-    /// `IB_UVERBS_CQ_FLAGS_*`.
-    pub(crate) flags: u32,
+    pub(crate) flags: CqCreateFlags,
 }
 
 /// Which completions should raise the next completion event
@@ -30,55 +35,93 @@ pub(crate) enum CqArm {
 }
 
 impl<T: DeviceOps> Adapter<T> {
+    /// `ib_device_ops.create_cq`.
+    ///
+    /// # Safety
+    ///
+    /// Called by ib_core in process context with a zeroed CQ object of
+    /// `size_ib_cq` bytes whose `device` is set, valid init attributes,
+    /// and the uverbs bundle of the call (NULL for kernel users).
     pub(super) unsafe extern "C" fn create_cq(
         cq: *mut bindings::ib_cq,
         attr: *const bindings::ib_cq_init_attr,
         attrs: *mut bindings::uverbs_attr_bundle,
     ) -> kernel::ffi::c_int {
-        // SAFETY: ib_core passes a zeroed CQ object of `size_ib_cq` bytes
-        // with `device` set, valid init attributes, and the uverbs bundle of
-        // the call (NULL for kernel users).
-        unsafe {
-            let dev = Device::<T>::from_raw((*cq).device);
-            let a = CqInitAttr { cqe: (*attr).cqe, comp_vector: (*attr).comp_vector, flags: (*attr).flags };
-            let udata = UData::from_raw(bindings::rxud_attrs_udata(attrs));
-            let r = T::create_cq(dev, &a, &udata).map(|(data, cqe)| {
-                (*cq).cqe = cqe as i32;
-                data
-            });
-            Object::<_, T::Cq>::init(cq, r)
-        }
+        // SAFETY: per the function's contract.
+        let (dev, a, udata) = unsafe {
+            let a = &*attr;
+            (
+                Device::<T>::from_raw((*cq).device),
+                CqInitAttr {
+                    cqe: a.cqe,
+                    comp_vector: a.comp_vector,
+                    flags: CqCreateFlags::from_bits(a.flags),
+                },
+                UData::from_raw(bindings::rxud_attrs_udata(attrs)),
+            )
+        };
+        let r = T::create_cq(dev, &a, &udata).map(|(data, cqe)| {
+            // SAFETY: the CQ object is ours to fill during the call.
+            unsafe { (*cq).cqe = cqe as i32 };
+            data
+        });
+        // SAFETY: the object has room for `Object<_, T::Cq>`, data not yet
+        // initialised.
+        unsafe { Object::<_, T::Cq>::init(cq, r) }
     }
 
-    pub(super) unsafe extern "C" fn destroy_cq(cq: *mut bindings::ib_cq, _udata: *mut bindings::ib_udata) -> kernel::ffi::c_int {
-        // SAFETY: ib_core calls this once, on a CQ `create_cq` initialised
-        // and no QP uses any more.
+    /// `ib_device_ops.destroy_cq`.
+    ///
+    /// # Safety
+    ///
+    /// Called by ib_core once per CQ `create_cq` initialised, in process
+    /// context, when no QP uses it any more.
+    pub(super) unsafe extern "C" fn destroy_cq(
+        cq: *mut bindings::ib_cq,
+        _udata: *mut bindings::ib_udata,
+    ) -> kernel::ffi::c_int {
+        // SAFETY: per the function's contract.
         unsafe { Object::<_, T::Cq>::drop_data(cq) };
         0
     }
 
+    /// `ib_device_ops.resize_cq`.
+    ///
+    /// # Safety
+    ///
+    /// Called by ib_core in process context with a live CQ of ours and the
+    /// call's udata (or NULL).
     pub(super) unsafe extern "C" fn resize_cq(
         cq: *mut bindings::ib_cq,
         cqe: kernel::ffi::c_int,
         udata: *mut bindings::ib_udata,
     ) -> kernel::ffi::c_int {
-        // SAFETY: ib_core passes a live CQ of ours and the call's udata.
-        unsafe {
-            let dev = Device::<T>::from_raw((*cq).device);
-            let data = Object::<bindings::ib_cq, T::Cq>::data_of(cq);
-            // A negative count is as invalid as a huge one.
-            let want = u32::try_from(cqe).unwrap_or(u32::MAX);
-            match T::resize_cq(dev, data, want, &UData::from_raw(udata)) {
-                Ok(n) => {
-                    (*cq).cqe = n as i32;
-                    0
-                }
-                Err(e) => e.to_errno(),
+        // SAFETY: per the function's contract.
+        let (dev, data, udata) = unsafe {
+            (
+                Device::<T>::from_raw((*cq).device),
+                Object::<bindings::ib_cq, T::Cq>::data_of(cq),
+                UData::from_raw(udata),
+            )
+        };
+        // A negative count is as invalid as a huge one.
+        let want = u32::try_from(cqe).unwrap_or(u32::MAX);
+        match T::resize_cq(dev, data, want, &udata) {
+            Ok(n) => {
+                // SAFETY: the CQ is live and ib_core serialises resizes.
+                unsafe { (*cq).cqe = n as i32 };
+                0
             }
+            Err(e) => e.to_errno(),
         }
     }
 
-    /// May be called from any context, including hard interrupts.
+    /// `ib_device_ops.req_notify_cq`.
+    ///
+    /// # Safety
+    ///
+    /// Called by ib_core (`ib_req_notify_cq`) with a live CQ of ours, from
+    /// any context, hard interrupts included.
     pub(super) unsafe extern "C" fn req_notify_cq(
         cq: *mut bindings::ib_cq,
         flags: bindings::ib_cq_notify_flags,
@@ -88,7 +131,7 @@ impl<T: DeviceOps> Adapter<T> {
         } else {
             CqArm::NextCompletion
         };
-        // SAFETY: ib_core passes a live CQ of ours.
+        // SAFETY: per the function's contract.
         let data = unsafe { Object::<bindings::ib_cq, T::Cq>::data_of(cq) };
         let pending = T::req_notify_cq(data, arm);
         // With IB_CQ_REPORT_MISSED_EVENTS, 1 tells the caller to poll

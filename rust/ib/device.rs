@@ -20,7 +20,7 @@
 use super::ah::AddressVector;
 use super::attr::{DeviceAttr, LinkLayer, PortAttr, PortImmutable};
 use super::cq::{CqArm, CqInitAttr};
-use super::mr::{MrKind, UserRange};
+use super::mr::{AccessFlags, MrKind, UserRange};
 use super::qp::{QpAttr, QpCap, QpInitAttr, QpQuery};
 use super::srq::{SrqAttr, SrqModify};
 use super::udata::UData;
@@ -32,95 +32,224 @@ use kernel::{error::to_result, prelude::*, str::CStr, types::Opaque};
 /// Verbs a driver implements for its devices; `Self` is the per-device
 /// driver data. ib_core calls these only between registration and
 /// `dealloc_driver`, so `dev.data()` is always valid inside them.
+///
+/// `#[vtable]`: a method with a default body is optional, and ib_core sees
+/// a NULL callback (and its own fallback or `EOPNOTSUPP`) unless the driver
+/// implements it. Destroy callbacks are wired with their create callback;
+/// destroying is dropping the driver's object.
+///
+/// Each method's `Context:` line says where ib_core may call it from: a
+/// method that may run in atomic context must not sleep (no `GFP_KERNEL`,
+/// no mutex, only interrupt-safe spinlocks: `crate::sync::SpinLockIrq`).
 #[vtable]
 pub(crate) trait DeviceOps: Sized + Send + Sync {
     /// Per-process state of one user context (`ibv_open_device`).
     type Context: Send + Sync;
 
-    fn alloc_context(dev: &Device<Self>, udata: &UData) -> Result<Self::Context>;
+    /// Context: process (uverbs), may sleep.
+    fn alloc_context(_dev: &Device<Self>, _udata: &UData) -> Result<Self::Context> {
+        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
 
-    /// A protection domain.
+    /// A protection domain. Dropped in process context.
     type Pd: Send + Sync;
 
+    /// Context: process (uverbs or `ib_alloc_pd`), may sleep.
     fn alloc_pd(dev: &Device<Self>, udata: &UData) -> Result<Self::Pd>;
 
-    /// A memory region.
+    /// A memory region. Dropped in process context.
     type Mr: Send + Sync;
 
     /// Registers the user memory pinned in `umem`, which the MR addresses
-    /// from `iova`, with `IB_ACCESS_*` rights `access` (already checked by
-    /// ib_core for consistency). Returns the MR and its key (lkey = rkey).
+    /// from `iova`, with rights `access` (already checked by ib_core for
+    /// consistency). Returns the MR and its key (lkey = rkey). Also backs
+    /// `rereg_user_mr` when [`DeviceOps::user_range`] is implemented.
+    ///
+    /// Context: process (uverbs), may sleep.
     fn reg_user_mr(
-        dev: &Device<Self>,
-        pd: &Self::Pd,
-        umem: super::Umem,
-        iova: u64,
-        access: u32,
-        udata: &UData,
-    ) -> Result<(Self::Mr, u32)>;
+        _dev: &Device<Self>,
+        _pd: &Self::Pd,
+        _umem: super::Umem,
+        _iova: u64,
+        _access: AccessFlags,
+        _udata: &UData,
+    ) -> Result<(Self::Mr, u32)> {
+        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
+
     /// The address range and rights of a user MR (`None` for others), for
     /// `rereg_user_mr`, which registers a replacement through
     /// `reg_user_mr`.
-    fn user_range(mr: &Self::Mr) -> Option<UserRange>;
+    ///
+    /// Context: process (uverbs), may sleep.
+    fn user_range(_mr: &Self::Mr) -> Option<UserRange> {
+        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
+
     /// An MR over all of kernel memory with rights `access`, for kernel
     /// ULPs (`ib_alloc_pd` makes one per PD). Returns it and its key.
-    fn get_dma_mr(dev: &Device<Self>, pd: &Self::Pd, access: u32) -> Result<(Self::Mr, u32)>;
+    ///
+    /// Context: process (`ib_alloc_pd`), may sleep.
+    fn get_dma_mr(
+        _dev: &Device<Self>,
+        _pd: &Self::Pd,
+        _access: AccessFlags,
+    ) -> Result<(Self::Mr, u32)> {
+        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
+
     /// A fast-registration MR with room for `max_pages` pages, mapped
     /// later by `map_mr_sg` and enabled by a REG_MR work request.
-    fn alloc_mr(dev: &Device<Self>, pd: &Self::Pd, kind: MrKind, max_pages: u32) -> Result<(Self::Mr, u32)>;
-    /// Starts mapping a fast-registration MR: forget its pages.
-    fn mr_clear_pages(mr: &Self::Mr) -> Result;
+    ///
+    /// Context: process (`ib_alloc_mr`), may sleep.
+    fn alloc_mr(
+        _dev: &Device<Self>,
+        _pd: &Self::Pd,
+        _kind: MrKind,
+        _max_pages: u32,
+    ) -> Result<(Self::Mr, u32)> {
+        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Starts mapping a fast-registration MR (`ib_map_mr_sg`): forget its
+    /// pages. With [`DeviceOps::mr_add_page`], wires `map_mr_sg`.
+    ///
+    /// Context: any but hard irq (a ULP's submission path, e.g. blk-mq's
+    /// `queue_rq` under RCU); must not sleep.
+    fn mr_clear_pages(_mr: &Self::Mr) -> Result {
+        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
+
     /// Appends the page at (virtual DMA) address `addr`; `ENOMEM` when the
     /// MR is full.
-    fn mr_add_page(mr: &Self::Mr, addr: u64) -> Result;
+    ///
+    /// Context: as [`DeviceOps::mr_clear_pages`]; must not sleep.
+    fn mr_add_page(_mr: &Self::Mr, _addr: u64) -> Result {
+        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
 
-    /// A completion queue.
+    /// A completion queue. Dropped in process context.
     type Cq: Send + Sync;
 
     /// Creates a CQ; returns it and the number of entries it holds.
+    ///
+    /// Context: process (uverbs or `ib_create_cq`), may sleep.
     fn create_cq(dev: &Device<Self>, attr: &CqInitAttr, udata: &UData) -> Result<(Self::Cq, u32)>;
+
     /// Resizes a CQ to hold at least `cqe` entries, keeping the ones it
     /// holds; returns the new number of entries.
-    fn resize_cq(dev: &Device<Self>, cq: &Self::Cq, cqe: u32, udata: &UData) -> Result<u32>;
-    /// Arms a CQ for one completion event; returns whether completions are
-    /// already waiting. Any context; must not sleep.
-    fn req_notify_cq(cq: &Self::Cq, arm: CqArm) -> Result<bool>;
+    ///
+    /// Context: process (uverbs or `ib_resize_cq`), may sleep.
+    fn resize_cq(_dev: &Device<Self>, _cq: &Self::Cq, _cqe: u32, _udata: &UData) -> Result<u32> {
+        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
 
-    /// A shared receive queue.
+    /// Arms a CQ for one completion event; returns whether completions are
+    /// already waiting.
+    ///
+    /// Context: any, hard irq included (ULPs re-arm from their completion
+    /// handlers); must not sleep.
+    fn req_notify_cq(_cq: &Self::Cq, _arm: CqArm) -> Result<bool> {
+        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
+
+    /// A shared receive queue. Dropped in process context.
     type Srq: Send + Sync;
 
     /// Creates an SRQ; returns it and the sizes granted.
-    fn create_srq(dev: &Device<Self>, pd: &Self::Pd, attr: &SrqAttr, udata: &UData) -> Result<(Self::Srq, SrqAttr)>;
-    fn modify_srq(dev: &Device<Self>, srq: &Self::Srq, attr: &SrqAttr, what: SrqModify, udata: &UData) -> Result;
-    fn query_srq(srq: &Self::Srq) -> Result<SrqAttr>;
+    ///
+    /// Context: process (uverbs or `ib_create_srq`), may sleep.
+    fn create_srq(
+        _dev: &Device<Self>,
+        _pd: &Self::Pd,
+        _attr: &SrqAttr,
+        _udata: &UData,
+    ) -> Result<(Self::Srq, SrqAttr)> {
+        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
 
-    /// A queue pair.
+    /// Context: process (uverbs or `ib_modify_srq`), may sleep.
+    fn modify_srq(
+        _dev: &Device<Self>,
+        _srq: &Self::Srq,
+        _attr: &SrqAttr,
+        _what: SrqModify,
+        _udata: &UData,
+    ) -> Result {
+        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Context: process (uverbs or `ib_query_srq`), may sleep.
+    fn query_srq(_srq: &Self::Srq) -> Result<SrqAttr> {
+        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
+
+    /// A queue pair. Dropped in process context.
     type Qp: Send + Sync;
 
     /// Creates a QP in the RESET state; returns it, its QP number and the
     /// capacities granted.
+    ///
+    /// Context: process (uverbs or `ib_create_qp`), may sleep.
     fn create_qp(
         dev: &Device<Self>,
         pd: &Self::Pd,
         attr: &QpInitAttr<'_, Self>,
         udata: &UData,
     ) -> Result<(Self::Qp, u32, QpCap)>;
-    fn modify_qp(dev: &Device<Self>, qp: &Self::Qp, attr: &QpAttr, udata: &UData) -> Result;
-    fn query_qp(dev: &Device<Self>, qp: &Self::Qp) -> Result<QpQuery>;
 
-    /// An address handle. Dropping it must not sleep.
+    /// Context: process (uverbs, `ib_modify_qp`, the CM's work items), may
+    /// sleep.
+    fn modify_qp(dev: &Device<Self>, qp: &Self::Qp, attr: &QpAttr, udata: &UData) -> Result;
+
+    /// Context: process (uverbs or `ib_query_qp`), may sleep.
+    fn query_qp(_dev: &Device<Self>, _qp: &Self::Qp) -> Result<QpQuery> {
+        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
+
+    /// An address handle. Dropping it must not sleep (`destroy_ah` without
+    /// `RDMA_DESTROY_AH_SLEEPABLE` runs in atomic context).
     type Ah: Send + Sync;
 
-    /// Creates an AH for `av`. Unless `sleepable`, in atomic context.
-    fn create_ah(dev: &Device<Self>, pd: &Self::Pd, av: &AddressVector, sleepable: bool, udata: &UData)
-        -> Result<Self::Ah>;
+    /// Creates an AH for `av`.
+    ///
+    /// Context: process if `sleepable`; otherwise atomic (softirq, or
+    /// with interrupts disabled: CM and MAD paths), must not sleep.
+    fn create_ah(
+        _dev: &Device<Self>,
+        _pd: &Self::Pd,
+        _av: &AddressVector,
+        _sleepable: bool,
+        _udata: &UData,
+    ) -> Result<Self::Ah> {
+        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
 
+    /// Context: process (registration, uverbs, `ib_query_device`), may
+    /// sleep.
     fn query_device(dev: &Device<Self>, attr: &mut DeviceAttr) -> Result;
+
+    /// Context: process (uverbs, `ib_query_port`, sysfs), may sleep.
     fn query_port(dev: &Device<Self>, port: u32, attr: &mut PortAttr) -> Result;
+
+    /// Context: process (registration), may sleep.
     fn port_immutable(dev: &Device<Self>, port: u32) -> Result<PortImmutable>;
-    fn query_pkey(dev: &Device<Self>, port: u32, index: u16) -> Result<u16>;
-    fn link_layer(dev: &Device<Self>, port: u32) -> LinkLayer;
+
+    /// Context: any but hard irq (the MAD and CM layers); must not sleep.
+    fn query_pkey(_dev: &Device<Self>, _port: u32, _index: u16) -> Result<u16> {
+        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Context: any (`rdma_port_get_link_layer` is called under spinlocks
+    /// and in softirq); must not sleep.
+    fn link_layer(_dev: &Device<Self>, _port: u32) -> LinkLayer {
+        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
+
     /// Last call before `Self` is dropped.
+    ///
+    /// Context: process (`ib_dealloc_device` or the end of
+    /// unregistration), may sleep.
     fn dealloc(_dev: &Device<Self>) {}
 }
 
@@ -186,20 +315,24 @@ impl<T: DeviceOps> Device<T> {
     pub(crate) fn eth_speed(&self, port: u32) -> Result<(u16, u8)> {
         let (mut speed, mut width) = (0u16, 0u8);
         // SAFETY: the device is alive and the out-pointers are valid locals.
-        to_result(unsafe { bindings::ib_get_eth_speed(self.as_raw(), port, &mut speed, &mut width) })?;
+        to_result(unsafe {
+            bindings::ib_get_eth_speed(self.as_raw(), port, &mut speed, &mut width)
+        })?;
         Ok((speed, width))
     }
 
     /// Tells ib_core's event handlers (and user `ibv_get_async_event`)
     /// that a port changed state.
     pub(crate) fn dispatch_port_event(&self, port: u32, event: PortEvent) {
-        let mut ev = bindings::ib_event::default();
-        ev.device = self.as_raw();
-        ev.element.port_num = port;
-        ev.event = match event {
-            PortEvent::Active => bindings::IB_EVENT_PORT_ACTIVE,
-            PortEvent::Error => bindings::IB_EVENT_PORT_ERR,
+        let mut ev = bindings::ib_event {
+            device: self.as_raw(),
+            event: match event {
+                PortEvent::Active => bindings::IB_EVENT_PORT_ACTIVE,
+                PortEvent::Error => bindings::IB_EVENT_PORT_ERR,
+            },
+            ..Default::default()
         };
+        ev.element.port_num = port;
         // SAFETY: `ev` is a fully initialised event for this live device;
         // ib_dispatch_event does not keep the pointer.
         unsafe { bindings::ib_dispatch_event(&ev) };
@@ -211,7 +344,8 @@ pub(crate) fn name_taken(name: &CStr) -> bool {
     // SAFETY: `name` is NUL-terminated; a device found comes with a
     // registration reference, which we drop at once.
     unsafe {
-        let dev = bindings::ib_device_get_by_name(name.as_char_ptr(), bindings::RDMA_DRIVER_UNKNOWN);
+        let dev =
+            bindings::ib_device_get_by_name(name.as_char_ptr(), bindings::RDMA_DRIVER_UNKNOWN);
         if dev.is_null() {
             return false;
         }
@@ -286,128 +420,200 @@ pub(crate) extern "C" fn rxud_uverbs_abi_version() -> u32 {
 /// its module (`cq`, `qp`, `srq`, `ah`, `mmap`).
 pub(super) struct Adapter<T>(PhantomData<T>);
 
+/// `Some(f)` if the driver implements the verb behind `f` (its `HAS_*`
+/// constant), else `None`: ib_core then sees NULL.
+macro_rules! wired {
+    ($has:expr, $f:expr) => {
+        if $has {
+            Some($f)
+        } else {
+            None
+        }
+    };
+}
+
 impl<T: DeviceOps> Adapter<T> {
+    const HAS_MR: bool = T::HAS_REG_USER_MR || T::HAS_GET_DMA_MR || T::HAS_ALLOC_MR;
+
     const OPS: bindings::ib_device_ops = bindings::ib_device_ops {
         driver_id: bindings::RDMA_DRIVER_UNKNOWN,
         dealloc_driver: Some(Self::dealloc_driver),
         query_device: Some(Self::query_device),
         query_port: Some(Self::query_port),
         get_port_immutable: Some(Self::get_port_immutable),
-        query_pkey: Some(Self::query_pkey),
-        get_link_layer: Some(Self::get_link_layer),
-        alloc_ucontext: Some(Self::alloc_ucontext),
-        dealloc_ucontext: Some(Self::dealloc_ucontext),
+        query_pkey: wired!(T::HAS_QUERY_PKEY, Self::query_pkey),
+        get_link_layer: wired!(T::HAS_LINK_LAYER, Self::get_link_layer),
+        alloc_ucontext: wired!(T::HAS_ALLOC_CONTEXT, Self::alloc_ucontext),
+        dealloc_ucontext: wired!(T::HAS_ALLOC_CONTEXT, Self::dealloc_ucontext),
         size_ib_ucontext: mem::size_of::<Object<bindings::ib_ucontext, T::Context>>(),
         alloc_pd: Some(Self::alloc_pd),
         dealloc_pd: Some(Self::dealloc_pd),
         size_ib_pd: mem::size_of::<Object<bindings::ib_pd, T::Pd>>(),
-        reg_user_mr: Some(Self::reg_user_mr),
-        dereg_mr: Some(Self::dereg_mr),
-        rereg_user_mr: Some(Self::rereg_user_mr),
-        get_dma_mr: Some(Self::get_dma_mr),
-        alloc_mr: Some(Self::alloc_mr),
-        map_mr_sg: Some(Self::map_mr_sg),
+        reg_user_mr: wired!(T::HAS_REG_USER_MR, Self::reg_user_mr),
+        rereg_user_mr: wired!(T::HAS_REG_USER_MR && T::HAS_USER_RANGE, Self::rereg_user_mr),
+        get_dma_mr: wired!(T::HAS_GET_DMA_MR, Self::get_dma_mr),
+        alloc_mr: wired!(T::HAS_ALLOC_MR, Self::alloc_mr),
+        map_mr_sg: wired!(T::HAS_MR_CLEAR_PAGES && T::HAS_MR_ADD_PAGE, Self::map_mr_sg),
+        dereg_mr: wired!(Self::HAS_MR, Self::dereg_mr),
         create_cq: Some(Self::create_cq),
         destroy_cq: Some(Self::destroy_cq),
-        resize_cq: Some(Self::resize_cq),
-        req_notify_cq: Some(Self::req_notify_cq),
+        resize_cq: wired!(T::HAS_RESIZE_CQ, Self::resize_cq),
+        req_notify_cq: wired!(T::HAS_REQ_NOTIFY_CQ, Self::req_notify_cq),
         size_ib_cq: mem::size_of::<Object<bindings::ib_cq, T::Cq>>(),
-        create_srq: Some(Self::create_srq),
-        modify_srq: Some(Self::modify_srq),
-        query_srq: Some(Self::query_srq),
-        destroy_srq: Some(Self::destroy_srq),
+        create_srq: wired!(T::HAS_CREATE_SRQ, Self::create_srq),
+        modify_srq: wired!(T::HAS_MODIFY_SRQ, Self::modify_srq),
+        query_srq: wired!(T::HAS_QUERY_SRQ, Self::query_srq),
+        destroy_srq: wired!(T::HAS_CREATE_SRQ, Self::destroy_srq),
         size_ib_srq: mem::size_of::<Object<bindings::ib_srq, T::Srq>>(),
         create_qp: Some(Self::create_qp),
         modify_qp: Some(Self::modify_qp),
-        query_qp: Some(Self::query_qp),
+        query_qp: wired!(T::HAS_QUERY_QP, Self::query_qp),
         destroy_qp: Some(Self::destroy_qp),
         size_ib_qp: mem::size_of::<Object<bindings::ib_qp, T::Qp>>(),
-        create_ah: Some(Self::create_ah),
-        create_user_ah: Some(Self::create_ah),
-        destroy_ah: Some(Self::destroy_ah),
+        create_ah: wired!(T::HAS_CREATE_AH, Self::create_ah),
+        create_user_ah: wired!(T::HAS_CREATE_AH, Self::create_ah),
+        destroy_ah: wired!(T::HAS_CREATE_AH, Self::destroy_ah),
         size_ib_ah: mem::size_of::<Object<bindings::ib_ah, T::Ah>>(),
-        mmap: Some(super::mmap::mmap),
-        mmap_free: Some(super::mmap::mmap_free),
+        // Shared rings are mapped through user contexts.
+        mmap: wired!(T::HAS_ALLOC_CONTEXT, super::mmap::mmap),
+        mmap_free: wired!(T::HAS_ALLOC_CONTEXT, super::mmap::mmap_free),
         uverbs_abi_ver: crate::abi::UVERBS_ABI_VERSION,
         // SAFETY: all-zeroes is a valid `ib_device_ops` (NULL callbacks).
         ..unsafe { mem::zeroed() }
     };
 
+    /// `ib_device_ops.dealloc_driver`.
+    ///
+    /// # Safety
+    ///
+    /// Called by ib_core once, in process context, on a device whose ops we
+    /// set, i.e. a `Device<T>` with initialised data, after every verbs
+    /// callback has returned and before the memory is freed.
     unsafe extern "C" fn dealloc_driver(ib: *mut bindings::ib_device) {
-        // SAFETY: ib_core calls `dealloc_driver` once, on a device whose ops
-        // we set, i.e. a `Device<T>` with initialised data.
+        // SAFETY: per the function's contract.
         let dev = unsafe { Device::<T>::from_raw(ib) };
         T::dealloc(dev);
         // SAFETY: no verbs callback runs after `dealloc_driver`, `NewDevice`
         // is gone, and `DeviceRef`s cannot exist (the registration count is
         // zero), so nothing can reach `data` any more. Drop it in place.
-        unsafe { core::ptr::drop_in_place(core::ptr::addr_of_mut!((*ib.cast::<Device<T>>()).data)) };
+        unsafe {
+            core::ptr::drop_in_place(core::ptr::addr_of_mut!((*ib.cast::<Device<T>>()).data))
+        };
     }
 
+    /// `ib_device_ops.alloc_ucontext`.
+    ///
+    /// # Safety
+    ///
+    /// Called by ib_core in process context with a zeroed object of
+    /// `size_ib_ucontext` bytes whose `device` is our live device, and the
+    /// call's udata.
     unsafe extern "C" fn alloc_ucontext(
         uctx: *mut bindings::ib_ucontext,
         udata: *mut bindings::ib_udata,
     ) -> kernel::ffi::c_int {
-        // SAFETY: ib_core passes a zeroed object of `size_ib_ucontext`
-        // bytes whose `device` is our live device, and the call's udata.
-        unsafe {
-            let r = T::alloc_context(Device::from_raw((*uctx).device), &UData::from_raw(udata));
-            Object::<_, T::Context>::init(uctx, r)
-        }
+        // SAFETY: per the function's contract.
+        let (dev, udata) = unsafe {
+            (
+                Device::<T>::from_raw((*uctx).device),
+                UData::from_raw(udata),
+            )
+        };
+        let r = T::alloc_context(dev, &udata);
+        // SAFETY: the object has room for `Object<_, T::Context>`, data
+        // not yet initialised.
+        unsafe { Object::<_, T::Context>::init(uctx, r) }
     }
 
+    /// `ib_device_ops.dealloc_ucontext`.
+    ///
+    /// # Safety
+    ///
+    /// Called by ib_core once per context `alloc_ucontext` initialised, in
+    /// process context, when nothing uses it any more.
     unsafe extern "C" fn dealloc_ucontext(uctx: *mut bindings::ib_ucontext) {
-        // SAFETY: ib_core calls this once, on a context `alloc_ucontext`
-        // initialised.
+        // SAFETY: per the function's contract.
         unsafe { Object::<_, T::Context>::drop_data(uctx) };
     }
 
-    unsafe extern "C" fn alloc_pd(pd: *mut bindings::ib_pd, udata: *mut bindings::ib_udata) -> kernel::ffi::c_int {
-        // SAFETY: as in `alloc_ucontext`, for `size_ib_pd`.
-        unsafe {
-            let r = T::alloc_pd(Device::from_raw((*pd).device), &UData::from_raw(udata));
-            Object::<_, T::Pd>::init(pd, r)
-        }
+    /// `ib_device_ops.alloc_pd`.
+    ///
+    /// # Safety
+    ///
+    /// As [`Self::alloc_ucontext`], for a PD object of `size_ib_pd` bytes
+    /// and a udata that is NULL for kernel callers.
+    unsafe extern "C" fn alloc_pd(
+        pd: *mut bindings::ib_pd,
+        udata: *mut bindings::ib_udata,
+    ) -> kernel::ffi::c_int {
+        // SAFETY: per the function's contract.
+        let (dev, udata) = unsafe { (Device::<T>::from_raw((*pd).device), UData::from_raw(udata)) };
+        let r = T::alloc_pd(dev, &udata);
+        // SAFETY: as in `alloc_ucontext`.
+        unsafe { Object::<_, T::Pd>::init(pd, r) }
     }
 
-    unsafe extern "C" fn dealloc_pd(pd: *mut bindings::ib_pd, _udata: *mut bindings::ib_udata) -> kernel::ffi::c_int {
-        // SAFETY: ib_core calls this once, on a PD `alloc_pd` initialised,
-        // after every object using it is gone.
+    /// `ib_device_ops.dealloc_pd`.
+    ///
+    /// # Safety
+    ///
+    /// Called by ib_core once per PD `alloc_pd` initialised, in process
+    /// context, after every object using it is gone.
+    unsafe extern "C" fn dealloc_pd(
+        pd: *mut bindings::ib_pd,
+        _udata: *mut bindings::ib_udata,
+    ) -> kernel::ffi::c_int {
+        // SAFETY: per the function's contract.
         unsafe { Object::<_, T::Pd>::drop_data(pd) };
         0
     }
 
+    /// `ib_device_ops.query_device`.
+    ///
+    /// # Safety
+    ///
+    /// Called by ib_core on a live device of ours with an attribute struct
+    /// exclusively ours for the call.
     unsafe extern "C" fn query_device(
         ib: *mut bindings::ib_device,
         attr: *mut bindings::ib_device_attr,
         _udata: *mut bindings::ib_udata,
     ) -> kernel::ffi::c_int {
-        // SAFETY: ib_core calls verbs only on live, initialised devices and
-        // passes an attribute struct exclusively ours for the call.
+        // SAFETY: per the function's contract.
         let (dev, attr) = unsafe { (Device::<T>::from_raw(ib), DeviceAttr::from_raw(attr)) };
         to_c(T::query_device(dev, attr))
     }
 
+    /// `ib_device_ops.query_port`.
+    ///
+    /// # Safety
+    ///
+    /// As [`Self::query_device`], for a port attribute struct.
     unsafe extern "C" fn query_port(
         ib: *mut bindings::ib_device,
         port: u32,
         attr: *mut bindings::ib_port_attr,
     ) -> kernel::ffi::c_int {
-        // SAFETY: as in `query_device`.
+        // SAFETY: per the function's contract.
         let (dev, attr) = unsafe { (Device::<T>::from_raw(ib), PortAttr::from_raw(attr)) };
         to_c(T::query_port(dev, port, attr))
     }
 
+    /// `ib_device_ops.get_port_immutable`.
+    ///
+    /// # Safety
+    ///
+    /// As [`Self::query_device`], for the port's immutable attributes.
     unsafe extern "C" fn get_port_immutable(
         ib: *mut bindings::ib_device,
         port: u32,
         out: *mut bindings::ib_port_immutable,
     ) -> kernel::ffi::c_int {
-        // SAFETY: as in `query_device`.
+        // SAFETY: per the function's contract.
         let dev = unsafe { Device::<T>::from_raw(ib) };
         match T::port_immutable(dev, port) {
             Ok(p) => {
-                // SAFETY: `out` is valid for writes for the call.
+                // SAFETY: `out` is ours to write for the call.
                 let out = unsafe { &mut *out };
                 out.pkey_tbl_len = p.pkey_tbl_len as _;
                 out.gid_tbl_len = p.gid_tbl_len as _;
@@ -419,17 +625,23 @@ impl<T: DeviceOps> Adapter<T> {
         }
     }
 
+    /// `ib_device_ops.query_pkey`.
+    ///
+    /// # Safety
+    ///
+    /// Called by ib_core on a live device of ours with `pkey` valid for a
+    /// write.
     unsafe extern "C" fn query_pkey(
         ib: *mut bindings::ib_device,
         port: u32,
         index: u16,
         pkey: *mut u16,
     ) -> kernel::ffi::c_int {
-        // SAFETY: as in `query_device`.
+        // SAFETY: per the function's contract.
         let dev = unsafe { Device::<T>::from_raw(ib) };
         match T::query_pkey(dev, port, index) {
             Ok(value) => {
-                // SAFETY: `pkey` is valid for writes for the call.
+                // SAFETY: per the function's contract.
                 unsafe { *pkey = value };
                 0
             }
@@ -437,8 +649,16 @@ impl<T: DeviceOps> Adapter<T> {
         }
     }
 
-    unsafe extern "C" fn get_link_layer(ib: *mut bindings::ib_device, port: u32) -> bindings::rdma_link_layer {
-        // SAFETY: as in `query_device`.
+    /// `ib_device_ops.get_link_layer`.
+    ///
+    /// # Safety
+    ///
+    /// Called by ib_core on a live device of ours.
+    unsafe extern "C" fn get_link_layer(
+        ib: *mut bindings::ib_device,
+        port: u32,
+    ) -> bindings::rdma_link_layer {
+        // SAFETY: per the function's contract.
         let dev = unsafe { Device::<T>::from_raw(ib) };
         T::link_layer(dev, port).to_raw()
     }
@@ -469,8 +689,15 @@ pub(crate) struct NewDevice<T: DeviceOps> {
 impl<T: DeviceOps> NewDevice<T> {
     /// Allocates a device, initialises its data with `init` and sets its
     /// static description and verbs.
-    pub(crate) fn new(module: &'static ThisModule, info: &DeviceInfo<'_>, init: impl PinInit<T, Error>) -> Result<Self> {
-        kernel::build_assert!(mem::align_of::<Device<T>>() <= 8, "kmalloc guarantees 8-byte alignment");
+    pub(crate) fn new(
+        module: &'static ThisModule,
+        info: &DeviceInfo<'_>,
+        init: impl PinInit<T, Error>,
+    ) -> Result<Self> {
+        kernel::build_assert!(
+            mem::align_of::<Device<T>>() <= 8,
+            "kmalloc guarantees 8-byte alignment"
+        );
         // SAFETY: the size covers the whole `Device<T>`, whose first field
         // is the `ib_device` (`repr(C)`), as `_ib_alloc_device` requires.
         let ib = unsafe { bindings::rxud_ib_alloc_device(mem::size_of::<Device<T>>()) };
@@ -504,7 +731,9 @@ impl<T: DeviceOps> NewDevice<T> {
             }
             // User commands beyond ib_core's default set that the ops
             // above implement.
-            (*raw).uverbs_cmd_mask |= 1u64 << bindings::IB_USER_VERBS_CMD_REQ_NOTIFY_CQ;
+            if T::HAS_REQ_NOTIFY_CQ {
+                (*raw).uverbs_cmd_mask |= 1u64 << bindings::IB_USER_VERBS_CMD_REQ_NOTIFY_CQ;
+            }
             bindings::rxud_ib_mark_name_assigned_by_user(raw);
             bindings::ib_set_device_ops(raw, &ops);
         }
@@ -521,7 +750,9 @@ impl<T: DeviceOps> NewDevice<T> {
     /// device is freed.
     pub(crate) fn set_netdev(&self, port: u32, ndev: &NetDevice) -> Result {
         // SAFETY: both devices are alive; ib_core takes its own reference.
-        to_result(unsafe { bindings::ib_device_set_netdev(self.ptr.as_ptr().cast(), ndev.as_raw(), port) })
+        to_result(unsafe {
+            bindings::ib_device_set_netdev(self.ptr.as_ptr().cast(), ndev.as_raw(), port)
+        })
     }
 
     /// Registers the device under `name`. From here on ib_core owns it and
@@ -531,7 +762,8 @@ impl<T: DeviceOps> NewDevice<T> {
     pub(crate) fn register(self, name: &CStr) -> Result {
         let raw = self.ptr.as_ptr().cast::<bindings::ib_device>();
         // SAFETY: the device is ours and fully set up; the name is copied.
-        let ret = unsafe { bindings::ib_register_device(raw, name.as_char_ptr(), core::ptr::null_mut()) };
+        let ret =
+            unsafe { bindings::ib_register_device(raw, name.as_char_ptr(), core::ptr::null_mut()) };
         if ret != 0 {
             // `self` drops here and deallocates the device.
             return Err(Error::from_errno(ret));

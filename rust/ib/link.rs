@@ -59,10 +59,22 @@ impl<T: LinkOps> Registration<T> {
         // SAFETY: `ops` is pinned and outlives the registration (`Drop`
         // unregisters first); `CONTEXT` is set before any call can come.
         unsafe { bindings::rdma_link_register(ops.get()) };
-        Ok(Self { ops, _context: context })
+        Ok(Self {
+            ops,
+            _context: context,
+        })
     }
 
-    unsafe extern "C" fn newlink(name: *const kernel::ffi::c_char, ndev: *mut bindings::net_device) -> kernel::ffi::c_int {
+    /// `rdma_link_ops.newlink`.
+    ///
+    /// # Safety
+    ///
+    /// Called by ib_core's netlink handler in process context with a
+    /// NUL-terminated device name and a held, live netdev.
+    unsafe extern "C" fn newlink(
+        name: *const kernel::ffi::c_char,
+        ndev: *mut bindings::net_device,
+    ) -> kernel::ffi::c_int {
         // `CONTEXT` holds our boxed `T` from before registration
         // until after unregistration, which waits for running calls (it
         // takes `link_ops_rwsem` for writing; calls hold it for reading).

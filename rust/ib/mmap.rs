@@ -64,11 +64,22 @@ impl SharedMem {
             return Err(EINVAL);
         }
         // SAFETY: plain allocation; freed by `Drop` or `mmap_free`.
-        let buf = NonNull::new(unsafe { bindings::rxud_vmalloc_user(len as _) }.cast::<u8>()).ok_or(ENOMEM)?;
+        let buf = NonNull::new(unsafe { bindings::rxud_vmalloc_user(len as _) }.cast::<u8>())
+            .ok_or(ENOMEM)?;
         let Some(uctx) = ucontext else {
-            return Ok(Self { buf, len, entry: None });
+            return Ok(Self {
+                buf,
+                len,
+                entry: None,
+            });
         };
-        let entry = match KBox::new(Entry { raw: Default::default(), buf }, GFP_KERNEL) {
+        let entry = match KBox::new(
+            Entry {
+                raw: Default::default(),
+                buf,
+            },
+            GFP_KERNEL,
+        ) {
             Ok(e) => KBox::into_raw(e),
             Err(e) => {
                 // SAFETY: allocated above, not shared.
@@ -79,7 +90,9 @@ impl SharedMem {
         // SAFETY: `uctx` is the live context of the current call; `entry`
         // is ours, zero-initialised as ib_core requires. On success ib_core
         // owns it and gives it back through `mmap_free`.
-        let ret = unsafe { bindings::rdma_user_mmap_entry_insert(uctx.0.as_ptr(), &raw mut (*entry).raw, len) };
+        let ret = unsafe {
+            bindings::rdma_user_mmap_entry_insert(uctx.0.as_ptr(), &raw mut (*entry).raw, len)
+        };
         if ret != 0 {
             // SAFETY: insertion failed, so both are still only ours.
             unsafe {
@@ -89,7 +102,12 @@ impl SharedMem {
             return Err(Error::from_errno(ret));
         }
         // SAFETY: `entry` came from `KBox::into_raw`, so it is not NULL.
-        Ok(Self { buf, len, entry: Some(unsafe { NonNull::new_unchecked(entry) }) })
+        let entry = unsafe { NonNull::new_unchecked(entry) };
+        Ok(Self {
+            buf,
+            len,
+            entry: Some(entry),
+        })
     }
 
     /// Bytes allocated (whole pages).
@@ -100,46 +118,67 @@ impl SharedMem {
     /// The offset user space passes to `mmap`, if the memory is mappable.
     pub(crate) fn mmap_offset(&self) -> Option<u64> {
         // SAFETY: the entry is inserted and we hold a reference on it.
-        self.entry.map(|e| unsafe { bindings::rxud_mmap_entry_offset(&raw const (*e.as_ptr()).raw) })
+        self.entry
+            .map(|e| unsafe { bindings::rxud_mmap_entry_offset(&raw const (*e.as_ptr()).raw) })
     }
 
-    /// The `u32` at byte `offset`, which must be 4-aligned and in bounds.
-    fn word(&self, offset: usize) -> &AtomicU32 {
-        assert!(offset % 4 == 0 && offset + 4 <= self.len);
-        // SAFETY: in bounds and aligned (checked; the buffer is
-        // page-aligned), valid while `self` lives; every access to it from
-        // the kernel is atomic. User space may write it concurrently, which
-        // is the point of the atomic.
-        unsafe { AtomicU32::from_ptr(self.buf.as_ptr().add(offset).cast()) }
+    /// The `u32` at byte `OFFSET`, which must be 4-aligned and within the
+    /// first page (checked at compile time; every `SharedMem` has at least
+    /// one page).
+    fn word<const OFFSET: usize>(&self) -> &AtomicU32 {
+        const { assert!(OFFSET % 4 == 0 && OFFSET + 4 <= kernel::page::PAGE_SIZE) };
+        // SAFETY: in bounds and aligned (checked above; the buffer is
+        // page-aligned and at least a page long), valid while `self` lives;
+        // every access to it from the kernel is atomic. User space may
+        // write it concurrently, which is the point of the atomic.
+        unsafe { AtomicU32::from_ptr(self.buf.as_ptr().add(OFFSET).cast()) }
     }
 
-    /// Loads the `u32` at `offset` with acquire ordering.
-    pub(crate) fn load_acquire(&self, offset: usize) -> u32 {
-        self.word(offset).load(Ordering::Acquire)
+    /// Loads the `u32` at `OFFSET` with acquire ordering.
+    pub(crate) fn load_acquire<const OFFSET: usize>(&self) -> u32 {
+        self.word::<OFFSET>().load(Ordering::Acquire)
     }
 
-    /// Stores `value` at `offset` with release ordering.
-    pub(crate) fn store_release(&self, offset: usize, value: u32) {
-        self.word(offset).store(value, Ordering::Release)
+    /// Stores `value` at `OFFSET` with release ordering.
+    pub(crate) fn store_release<const OFFSET: usize>(&self, value: u32) {
+        self.word::<OFFSET>().store(value, Ordering::Release)
     }
 
-    /// Copies `out.len()` bytes at `offset` out of the shared memory.
-    /// Panics if out of bounds (a caller bug, not a user one: offsets are
-    /// computed from masked indices).
-    pub(crate) fn read(&self, offset: usize, out: &mut [u8]) {
-        assert!(offset <= self.len && out.len() <= self.len - offset);
+    /// Whether `len` bytes at `offset` lie inside the memory.
+    fn in_bounds(&self, offset: usize, len: usize) -> bool {
+        offset <= self.len && len <= self.len - offset
+    }
+
+    /// Copies `out.len()` bytes at `offset` out of the shared memory;
+    /// `EINVAL` if that is out of bounds.
+    pub(crate) fn read(&self, offset: usize, out: &mut [u8]) -> Result {
+        if !self.in_bounds(offset, out.len()) {
+            return Err(EINVAL);
+        }
         // SAFETY: in bounds (checked); `out` is a distinct Rust buffer. A
         // concurrent user write yields some bytes, which the caller checks.
-        unsafe { core::ptr::copy_nonoverlapping(self.buf.as_ptr().add(offset), out.as_mut_ptr(), out.len()) };
+        unsafe {
+            core::ptr::copy_nonoverlapping(
+                self.buf.as_ptr().add(offset),
+                out.as_mut_ptr(),
+                out.len(),
+            )
+        };
+        Ok(())
     }
 
-    /// Copies `data` into the shared memory at `offset`. Panics if out of
-    /// bounds.
-    pub(crate) fn write(&self, offset: usize, data: &[u8]) {
-        assert!(offset <= self.len && data.len() <= self.len - offset);
+    /// Copies `data` into the shared memory at `offset`; `EINVAL` if that
+    /// is out of bounds.
+    pub(crate) fn write(&self, offset: usize, data: &[u8]) -> Result {
+        if !self.in_bounds(offset, data.len()) {
+            return Err(EINVAL);
+        }
         // SAFETY: in bounds (checked); no Rust reference to the shared
         // memory exists.
-        unsafe { core::ptr::copy_nonoverlapping(data.as_ptr(), self.buf.as_ptr().add(offset), data.len()) };
+        unsafe {
+            core::ptr::copy_nonoverlapping(data.as_ptr(), self.buf.as_ptr().add(offset), data.len())
+        };
+        Ok(())
     }
 }
 

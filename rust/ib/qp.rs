@@ -6,63 +6,75 @@
 
 use super::ah::AddressVector;
 use super::device::{to_c, Adapter, Device, DeviceOps, Object};
+use super::flags::flag_set;
+use super::mr::AccessFlags;
 use super::udata::UData;
 use crate::ffi::bindings;
+use crate::proto::mtu::IbMtu;
 use kernel::prelude::*;
 
-/// `IB_QP_*`: which attributes a `modify_qp` sets.
-pub(crate) mod attr_mask {
-    pub(crate) use crate::ffi::bindings::{
-        IB_QP_ACCESS_FLAGS,
-        IB_QP_ALT_PATH,
-        IB_QP_AV,
-        IB_QP_CUR_STATE,
-        IB_QP_DEST_QPN,
-        IB_QP_EN_SQD_ASYNC_NOTIFY,
-        IB_QP_MAX_DEST_RD_ATOMIC,
-        IB_QP_MAX_QP_RD_ATOMIC,
-        IB_QP_MIN_RNR_TIMER,
-        IB_QP_PATH_MIG_STATE,
-        IB_QP_PATH_MTU,
-        IB_QP_PKEY_INDEX,
-        IB_QP_PORT,
-        IB_QP_QKEY,
-        IB_QP_RATE_LIMIT,
-        IB_QP_RETRY_CNT,
-        IB_QP_RNR_RETRY,
-        IB_QP_RQ_PSN,
-        IB_QP_SQ_PSN,
-        IB_QP_STATE,
-        IB_QP_TIMEOUT,
-    };
+// `IbMtu` (the protocol core's) carries the verbs MTU codes.
+const _: () = assert!(
+    IbMtu::Mtu256.code() == bindings::IB_MTU_256
+        && IbMtu::Mtu512.code() == bindings::IB_MTU_512
+        && IbMtu::Mtu1024.code() == bindings::IB_MTU_1024
+        && IbMtu::Mtu2048.code() == bindings::IB_MTU_2048
+        && IbMtu::Mtu4096.code() == bindings::IB_MTU_4096
+);
+
+flag_set! {
+    /// Which attributes a `modify_qp` sets (`IB_QP_*`).
+    pub(crate) struct QpAttrMask {
+        const STATE = bindings::IB_QP_STATE;
+        const CUR_STATE = bindings::IB_QP_CUR_STATE;
+        const EN_SQD_ASYNC_NOTIFY = bindings::IB_QP_EN_SQD_ASYNC_NOTIFY;
+        const ACCESS_FLAGS = bindings::IB_QP_ACCESS_FLAGS;
+        const PKEY_INDEX = bindings::IB_QP_PKEY_INDEX;
+        const PORT = bindings::IB_QP_PORT;
+        const QKEY = bindings::IB_QP_QKEY;
+        const AV = bindings::IB_QP_AV;
+        const PATH_MTU = bindings::IB_QP_PATH_MTU;
+        const TIMEOUT = bindings::IB_QP_TIMEOUT;
+        const RETRY_CNT = bindings::IB_QP_RETRY_CNT;
+        const RNR_RETRY = bindings::IB_QP_RNR_RETRY;
+        const RQ_PSN = bindings::IB_QP_RQ_PSN;
+        const MAX_QP_RD_ATOMIC = bindings::IB_QP_MAX_QP_RD_ATOMIC;
+        const ALT_PATH = bindings::IB_QP_ALT_PATH;
+        const MIN_RNR_TIMER = bindings::IB_QP_MIN_RNR_TIMER;
+        const SQ_PSN = bindings::IB_QP_SQ_PSN;
+        const MAX_DEST_RD_ATOMIC = bindings::IB_QP_MAX_DEST_RD_ATOMIC;
+        const PATH_MIG_STATE = bindings::IB_QP_PATH_MIG_STATE;
+        const CAP = bindings::IB_QP_CAP;
+        const DEST_QPN = bindings::IB_QP_DEST_QPN;
+        const RATE_LIMIT = bindings::IB_QP_RATE_LIMIT;
+    }
 }
 
-/// `IB_ACCESS_*`: rights a QP grants to remote peers.
-pub(crate) mod access {
-    pub(crate) use crate::ffi::bindings::{IB_ACCESS_LOCAL_WRITE, IB_ACCESS_OPTIONAL, IB_ACCESS_REMOTE_ATOMIC, IB_ACCESS_REMOTE_READ, IB_ACCESS_REMOTE_WRITE};
+flag_set! {
+    /// Creation flags of a QP (`IB_QP_CREATE_*`). rxud offers none yet;
+    /// the driver refuses any it is given.
+    pub(crate) struct QpCreateFlags {}
 }
 
-/// QP types, by the kernel's `enum ib_qp_type` values.
+/// QP types (`enum ib_qp_type`) rxud knows; creating any other fails
+/// with `EOPNOTSUPP` before the driver sees it.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum QpType {
     Gsi,
     Rc,
     Uc,
     Ud,
-    /// Anything else (raw packet, XRC, driver types): carries the raw
-    /// value so it can be reported.
-    Other(u32),
 }
 
 impl QpType {
-    fn from_raw(t: bindings::ib_qp_type) -> Self {
-        match t {
+    fn from_raw(t: bindings::ib_qp_type) -> Option<Self> {
+        Some(match t {
             bindings::IB_QPT_GSI => Self::Gsi,
             bindings::IB_QPT_RC => Self::Rc,
             bindings::IB_QPT_UC => Self::Uc,
             bindings::IB_QPT_UD => Self::Ud,
-            t => Self::Other(t),
-        }
+            _ => return None,
+        })
     }
 
     fn to_raw(self) -> bindings::ib_qp_type {
@@ -71,7 +83,6 @@ impl QpType {
             Self::Rc => bindings::IB_QPT_RC,
             Self::Uc => bindings::IB_QPT_UC,
             Self::Ud => bindings::IB_QPT_UD,
-            Self::Other(t) => t,
         }
     }
 }
@@ -119,10 +130,15 @@ impl QpState {
 /// the attributes in `mask`: every required one present, nothing neither
 /// required nor optional. ib_core's table (`ib_modify_qp_is_ok`), the one
 /// every driver uses.
-pub(crate) fn transition_is_valid(cur: QpState, next: QpState, ty: QpType, mask: u32) -> bool {
+pub(crate) fn transition_is_valid(
+    cur: QpState,
+    next: QpState,
+    ty: QpType,
+    mask: QpAttrMask,
+) -> bool {
     // SAFETY: a pure function of its arguments; out-of-range values are
     // rejected by it.
-    unsafe { bindings::ib_modify_qp_is_ok(cur.to_raw(), next.to_raw(), ty.to_raw(), mask) }
+    unsafe { bindings::ib_modify_qp_is_ok(cur.to_raw(), next.to_raw(), ty.to_raw(), mask.bits()) }
 }
 
 /// Queue capacities (`struct ib_qp_cap`).
@@ -162,7 +178,7 @@ pub(crate) struct QpInitAttr<'a, T: DeviceOps> {
     pub(crate) cap: QpCap,
     /// Every send WR completes with a CQE (else only signaled ones).
     pub(crate) sq_sig_all: bool,
-    pub(crate) create_flags: u32,
+    pub(crate) create_flags: QpCreateFlags,
     pub(crate) send_cq: Option<&'a T::Cq>,
     pub(crate) recv_cq: Option<&'a T::Cq>,
     pub(crate) srq: Option<&'a T::Srq>,
@@ -172,21 +188,21 @@ pub(crate) struct QpInitAttr<'a, T: DeviceOps> {
 }
 
 /// Attributes of a QP (`struct ib_qp_attr`): the input of `modify_qp`,
-/// where `mask` (`IB_QP_*`) says which fields are meaningful, and the
-/// output of `query_qp`.
+/// where `mask` says which fields are meaningful, and the output of
+/// `query_qp`.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct QpAttr {
-    pub(crate) mask: u32,
+    pub(crate) mask: QpAttrMask,
     /// `None`: a state value outside the IB state machine.
     pub(crate) state: Option<QpState>,
     pub(crate) cur_state: Option<QpState>,
-    /// `enum ib_mtu` value, unchecked.
-    pub(crate) path_mtu: u32,
+    /// `None`: not a valid `enum ib_mtu` value.
+    pub(crate) path_mtu: Option<IbMtu>,
     pub(crate) qkey: u32,
     pub(crate) rq_psn: u32,
     pub(crate) sq_psn: u32,
     pub(crate) dest_qp_num: u32,
-    pub(crate) access: u32,
+    pub(crate) access: AccessFlags,
     pub(crate) cap: QpCap,
     /// With `IB_QP_AV`: the resolved path, or the error resolving it.
     pub(crate) av: Option<Result<AddressVector>>,
@@ -207,21 +223,23 @@ impl QpAttr {
     /// # Safety
     ///
     /// `a` is a valid attribute struct whose `ah_attr`, when `mask` has
-    /// `IB_QP_AV`, was prepared by ib_core (source GID resolved).
-    unsafe fn from_raw(a: &bindings::ib_qp_attr, mask: u32) -> Self {
+    /// `AV`, was prepared by ib_core (source GID resolved).
+    unsafe fn from_raw(a: &bindings::ib_qp_attr, mask: QpAttrMask) -> Self {
         Self {
             mask,
             state: QpState::from_raw(a.qp_state),
             cur_state: QpState::from_raw(a.cur_qp_state),
-            path_mtu: a.path_mtu,
+            path_mtu: IbMtu::from_code(a.path_mtu),
             qkey: a.qkey,
             rq_psn: a.rq_psn,
             sq_psn: a.sq_psn,
             dest_qp_num: a.dest_qp_num,
-            access: a.qp_access_flags as u32,
+            access: AccessFlags::from_bits(a.qp_access_flags as u32),
             cap: QpCap::from_raw(&a.cap),
             // SAFETY: per the caller.
-            av: (mask & bindings::IB_QP_AV != 0).then(|| unsafe { AddressVector::from_raw(&a.ah_attr) }),
+            av: mask
+                .contains(QpAttrMask::AV)
+                .then(|| unsafe { AddressVector::from_raw(&a.ah_attr) }),
             pkey_index: a.pkey_index,
             en_sqd_async_notify: a.en_sqd_async_notify != 0,
             sq_draining: a.sq_draining != 0,
@@ -241,16 +259,16 @@ impl QpAttr {
     /// # Safety
     ///
     /// `a` is valid for writes.
-    unsafe fn to_raw(&self, a: &mut bindings::ib_qp_attr) {
+    unsafe fn to_raw(self, a: &mut bindings::ib_qp_attr) {
         a.qp_state = self.state.unwrap_or(QpState::Err).to_raw();
         a.cur_qp_state = a.qp_state;
-        a.path_mtu = self.path_mtu;
+        a.path_mtu = self.path_mtu.unwrap_or(IbMtu::Mtu256).code();
         a.path_mig_state = bindings::IB_MIG_MIGRATED;
         a.qkey = self.qkey;
         a.rq_psn = self.rq_psn;
         a.sq_psn = self.sq_psn;
         a.dest_qp_num = self.dest_qp_num;
-        a.qp_access_flags = self.access as i32;
+        a.qp_access_flags = self.access.bits() as i32;
         self.cap.to_raw(&mut a.cap);
         if let Some(Ok(av)) = &self.av {
             // SAFETY: `a.ah_attr` is valid for writes.
@@ -279,89 +297,141 @@ pub(crate) struct QpQuery {
 }
 
 impl<T: DeviceOps> Adapter<T> {
+    /// `ib_device_ops.create_qp`.
+    ///
+    /// # Safety
+    ///
+    /// Called by ib_core in process context with a zeroed QP object of
+    /// `size_ib_qp` bytes whose `device` and `pd` are set, the init
+    /// attributes (whose CQs and SRQ, if set, are live objects of ours that
+    /// ib_core holds for the QP's life) and the call's udata (or NULL).
     pub(super) unsafe extern "C" fn create_qp(
         qp: *mut bindings::ib_qp,
         init: *mut bindings::ib_qp_init_attr,
         udata: *mut bindings::ib_udata,
     ) -> kernel::ffi::c_int {
-        // SAFETY: ib_core passes a zeroed QP object of `size_ib_qp` bytes
-        // with `device` and `pd` set, the init attributes (whose CQs and SRQ,
-        // if set, are live objects of ours, held by ib_core for the QP's
-        // life) and the call's udata.
-        unsafe {
-            let dev = Device::<T>::from_raw((*qp).device);
-            let pd = Object::<bindings::ib_pd, T::Pd>::data_of((*qp).pd);
-            let i = &mut *init;
-            let cq = |c: *mut bindings::ib_cq| (!c.is_null()).then(|| Object::<bindings::ib_cq, T::Cq>::data_of(c));
-            let a = QpInitAttr::<T> {
-                qp_type: QpType::from_raw(i.qp_type),
-                cap: QpCap::from_raw(&i.cap),
-                sq_sig_all: i.sq_sig_type == bindings::IB_SIGNAL_ALL_WR,
-                create_flags: i.create_flags,
-                send_cq: cq(i.send_cq),
-                recv_cq: cq(i.recv_cq),
-                srq: (!i.srq.is_null()).then(|| Object::<bindings::ib_srq, T::Srq>::data_of(i.srq)),
-                has_unsupported: !i.xrcd.is_null() || !i.rwq_ind_tbl.is_null() || i.source_qpn != 0,
-            };
-            let r = T::create_qp(dev, pd, &a, &UData::from_raw(udata)).map(|(data, qpn, cap)| {
-                // ib_core reports the granted capacities to the creator.
-                cap.to_raw(&mut i.cap);
-                (*qp).qp_num = qpn;
-                data
-            });
-            Object::<_, T::Qp>::init(qp, r)
-        }
+        // SAFETY: per the function's contract, every pointer is valid for
+        // the call and the objects named are ours and live.
+        let (dev, pd, i, udata) = unsafe {
+            (
+                Device::<T>::from_raw((*qp).device),
+                Object::<bindings::ib_pd, T::Pd>::data_of((*qp).pd),
+                &mut *init,
+                UData::from_raw(udata),
+            )
+        };
+        let Some(qp_type) = QpType::from_raw(i.qp_type) else {
+            return super::eopnotsupp().to_errno();
+        };
+        let cq = |c: *mut bindings::ib_cq| {
+            // SAFETY: a CQ named by the init attributes is a live CQ of
+            // ours (contract above).
+            (!c.is_null()).then(|| unsafe { Object::<bindings::ib_cq, T::Cq>::data_of(c) })
+        };
+        let a = QpInitAttr::<T> {
+            qp_type,
+            cap: QpCap::from_raw(&i.cap),
+            sq_sig_all: i.sq_sig_type == bindings::IB_SIGNAL_ALL_WR,
+            create_flags: QpCreateFlags::from_bits(i.create_flags),
+            send_cq: cq(i.send_cq),
+            recv_cq: cq(i.recv_cq),
+            // SAFETY: as for the CQs.
+            srq: (!i.srq.is_null())
+                .then(|| unsafe { Object::<bindings::ib_srq, T::Srq>::data_of(i.srq) }),
+            has_unsupported: !i.xrcd.is_null() || !i.rwq_ind_tbl.is_null() || i.source_qpn != 0,
+        };
+        let r = T::create_qp(dev, pd, &a, &udata).map(|(data, qpn, cap)| {
+            // ib_core reports the granted capacities to the creator.
+            cap.to_raw(&mut i.cap);
+            // SAFETY: the QP object is ours to fill during the call.
+            unsafe { (*qp).qp_num = qpn };
+            data
+        });
+        // SAFETY: the object was allocated for `Object<ib_qp, T::Qp>` and
+        // its data is not initialised yet.
+        unsafe { Object::<_, T::Qp>::init(qp, r) }
     }
 
-    pub(super) unsafe extern "C" fn destroy_qp(qp: *mut bindings::ib_qp, _udata: *mut bindings::ib_udata) -> kernel::ffi::c_int {
-        // SAFETY: ib_core calls this once, on a QP `create_qp` initialised.
+    /// `ib_device_ops.destroy_qp`.
+    ///
+    /// # Safety
+    ///
+    /// Called by ib_core once per QP that `create_qp` initialised, in
+    /// process context, when nothing else uses the QP.
+    pub(super) unsafe extern "C" fn destroy_qp(
+        qp: *mut bindings::ib_qp,
+        _udata: *mut bindings::ib_udata,
+    ) -> kernel::ffi::c_int {
+        // SAFETY: per the function's contract.
         unsafe { Object::<_, T::Qp>::drop_data(qp) };
         0
     }
 
+    /// `ib_device_ops.modify_qp`.
+    ///
+    /// # Safety
+    ///
+    /// Called by ib_core in process context with a live QP of ours,
+    /// attributes prepared by `_ib_modify_qp` (AV source GID resolved, MAC
+    /// resolved for user QPs) and the call's udata (or NULL).
     pub(super) unsafe extern "C" fn modify_qp(
         qp: *mut bindings::ib_qp,
         attr: *mut bindings::ib_qp_attr,
         mask: kernel::ffi::c_int,
         udata: *mut bindings::ib_udata,
     ) -> kernel::ffi::c_int {
-        // SAFETY: ib_core passes a live QP of ours and attributes prepared
-        // by `_ib_modify_qp` (AV source GID resolved, MAC resolved for
-        // user QPs).
-        unsafe {
-            let dev = Device::<T>::from_raw((*qp).device);
-            let data = Object::<bindings::ib_qp, T::Qp>::data_of(qp);
-            let a = QpAttr::from_raw(&*attr, mask as u32);
-            to_c(T::modify_qp(dev, data, &a, &UData::from_raw(udata)))
-        }
+        // SAFETY: per the function's contract.
+        let (dev, data, a, udata) = unsafe {
+            (
+                Device::<T>::from_raw((*qp).device),
+                Object::<bindings::ib_qp, T::Qp>::data_of(qp),
+                QpAttr::from_raw(&*attr, QpAttrMask::from_bits(mask as u32)),
+                UData::from_raw(udata),
+            )
+        };
+        to_c(T::modify_qp(dev, data, &a, &udata))
     }
 
+    /// `ib_device_ops.query_qp`.
+    ///
+    /// # Safety
+    ///
+    /// Called by ib_core in process context with a live QP of ours and two
+    /// structs to fill, exclusively ours for the call.
     pub(super) unsafe extern "C" fn query_qp(
         qp: *mut bindings::ib_qp,
         attr: *mut bindings::ib_qp_attr,
         _mask: kernel::ffi::c_int,
         init: *mut bindings::ib_qp_init_attr,
     ) -> kernel::ffi::c_int {
-        // SAFETY: ib_core passes a live QP of ours and two structs to fill,
-        // exclusively ours for the call. Every field is reported whatever
-        // the mask, as the IB spec allows.
+        // SAFETY: per the function's contract.
+        let (dev, data) = unsafe {
+            (
+                Device::<T>::from_raw((*qp).device),
+                Object::<bindings::ib_qp, T::Qp>::data_of(qp),
+            )
+        };
+        // Every field is reported whatever the mask, as the IB spec allows.
+        let q = match T::query_qp(dev, data) {
+            Ok(q) => q,
+            Err(e) => return e.to_errno(),
+        };
+        // SAFETY: per the function's contract, `attr` and `init` are ours
+        // to write and `qp` is live.
         unsafe {
-            let dev = Device::<T>::from_raw((*qp).device);
-            let data = Object::<bindings::ib_qp, T::Qp>::data_of(qp);
-            match T::query_qp(dev, data) {
-                Ok(q) => {
-                    q.attr.to_raw(&mut *attr);
-                    let i = &mut *init;
-                    i.qp_type = q.qp_type.to_raw();
-                    q.cap.to_raw(&mut i.cap);
-                    i.sq_sig_type = if q.sq_sig_all { bindings::IB_SIGNAL_ALL_WR } else { bindings::IB_SIGNAL_REQ_WR };
-                    i.send_cq = (*qp).send_cq;
-                    i.recv_cq = (*qp).recv_cq;
-                    i.srq = (*qp).srq;
-                    0
-                }
-                Err(e) => e.to_errno(),
-            }
+            q.attr.to_raw(&mut *attr);
+            let i = &mut *init;
+            i.qp_type = q.qp_type.to_raw();
+            q.cap.to_raw(&mut i.cap);
+            i.sq_sig_type = if q.sq_sig_all {
+                bindings::IB_SIGNAL_ALL_WR
+            } else {
+                bindings::IB_SIGNAL_REQ_WR
+            };
+            i.send_cq = (*qp).send_cq;
+            i.recv_cq = (*qp).recv_cq;
+            i.srq = (*qp).srq;
         }
+        0
     }
 }

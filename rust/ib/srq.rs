@@ -7,7 +7,6 @@ use super::device::{to_c, Adapter, Device, DeviceOps, Object};
 use super::udata::UData;
 use crate::ffi::bindings;
 
-
 /// Sizes and limit of an SRQ (`struct ib_srq_attr`).
 #[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
 pub(crate) struct SrqAttr {
@@ -23,13 +22,17 @@ pub(crate) struct SrqAttr {
 pub(crate) struct SrqModify {
     pub(crate) resize: bool,
     pub(crate) limit: bool,
-    /// Bits neither of the above.
-    pub(crate) unknown: u32,
+    /// Anything else was asked for too.
+    pub(crate) unknown: bool,
 }
 
 impl SrqAttr {
     fn from_raw(a: &bindings::ib_srq_attr) -> Self {
-        Self { max_wr: a.max_wr, max_sge: a.max_sge, srq_limit: a.srq_limit }
+        Self {
+            max_wr: a.max_wr,
+            max_sge: a.max_sge,
+            srq_limit: a.srq_limit,
+        }
     }
 
     fn to_raw(self, a: &mut bindings::ib_srq_attr) {
@@ -40,38 +43,62 @@ impl SrqAttr {
 }
 
 impl<T: DeviceOps> Adapter<T> {
+    /// `ib_device_ops.create_srq`.
+    ///
+    /// # Safety
+    ///
+    /// Called by ib_core in process context with a zeroed SRQ object of
+    /// `size_ib_srq` bytes whose `device` and `pd` are set and live, the
+    /// init attributes and the call's udata (or NULL).
     pub(super) unsafe extern "C" fn create_srq(
         srq: *mut bindings::ib_srq,
         init: *mut bindings::ib_srq_init_attr,
         udata: *mut bindings::ib_udata,
     ) -> kernel::ffi::c_int {
-        // SAFETY: ib_core passes a zeroed SRQ object of `size_ib_srq`
-        // bytes with `device` and `pd` set, the init attributes and the
-        // call's udata.
-        unsafe {
-            let dev = Device::<T>::from_raw((*srq).device);
-            let pd = Object::<bindings::ib_pd, T::Pd>::data_of((*srq).pd);
-            let i = &mut *init;
-            let r = if i.srq_type != bindings::IB_SRQT_BASIC {
-                Err(super::eopnotsupp())
-            } else {
-                T::create_srq(dev, pd, &SrqAttr::from_raw(&i.attr), &UData::from_raw(udata)).map(|(data, granted)| {
-                    // ib_core reports the granted sizes to the creator.
-                    granted.to_raw(&mut i.attr);
-                    data
-                })
-            };
-            Object::<_, T::Srq>::init(srq, r)
-        }
+        // SAFETY: per the function's contract.
+        let (dev, pd, i, udata) = unsafe {
+            (
+                Device::<T>::from_raw((*srq).device),
+                Object::<bindings::ib_pd, T::Pd>::data_of((*srq).pd),
+                &mut *init,
+                UData::from_raw(udata),
+            )
+        };
+        let r = if i.srq_type != bindings::IB_SRQT_BASIC {
+            Err(super::eopnotsupp())
+        } else {
+            T::create_srq(dev, pd, &SrqAttr::from_raw(&i.attr), &udata).map(|(data, granted)| {
+                // ib_core reports the granted sizes to the creator.
+                granted.to_raw(&mut i.attr);
+                data
+            })
+        };
+        // SAFETY: the object has room for `Object<_, T::Srq>`, data not
+        // yet initialised.
+        unsafe { Object::<_, T::Srq>::init(srq, r) }
     }
 
-    pub(super) unsafe extern "C" fn destroy_srq(srq: *mut bindings::ib_srq, _udata: *mut bindings::ib_udata) -> kernel::ffi::c_int {
-        // SAFETY: ib_core calls this once, on an SRQ `create_srq`
-        // initialised and no QP uses any more.
+    /// `ib_device_ops.destroy_srq`.
+    ///
+    /// # Safety
+    ///
+    /// Called by ib_core once per SRQ `create_srq` initialised, in process
+    /// context, when no QP uses it any more.
+    pub(super) unsafe extern "C" fn destroy_srq(
+        srq: *mut bindings::ib_srq,
+        _udata: *mut bindings::ib_udata,
+    ) -> kernel::ffi::c_int {
+        // SAFETY: per the function's contract.
         unsafe { Object::<_, T::Srq>::drop_data(srq) };
         0
     }
 
+    /// `ib_device_ops.modify_srq`.
+    ///
+    /// # Safety
+    ///
+    /// Called by ib_core in process context with a live SRQ of ours, valid
+    /// attributes and the call's udata (or NULL).
     pub(super) unsafe extern "C" fn modify_srq(
         srq: *mut bindings::ib_srq,
         attr: *mut bindings::ib_srq_attr,
@@ -81,28 +108,39 @@ impl<T: DeviceOps> Adapter<T> {
         let m = SrqModify {
             resize: mask & bindings::IB_SRQ_MAX_WR != 0,
             limit: mask & bindings::IB_SRQ_LIMIT != 0,
-            unknown: mask & !(bindings::IB_SRQ_MAX_WR | bindings::IB_SRQ_LIMIT),
+            unknown: mask & !(bindings::IB_SRQ_MAX_WR | bindings::IB_SRQ_LIMIT) != 0,
         };
-        // SAFETY: ib_core passes a live SRQ of ours, valid attributes and
-        // the call's udata.
-        unsafe {
-            let dev = Device::<T>::from_raw((*srq).device);
-            let data = Object::<bindings::ib_srq, T::Srq>::data_of(srq);
-            to_c(T::modify_srq(dev, data, &SrqAttr::from_raw(&*attr), m, &UData::from_raw(udata)))
-        }
+        // SAFETY: per the function's contract.
+        let (dev, data, a, udata) = unsafe {
+            (
+                Device::<T>::from_raw((*srq).device),
+                Object::<bindings::ib_srq, T::Srq>::data_of(srq),
+                SrqAttr::from_raw(&*attr),
+                UData::from_raw(udata),
+            )
+        };
+        to_c(T::modify_srq(dev, data, &a, m, &udata))
     }
 
-    pub(super) unsafe extern "C" fn query_srq(srq: *mut bindings::ib_srq, attr: *mut bindings::ib_srq_attr) -> kernel::ffi::c_int {
-        // SAFETY: ib_core passes a live SRQ of ours and a struct to fill.
-        unsafe {
-            let data = Object::<bindings::ib_srq, T::Srq>::data_of(srq);
-            match T::query_srq(data) {
-                Ok(a) => {
-                    a.to_raw(&mut *attr);
-                    0
-                }
-                Err(e) => e.to_errno(),
+    /// `ib_device_ops.query_srq`.
+    ///
+    /// # Safety
+    ///
+    /// Called by ib_core in process context with a live SRQ of ours and a
+    /// struct to fill, exclusively ours for the call.
+    pub(super) unsafe extern "C" fn query_srq(
+        srq: *mut bindings::ib_srq,
+        attr: *mut bindings::ib_srq_attr,
+    ) -> kernel::ffi::c_int {
+        // SAFETY: per the function's contract.
+        let data = unsafe { Object::<bindings::ib_srq, T::Srq>::data_of(srq) };
+        match T::query_srq(data) {
+            Ok(a) => {
+                // SAFETY: per the function's contract.
+                a.to_raw(unsafe { &mut *attr });
+                0
             }
+            Err(e) => e.to_errno(),
         }
     }
 }

@@ -25,7 +25,10 @@ pub(crate) struct UData {
 /// call. Objects that share memory with the process (rings) are made
 /// mappable through it.
 #[derive(Clone, Copy)]
-pub(crate) struct UContext<'a>(pub(super) core::ptr::NonNull<bindings::ib_ucontext>, core::marker::PhantomData<&'a ()>);
+pub(crate) struct UContext<'a>(
+    pub(super) core::ptr::NonNull<bindings::ib_ucontext>,
+    core::marker::PhantomData<&'a ()>,
+);
 
 impl UData {
     /// # Safety
@@ -33,19 +36,33 @@ impl UData {
     /// `ptr` is NULL or a valid `ib_udata` for the duration of the call.
     pub(super) unsafe fn from_raw(ptr: *const bindings::ib_udata) -> Self {
         if ptr.is_null() {
-            return Self { inbuf: 0, inlen: 0, outbuf: 0, outlen: 0, ucontext: None };
+            return Self {
+                inbuf: 0,
+                inlen: 0,
+                outbuf: 0,
+                outlen: 0,
+                ucontext: None,
+            };
         }
         // SAFETY: valid per the caller; plain reads of four fields.
         let u = unsafe { &*ptr };
         // SAFETY: a non-NULL udata is the driver udata of a uverbs call's
         // attribute bundle, whose context is live for the call.
-        let ucontext = core::ptr::NonNull::new(unsafe { bindings::rxud_udata_ucontext(ptr.cast_mut()) });
-        Self { inbuf: u.inbuf as usize, inlen: u.inlen, outbuf: u.outbuf as usize, outlen: u.outlen, ucontext }
+        let ucontext =
+            core::ptr::NonNull::new(unsafe { bindings::rxud_udata_ucontext(ptr.cast_mut()) });
+        Self {
+            inbuf: u.inbuf as usize,
+            inlen: u.inlen,
+            outbuf: u.outbuf as usize,
+            outlen: u.outlen,
+            ucontext,
+        }
     }
 
     /// The calling process's user context; `None` for kernel callers.
     pub(crate) fn ucontext(&self) -> Option<UContext<'_>> {
-        self.ucontext.map(|p| UContext(p, core::marker::PhantomData))
+        self.ucontext
+            .map(|p| UContext(p, core::marker::PhantomData))
     }
 
     /// Reads the request `T`. A shorter request (older librxud) reads as
@@ -59,7 +76,8 @@ impl UData {
             // SAFETY: `T: FromBytes + AsBytes`: every byte pattern is a
             // valid `T` and all its bytes are initialised, so viewing it as
             // bytes and overwriting the first `n` of them is sound.
-            let bytes = unsafe { core::slice::from_raw_parts_mut((&raw mut value).cast::<u8>(), n) };
+            let bytes =
+                unsafe { core::slice::from_raw_parts_mut((&raw mut value).cast::<u8>(), n) };
             reader.read_slice(bytes)?;
             let mut rest = self.inlen - n;
             let mut chunk = [0u8; 64];
@@ -83,8 +101,11 @@ impl UData {
             return Ok(());
         }
         // SAFETY: `T: AsBytes`: all `size_of::<T>()` bytes are initialised.
-        let bytes = unsafe { core::slice::from_raw_parts(core::ptr::from_ref(value).cast::<u8>(), n) };
-        UserSlice::new(self.outbuf, self.outlen).writer().write_slice(bytes)
+        let bytes =
+            unsafe { core::slice::from_raw_parts(core::ptr::from_ref(value).cast::<u8>(), n) };
+        UserSlice::new(self.outbuf, self.outlen)
+            .writer()
+            .write_slice(bytes)
     }
 }
 
@@ -94,7 +115,9 @@ impl UData {
 // and every byte is initialised.
 macro_rules! abi_bytes {
     ($($t:ty),*) => { $(
+        // SAFETY: see above.
         unsafe impl FromBytes for $t {}
+        // SAFETY: see above.
         unsafe impl AsBytes for $t {}
     )* };
 }

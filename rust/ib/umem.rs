@@ -26,21 +26,32 @@ unsafe impl Sync for Umem {}
 
 impl Umem {
     /// Pins `len` bytes of the calling process's memory at `addr` for the
-    /// accesses in `access` (`IB_ACCESS_*`). Fails with `EFAULT` if the
+    /// accesses in `access`. Fails with `EFAULT` if the
     /// range is not mapped so, `ENOMEM` past the pinning limit.
     ///
     /// # Safety
     ///
     /// `dev` is a live, registered ib_device; called in the context of the
     /// process that owns the memory (a uverbs command).
-    pub(super) unsafe fn get(dev: *mut bindings::ib_device, addr: u64, len: u64, access: i32) -> Result<Self> {
+    pub(super) unsafe fn get(
+        dev: *mut bindings::ib_device,
+        addr: u64,
+        len: u64,
+        access: super::AccessFlags,
+    ) -> Result<Self> {
         let (start, size) = (addr, len);
         let addr = usize::try_from(addr).map_err(|_| EINVAL)?;
         let len = usize::try_from(len).map_err(|_| EINVAL)?;
         // SAFETY: per the caller; `ib_umem_get` validates the range itself
         // and returns a umem or an ERR_PTR.
-        let ptr = from_err_ptr(unsafe { bindings::ib_umem_get(dev, addr as _, len, access) })?;
-        Ok(Self { ptr: NonNull::new(ptr).ok_or(ENOMEM)?, start, len: size })
+        let ptr = from_err_ptr(unsafe {
+            bindings::ib_umem_get(dev, addr as _, len, access.bits() as i32)
+        })?;
+        Ok(Self {
+            ptr: NonNull::new(ptr).ok_or(ENOMEM)?,
+            start,
+            len: size,
+        })
     }
 
     /// Start address and length of the pinned user range.

@@ -5,8 +5,8 @@
 use crate::ffi::bindings;
 use kernel::{str::CStr, types::Opaque};
 
-/// ARP hardware type of Ethernet devices (`ARPHRD_ETHER`).
-pub(crate) const ARPHRD_ETHER: u16 = bindings::ARPHRD_ETHER as u16;
+/// ARP hardware type of Ethernet devices.
+const ARPHRD_ETHER: u16 = bindings::ARPHRD_ETHER as u16;
 
 /// A network device borrowed for the duration of a callback.
 ///
@@ -54,10 +54,10 @@ impl NetDevice {
         unsafe { CStr::from_char_ptr(bindings::rxud_netdev_name(self.as_raw())) }
     }
 
-    /// ARP hardware type (`ARPHRD_*`).
-    pub(crate) fn hw_type(&self) -> u16 {
+    /// Whether the device is Ethernet (ARP hardware type `ARPHRD_ETHER`).
+    pub(crate) fn is_ethernet(&self) -> bool {
         // SAFETY: the device is alive (type invariant).
-        unsafe { bindings::rxud_netdev_type(self.as_raw()) }
+        unsafe { bindings::rxud_netdev_type(self.as_raw()) == ARPHRD_ETHER }
     }
 
     /// Link MTU in bytes.
@@ -94,7 +94,7 @@ impl NetDevice {
     /// The 6-byte Ethernet address. Only meaningful for Ethernet devices.
     pub(crate) fn mac(&self) -> [u8; 6] {
         let mut mac = [0u8; 6];
-        if self.hw_type() == ARPHRD_ETHER {
+        if self.is_ethernet() {
             // SAFETY: the device is alive (type invariant), and Ethernet
             // devices have an `addr_len` of 6, so `dev_addr` holds at least
             // six readable bytes.

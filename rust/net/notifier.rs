@@ -4,7 +4,11 @@
 
 use super::NetDevice;
 use crate::ffi::bindings;
-use core::{marker::PhantomPinned, pin::Pin};
+use core::{
+    marker::PhantomPinned,
+    pin::Pin,
+    sync::atomic::{AtomicBool, Ordering},
+};
 use kernel::{error::to_result, prelude::*, types::Opaque};
 
 /// A netdev event rxud cares about. Others arrive as [`NetdevEvent::Other`].
@@ -45,6 +49,8 @@ pub(crate) struct NetdevNotifier<T: NetdevEvents> {
     #[pin]
     nb: Opaque<bindings::notifier_block>,
     handler: T,
+    /// Set once `nb` is on the chain: only then does drop unregister it.
+    registered: AtomicBool,
     #[pin]
     _pin: PhantomPinned,
 }
@@ -67,6 +73,7 @@ impl<T: NetdevEvents> NetdevNotifier<T> {
                     priority: 0,
                 }),
                 handler,
+                registered: AtomicBool::new(false),
                 _pin: PhantomPinned,
             }),
             GFP_KERNEL,
@@ -74,9 +81,16 @@ impl<T: NetdevEvents> NetdevNotifier<T> {
         // SAFETY: `nb` is pinned in a heap allocation that outlives the
         // registration: `PinnedDrop` unregisters before the memory goes.
         to_result(unsafe { bindings::register_netdevice_notifier(this.nb.get()) })?;
+        this.registered.store(true, Ordering::Release);
         Ok(this)
     }
 
+    /// `notifier_block.notifier_call`.
+    ///
+    /// # Safety
+    ///
+    /// Called by the netdev notifier chain, under RTNL, with the block
+    /// `register` put on it and a `netdev_notifier_info` for a live netdev.
     unsafe extern "C" fn notifier_call(
         nb: *mut bindings::notifier_block,
         event: kernel::ffi::c_ulong,
@@ -85,7 +99,9 @@ impl<T: NetdevEvents> NetdevNotifier<T> {
         // SAFETY: `nb` is the `nb` field of a registered `NetdevNotifier<T>`
         // (only `register` hands out this callback), which stays alive while
         // registered; `Opaque<T>` is `repr(transparent)`.
-        let this = unsafe { &*kernel::container_of!(nb.cast::<Opaque<bindings::notifier_block>>(), Self, nb) };
+        let this = unsafe {
+            &*kernel::container_of!(nb.cast::<Opaque<bindings::notifier_block>>(), Self, nb)
+        };
         // SAFETY: netdev notifiers are always called with a
         // `netdev_notifier_info` whose device is alive for the call.
         let ndev = unsafe { NetDevice::from_raw(bindings::rxud_netdev_notifier_info_to_dev(info)) };
@@ -97,8 +113,12 @@ impl<T: NetdevEvents> NetdevNotifier<T> {
 #[pinned_drop]
 impl<T: NetdevEvents> PinnedDrop for NetdevNotifier<T> {
     fn drop(self: Pin<&mut Self>) {
-        // SAFETY: `register` registered `nb` before handing out `self`;
-        // after this returns no callback is running or will run.
+        // A failed registration drops a block that is not on the chain.
+        if !self.registered.load(Ordering::Acquire) {
+            return;
+        }
+        // SAFETY: `nb` is on the chain (checked above); after this returns
+        // no callback is running or will run.
         unsafe { bindings::unregister_netdevice_notifier(self.nb.get()) };
     }
 }

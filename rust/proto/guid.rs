@@ -7,7 +7,16 @@
 /// devices derive their node GUID this way, so rxud and rxe on the same
 /// netdev report the same GUID.
 pub const fn eui64_from_mac(mac: [u8; 6]) -> [u8; 8] {
-    [mac[0] ^ 0x02, mac[1], mac[2], 0xff, 0xfe, mac[3], mac[4], mac[5]]
+    [
+        mac[0] ^ 0x02,
+        mac[1],
+        mac[2],
+        0xff,
+        0xfe,
+        mac[3],
+        mac[4],
+        mac[5],
+    ]
 }
 
 #[cfg(test)]

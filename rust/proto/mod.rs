@@ -11,6 +11,5 @@
 pub mod guid;
 pub mod mtu;
 pub mod psn;
-pub mod ring;
 pub mod window;
 pub mod wire;

@@ -19,7 +19,13 @@ pub enum IbMtu {
 
 impl IbMtu {
     /// All MTUs, smallest first.
-    pub const ALL: [IbMtu; 5] = [IbMtu::Mtu256, IbMtu::Mtu512, IbMtu::Mtu1024, IbMtu::Mtu2048, IbMtu::Mtu4096];
+    pub const ALL: [IbMtu; 5] = [
+        IbMtu::Mtu256,
+        IbMtu::Mtu512,
+        IbMtu::Mtu1024,
+        IbMtu::Mtu2048,
+        IbMtu::Mtu4096,
+    ];
 
     /// The code ib_core and the verbs ABI use (1..=5).
     pub const fn code(self) -> u32 {

@@ -70,7 +70,10 @@ mod tests {
         assert_eq!(Psn::new(3).diff(Psn::new(0xff_fffe)), 5);
         assert_eq!(Psn::new(0xff_fffe).diff(Psn::new(3)), -5);
         assert_eq!(Psn::new(7).diff(Psn::new(7)), 0);
-        assert_eq!(Psn::new(Psn::HALF - 1).diff(Psn::new(0)), (Psn::HALF - 1) as i32);
+        assert_eq!(
+            Psn::new(Psn::HALF - 1).diff(Psn::new(0)),
+            (Psn::HALF - 1) as i32
+        );
         assert!(Psn::new(0xff_ffff).before(Psn::new(0)));
         assert!(!Psn::new(0).before(Psn::new(0xff_ffff)));
     }

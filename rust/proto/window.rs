@@ -37,7 +37,10 @@ impl<const WORDS: usize> PsnBitmap<WORDS> {
     /// Number of PSNs the window spans.
     pub const SIZE: u32 = {
         let size = 64 * WORDS;
-        assert!(size.is_power_of_two() && size <= (1 << 23), "window must be a power of two, at most 2^23");
+        assert!(
+            size.is_power_of_two() && size <= (1 << 23),
+            "window must be a power of two, at most 2^23"
+        );
         size as u32
     };
 
@@ -45,7 +48,10 @@ impl<const WORDS: usize> PsnBitmap<WORDS> {
     pub const fn new(base: Psn) -> Self {
         // Evaluates the size check at compile time for every WORDS used.
         let _ = Self::SIZE;
-        Self { base, bits: [0; WORDS] }
+        Self {
+            base,
+            bits: [0; WORDS],
+        }
     }
 
     /// The first PSN not seen; every PSN before it was.
@@ -107,7 +113,11 @@ impl<const WORDS: usize> PsnBitmap<WORDS> {
             if run == 0 {
                 return;
             }
-            let mask = if run == 64 { u64::MAX } else { ((1u64 << run) - 1) << shift };
+            let mask = if run == 64 {
+                u64::MAX
+            } else {
+                ((1u64 << run) - 1) << shift
+            };
             self.bits[w] &= !mask;
             self.base = self.base.add(run);
             if run + shift < 64 {
@@ -120,7 +130,11 @@ impl<const WORDS: usize> PsnBitmap<WORDS> {
     /// `(first, count)` runs in PSN order.
     pub fn gaps(&self, end: Psn) -> Gaps<'_, WORDS> {
         let span = end.diff(self.base).clamp(0, Self::SIZE as i32) as u32;
-        Gaps { map: self, at: 0, span }
+        Gaps {
+            map: self,
+            at: 0,
+            span,
+        }
     }
 }
 
@@ -176,7 +190,10 @@ pub struct RecvWindow<const WORDS: usize> {
 impl<const WORDS: usize> RecvWindow<WORDS> {
     /// A window expecting `first` next.
     pub const fn new(first: Psn) -> Self {
-        Self { seen: PsnBitmap::new(first), end: first }
+        Self {
+            seen: PsnBitmap::new(first),
+            end: first,
+        }
     }
 
     /// Records the packet `psn`.
@@ -227,7 +244,10 @@ pub enum AckResult {
 impl<const WORDS: usize> SendWindow<WORDS> {
     /// A window that will hand out `first` first.
     pub const fn new(first: Psn) -> Self {
-        Self { acked: PsnBitmap::new(first), next: first }
+        Self {
+            acked: PsnBitmap::new(first),
+            next: first,
+        }
     }
 
     /// Packets sent and not all acknowledged (oldest unacknowledged to
@@ -309,7 +329,11 @@ mod tests {
         }
         assert_eq!(w.gaps().next(), None);
         assert_eq!(w.receive(start.add(999)), Arrival::Duplicate);
-        assert_eq!(w.receive(start), Arrival::Duplicate, "long before the window");
+        assert_eq!(
+            w.receive(start),
+            Arrival::Duplicate,
+            "long before the window"
+        );
     }
 
     #[test]
@@ -333,7 +357,11 @@ mod tests {
         assert_eq!(w.receive(Psn::new(64)), Arrival::BeyondWindow);
         assert_eq!(w.receive(Psn::new(0)), Arrival::New);
         assert_eq!(w.expected(), Psn::new(1));
-        assert_eq!(w.receive(Psn::new(64)), Arrival::New, "the window moved by one");
+        assert_eq!(
+            w.receive(Psn::new(64)),
+            Arrival::New,
+            "the window moved by one"
+        );
         assert_eq!(w.receive(Psn::new(65)), Arrival::BeyondWindow);
     }
 
@@ -378,7 +406,10 @@ mod tests {
                     }
                 }
                 assert_eq!(w.expected(), start.add(expected));
-                let high = seen.iter().next_back().map_or(expected, |h| (h + 1).max(expected));
+                let high = seen
+                    .iter()
+                    .next_back()
+                    .map_or(expected, |h| (h + 1).max(expected));
                 let missing: Vec<u32> = (expected..high).filter(|o| !seen.contains(o)).collect();
                 let from_gaps: Vec<u32> = w
                     .gaps()
@@ -427,7 +458,11 @@ mod tests {
             } else if next > 0 {
                 let off = next.saturating_sub(1 + rng.below(140));
                 let r = s.ack(start.add(off));
-                let want = if outstanding.remove(&off) { AckResult::New } else { AckResult::Duplicate };
+                let want = if outstanding.remove(&off) {
+                    AckResult::New
+                } else {
+                    AckResult::Duplicate
+                };
                 assert_eq!(r, want);
             }
             let oldest = outstanding.first().copied().unwrap_or(next);

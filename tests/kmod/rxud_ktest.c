@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * rxud_ktest: drives the verbs only kernel ULPs can reach (DMA MRs through
- * ib_alloc_pd, fast-registration MRs and ib_map_mr_sg) on one RDMA device
- * and prints TAP to the kernel log:
+ * ib_alloc_pd, fast-registration MRs and ib_map_mr_sg) on one RDMA device,
+ * and the verbs ib_core lets ULPs call in atomic context from that context
+ * (AHs with interrupts off and in softirq, ib_map_mr_sg in softirq,
+ * ib_req_notify_cq in hard irq), and prints TAP to the kernel log:
  *
  *	insmod rxud_ktest.ko dev=rxud0
  *
@@ -10,14 +12,22 @@
  * unloads cleanly (the results are in the log), and frees everything it
  * allocated before init returns.
  */
+#include <linux/completion.h>
+#include <linux/etherdevice.h>
+#include <linux/hrtimer.h>
 #include <linux/module.h>
 #include <linux/scatterlist.h>
 #include <linux/slab.h>
+#include <linux/timer.h>
+#include <rdma/ib_cache.h>
 #include <rdma/ib_verbs.h>
 
 static char *dev = "rxud0";
 module_param(dev, charp, 0444);
 MODULE_PARM_DESC(dev, "RDMA device to test");
+static bool atomic = true;
+module_param(atomic, bool, 0444);
+MODULE_PARM_DESC(atomic, "Also call verbs from atomic contexts (last checks)");
 
 static int n_checks, n_failed;
 
@@ -119,6 +129,173 @@ out_pd:
 	ib_dealloc_pd(pd);
 }
 
+/*
+ * Calling contexts. With lockdep (PROVE_LOCKING) and DEBUG_ATOMIC_SLEEP in
+ * the test kernel, a driver lock taken here and also in process context
+ * without disabling interrupts, or a sleeping call, leaves a splat in the
+ * log, which the test runner fails on; the checks below also verify the
+ * results.
+ */
+struct ctx_test {
+	struct ib_pd *pd;
+	struct rdma_ah_attr ah_attr;
+	struct ib_mr *mr;
+	struct scatterlist *sg;
+	struct ib_cq *cq;
+	struct timer_list timer;
+	struct hrtimer hrtimer;
+	struct completion done;
+	bool in_softirq, in_hardirq;
+	int ah_ret, map_ret, notify_ret;
+};
+
+/* Creates and destroys an AH without sleeping; 0 or the error. */
+static int ah_atomic(struct ctx_test *t)
+{
+	struct ib_ah *ah = rdma_create_ah(t->pd, &t->ah_attr, 0);
+
+	if (IS_ERR(ah))
+		return PTR_ERR(ah);
+	return rdma_destroy_ah_user(ah, 0, NULL);
+}
+
+static void ctx_softirq(struct timer_list *timer)
+{
+	struct ctx_test *t = from_timer(t, timer, timer);
+
+	t->in_softirq = in_softirq();
+	t->ah_ret = ah_atomic(t);
+	t->map_ret = t->mr ? ib_map_mr_sg(t->mr, t->sg, 1, NULL, PAGE_SIZE) : -ENODEV;
+	complete(&t->done);
+}
+
+static enum hrtimer_restart ctx_hardirq(struct hrtimer *timer)
+{
+	struct ctx_test *t = container_of(timer, struct ctx_test, hrtimer);
+
+	t->in_hardirq = in_hardirq();
+	t->notify_ret = ib_req_notify_cq(t->cq, IB_CQ_NEXT_COMP | IB_CQ_REPORT_MISSED_EVENTS);
+	complete(&t->done);
+	return HRTIMER_NORESTART;
+}
+
+/* A RoCE v2 GID of port 1 for a loopback AH; -ENOENT if none. */
+static int roce_v2_ah_attr(struct ib_device *ibdev, struct rdma_ah_attr *attr)
+{
+	const struct ib_gid_attr *gattr;
+	union ib_gid gid;
+	u32 i;
+
+	/* Past the end of the table, the lookup fails with EINVAL. */
+	for (i = 0; i < 4096; i++) {
+		gattr = rdma_get_gid_attr(ibdev, 1, i);
+		if (IS_ERR(gattr)) {
+			if (PTR_ERR(gattr) == -EINVAL)
+				break;
+			continue;
+		}
+		if (gattr->gid_type == IB_GID_TYPE_ROCE_UDP_ENCAP) {
+			memset(attr, 0, sizeof(*attr));
+			attr->type = RDMA_AH_ATTR_TYPE_ROCE;
+			rdma_ah_set_port_num(attr, 1);
+			gid = gattr->gid;
+			rdma_ah_set_grh(attr, &gid, 0, i, 64, 0);
+			if (gattr->ndev)
+				ether_addr_copy(attr->roce.dmac, gattr->ndev->dev_addr);
+			rdma_put_gid_attr(gattr);
+			return 0;
+		}
+		rdma_put_gid_attr(gattr);
+	}
+	return -ENOENT;
+}
+
+static void context_checks(struct ib_device *ibdev)
+{
+	struct ib_cq_init_attr cq_attr = { .cqe = 16 };
+	struct ctx_test *t;
+	struct scatterlist sg;
+	struct page *page;
+	unsigned long flags;
+	struct ib_ah *ah;
+	int ret;
+
+	t = kzalloc(sizeof(*t), GFP_KERNEL);
+	page = alloc_page(GFP_KERNEL);
+	if (!t || !page)
+		goto out_free;
+	t->pd = ib_alloc_pd(ibdev, 0);
+	check(!IS_ERR(t->pd), "ib_alloc_pd for the context checks");
+	if (IS_ERR(t->pd))
+		goto out_free;
+	ret = roce_v2_ah_attr(ibdev, &t->ah_attr);
+	check(ret == 0, "found a RoCE v2 GID (%d)", ret);
+	if (ret)
+		goto out_pd;
+
+	/* Process context, sleepable. */
+	ah = rdma_create_ah(t->pd, &t->ah_attr, RDMA_CREATE_AH_SLEEPABLE);
+	check(!IS_ERR(ah), "rdma_create_ah, sleepable (%ld)", PTR_ERR_OR_ZERO(ah));
+	if (!IS_ERR(ah))
+		check(rdma_destroy_ah_user(ah, RDMA_DESTROY_AH_SLEEPABLE, NULL) == 0,
+		      "rdma_destroy_ah, sleepable");
+
+	/* Interrupts disabled. */
+	local_irq_save(flags);
+	ret = ah_atomic(t);
+	local_irq_restore(flags);
+	check(ret == 0, "AH create and destroy with interrupts disabled (%d)", ret);
+
+	/* Softirq: an AH, and a fast-registration mapping as blk-mq does. */
+	t->mr = ib_alloc_mr(t->pd, IB_MR_TYPE_MEM_REG, 1);
+	if (IS_ERR(t->mr))
+		t->mr = NULL;
+	sg_init_table(&sg, 1);
+	sg_set_page(&sg, page, PAGE_SIZE, 0);
+	t->sg = &sg;
+	if (ib_dma_map_sg(ibdev, &sg, 1, DMA_BIDIRECTIONAL) != 1)
+		t->mr = NULL;
+	init_completion(&t->done);
+	timer_setup(&t->timer, ctx_softirq, 0);
+	mod_timer(&t->timer, jiffies + 1);
+	wait_for_completion(&t->done);
+	del_timer_sync(&t->timer);
+	check(t->in_softirq, "timer callback ran in softirq");
+	check(t->ah_ret == 0, "AH create and destroy in softirq (%d)", t->ah_ret);
+	check(t->map_ret == 1, "ib_map_mr_sg in softirq maps 1 page (%d)", t->map_ret);
+	if (t->mr) {
+		ib_dma_unmap_sg(ibdev, &sg, 1, DMA_BIDIRECTIONAL);
+		ib_dereg_mr(t->mr);
+	}
+
+	/* CQ: resized in process context, armed in hard irq. */
+	t->cq = ib_create_cq(ibdev, NULL, NULL, NULL, &cq_attr);
+	check(!IS_ERR(t->cq), "ib_create_cq (%ld)", PTR_ERR_OR_ZERO(t->cq));
+	if (IS_ERR(t->cq))
+		goto out_pd;
+	ret = ib_resize_cq(t->cq, 64);
+	check(ret == 0 && t->cq->cqe >= 64, "ib_resize_cq to 64 (%d, cqe %d)", ret, t->cq->cqe);
+	ret = ib_req_notify_cq(t->cq, IB_CQ_NEXT_COMP);
+	check(ret == 0, "ib_req_notify_cq in process context (%d)", ret);
+	reinit_completion(&t->done);
+	hrtimer_init(&t->hrtimer, CLOCK_MONOTONIC, HRTIMER_MODE_REL_HARD);
+	t->hrtimer.function = ctx_hardirq;
+	hrtimer_start(&t->hrtimer, ns_to_ktime(100 * NSEC_PER_USEC), HRTIMER_MODE_REL_HARD);
+	wait_for_completion(&t->done);
+	hrtimer_cancel(&t->hrtimer);
+	check(t->in_hardirq, "hrtimer callback ran in hard irq");
+	check(t->notify_ret == 0, "ib_req_notify_cq in hard irq, empty CQ (%d)", t->notify_ret);
+	ret = ib_resize_cq(t->cq, 16);
+	check(ret == 0, "ib_resize_cq back down after arming (%d)", ret);
+	ib_destroy_cq(t->cq);
+out_pd:
+	ib_dealloc_pd(t->pd);
+out_free:
+	if (page)
+		__free_page(page);
+	kfree(t);
+}
+
 static int __init rxud_ktest_init(void)
 {
 	struct ib_device *ibdev = ib_device_get_by_name(dev, RDMA_DRIVER_UNKNOWN);
@@ -128,6 +305,8 @@ static int __init rxud_ktest_init(void)
 	if (ibdev) {
 		pd_checks(ibdev);
 		fast_reg_checks(ibdev);
+		if (atomic)
+			context_checks(ibdev);
 		ib_device_put(ibdev);
 	}
 	pr_info("rxud_ktest: 1..%d\n", n_checks);

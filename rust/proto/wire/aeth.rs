@@ -101,7 +101,9 @@ pub enum AckSyndrome {
 
 impl AckSyndrome {
     /// The ACK rxe sends: no credit information.
-    pub const ACK_NO_CREDITS: Self = AckSyndrome::Ack { credit_code: CREDITS_INVALID };
+    pub const ACK_NO_CREDITS: Self = AckSyndrome::Ack {
+        credit_code: CREDITS_INVALID,
+    };
 
     /// Decodes a syndrome byte; every byte decodes to something.
     pub const fn from_byte(b: u8) -> Self {
@@ -147,8 +149,9 @@ pub const fn credits(code: u8) -> Option<u16> {
 /// spec.
 pub const fn rnr_timer_micros(code: u8) -> u32 {
     const TABLE: [u32; 32] = [
-        655_360, 10, 20, 30, 40, 60, 80, 120, 160, 240, 320, 480, 640, 960, 1280, 1920, 2560, 3840, 5120, 7680, 10_240,
-        15_360, 20_480, 30_720, 40_960, 61_440, 81_920, 122_880, 163_840, 245_760, 327_680, 491_520,
+        655_360, 10, 20, 30, 40, 60, 80, 120, 160, 240, 320, 480, 640, 960, 1280, 1920, 2560, 3840,
+        5120, 7680, 10_240, 15_360, 20_480, 30_720, 40_960, 61_440, 81_920, 122_880, 163_840,
+        245_760, 327_680, 491_520,
     ];
     TABLE[(code & VALUE_MASK) as usize]
 }
@@ -200,7 +203,10 @@ pub struct Repr {
 impl Repr {
     /// Decodes the header.
     pub fn parse<T: AsRef<[u8]>>(h: &Header<T>) -> Self {
-        Self { syndrome: h.syndrome(), msn: h.msn() }
+        Self {
+            syndrome: h.syndrome(),
+            msn: h.msn(),
+        }
     }
 
     /// Writes the header.
@@ -225,13 +231,34 @@ mod tests {
     fn decodes_the_kinds_rxe_uses() {
         // rxe's AETH_ACK_UNLIMITED, AETH_RNR_NAK | timer, AETH_NAK_*.
         assert_eq!(AckSyndrome::from_byte(0x1f), AckSyndrome::ACK_NO_CREDITS);
-        assert_eq!(AckSyndrome::from_byte(0x2e), AckSyndrome::RnrNak { timer_code: 14 });
-        assert_eq!(AckSyndrome::from_byte(0x60), AckSyndrome::Nak(NakCode::PsnSequenceError));
-        assert_eq!(AckSyndrome::from_byte(0x61), AckSyndrome::Nak(NakCode::InvalidRequest));
-        assert_eq!(AckSyndrome::from_byte(0x62), AckSyndrome::Nak(NakCode::RemoteAccessError));
-        assert_eq!(AckSyndrome::from_byte(0x63), AckSyndrome::Nak(NakCode::RemoteOperationalError));
-        assert_eq!(AckSyndrome::from_byte(0x64), AckSyndrome::Nak(NakCode::InvalidRdRequest));
-        assert_eq!(AckSyndrome::from_byte(0x65), AckSyndrome::Nak(NakCode::Reserved(5)));
+        assert_eq!(
+            AckSyndrome::from_byte(0x2e),
+            AckSyndrome::RnrNak { timer_code: 14 }
+        );
+        assert_eq!(
+            AckSyndrome::from_byte(0x60),
+            AckSyndrome::Nak(NakCode::PsnSequenceError)
+        );
+        assert_eq!(
+            AckSyndrome::from_byte(0x61),
+            AckSyndrome::Nak(NakCode::InvalidRequest)
+        );
+        assert_eq!(
+            AckSyndrome::from_byte(0x62),
+            AckSyndrome::Nak(NakCode::RemoteAccessError)
+        );
+        assert_eq!(
+            AckSyndrome::from_byte(0x63),
+            AckSyndrome::Nak(NakCode::RemoteOperationalError)
+        );
+        assert_eq!(
+            AckSyndrome::from_byte(0x64),
+            AckSyndrome::Nak(NakCode::InvalidRdRequest)
+        );
+        assert_eq!(
+            AckSyndrome::from_byte(0x65),
+            AckSyndrome::Nak(NakCode::Reserved(5))
+        );
         assert_eq!(AckSyndrome::from_byte(0x40), AckSyndrome::Reserved(0x40));
         assert_eq!(AckSyndrome::from_byte(0x80), AckSyndrome::Reserved(0x80));
     }
@@ -239,8 +266,8 @@ mod tests {
     #[test]
     fn credit_table_matches_the_spec() {
         let spec: [u16; 31] = [
-            0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048, 3072,
-            4096, 6144, 8192, 12288, 16384, 24576, 32768,
+            0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024,
+            1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768,
         ];
         for (code, want) in spec.iter().enumerate() {
             assert_eq!(credits(code as u8), Some(*want), "code {code}");
@@ -263,10 +290,19 @@ mod tests {
         let bytes = [0x1f, 0x00, 0x01, 0x02];
         let h = Header::new_checked(&bytes[..]).unwrap();
         let r = Repr::parse(&h);
-        assert_eq!(r, Repr { syndrome: AckSyndrome::ACK_NO_CREDITS, msn: 0x102 });
+        assert_eq!(
+            r,
+            Repr {
+                syndrome: AckSyndrome::ACK_NO_CREDITS,
+                msn: 0x102
+            }
+        );
         let mut out = [0u8; 4];
         r.emit(&mut Header::new_checked(&mut out[..]).unwrap());
         assert_eq!(out, bytes);
-        assert_eq!(Header::new_checked(&bytes[..3]).err(), Some(Error::Truncated));
+        assert_eq!(
+            Header::new_checked(&bytes[..3]).err(),
+            Some(Error::Truncated)
+        );
     }
 }

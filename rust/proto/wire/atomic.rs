@@ -18,8 +18,8 @@
 //! 64-bit fields start 12 bytes into a header that starts 12 or 16 bytes
 //! in), so they are read byte-wise, never through a `u64` reference.
 
-use super::field::{get_u32, get_u64, set_u32, set_u64};
-use super::Error;
+use super::field::{get_u64, set_u64};
+use super::{remote, Error};
 
 /// Length of the AtomicETH.
 pub const HEADER_LEN: usize = 28;
@@ -27,10 +27,10 @@ pub const HEADER_LEN: usize = 28;
 /// Length of the AtomicAckETH.
 pub const ACK_HEADER_LEN: usize = 8;
 
-const VA: usize = 0;
-const RKEY: usize = 8;
-const SWAP_ADD: usize = 12;
+/// After the remote address (`remote`: VA and R_Key).
+const SWAP_ADD: usize = remote::LEN;
 const COMPARE: usize = 20;
+const _: () = assert!(SWAP_ADD + 8 == COMPARE && COMPARE + 8 == HEADER_LEN);
 
 header_view!(
     /// A view of an AtomicETH at the start of a buffer.
@@ -41,12 +41,12 @@ header_view!(
 impl<T: AsRef<[u8]>> Header<T> {
     /// Remote virtual address of the 8-byte target.
     pub fn va(&self) -> u64 {
-        get_u64(self.b(), VA)
+        remote::va(self.b())
     }
 
     /// Remote key of the target MR.
     pub fn rkey(&self) -> u32 {
-        get_u32(self.b(), RKEY)
+        remote::rkey(self.b())
     }
 
     /// The value to swap in (COMPARE_SWAP) or to add (FETCH_ADD).
@@ -63,12 +63,12 @@ impl<T: AsRef<[u8]>> Header<T> {
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Header<T> {
     /// Sets what [`Self::va`] reads.
     pub fn set_va(&mut self, va: u64) {
-        set_u64(self.m(), VA, va);
+        remote::set_va(self.m(), va);
     }
 
     /// Sets what [`Self::rkey`] reads.
     pub fn set_rkey(&mut self, rkey: u32) {
-        set_u32(self.m(), RKEY, rkey);
+        remote::set_rkey(self.m(), rkey);
     }
 
     /// Sets what [`Self::swap_add`] reads.
@@ -98,7 +98,12 @@ pub struct Repr {
 impl Repr {
     /// Decodes the header.
     pub fn parse<T: AsRef<[u8]>>(h: &Header<T>) -> Self {
-        Self { va: h.va(), rkey: h.rkey(), swap_add: h.swap_add(), compare: h.compare() }
+        Self {
+            va: h.va(),
+            rkey: h.rkey(),
+            swap_add: h.swap_add(),
+            compare: h.compare(),
+        }
     }
 
     /// Writes the header.
@@ -155,22 +160,45 @@ mod tests {
 
     #[test]
     fn atomic_eth_round_trips() {
-        let r = Repr { va: 0x1122_3344_5566_7788, rkey: 0x99aa_bbcc, swap_add: 1, compare: u64::MAX - 1 };
+        let r = Repr {
+            va: 0x1122_3344_5566_7788,
+            rkey: 0x99aa_bbcc,
+            swap_add: 1,
+            compare: u64::MAX - 1,
+        };
         let mut out = [0u8; 28];
         r.emit(&mut Header::new_checked(&mut out[..]).unwrap());
-        assert_eq!(&out[..12], &[0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88, 0x99, 0xaa, 0xbb, 0xcc]);
+        assert_eq!(
+            &out[..12],
+            &[0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88, 0x99, 0xaa, 0xbb, 0xcc]
+        );
         assert_eq!(&out[12..20], &[0, 0, 0, 0, 0, 0, 0, 1]);
-        assert_eq!(&out[20..], &[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xfe]);
+        assert_eq!(
+            &out[20..],
+            &[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xfe]
+        );
         assert_eq!(Repr::parse(&Header::new_checked(&out[..]).unwrap()), r);
-        assert_eq!(Header::new_checked(&out[..27]).err(), Some(Error::Truncated));
+        assert_eq!(
+            Header::new_checked(&out[..27]).err(),
+            Some(Error::Truncated)
+        );
     }
 
     #[test]
     fn atomic_ack_eth_round_trips() {
         let mut out = [0u8; 8];
-        AckRepr { orig: 0x0102_0304_0506_0708 }.emit(&mut AckHeader::new_checked(&mut out[..]).unwrap());
+        AckRepr {
+            orig: 0x0102_0304_0506_0708,
+        }
+        .emit(&mut AckHeader::new_checked(&mut out[..]).unwrap());
         assert_eq!(out, [1, 2, 3, 4, 5, 6, 7, 8]);
-        assert_eq!(AckRepr::parse(&AckHeader::new_checked(&out[..]).unwrap()).orig, 0x0102_0304_0506_0708);
-        assert_eq!(AckHeader::new_checked(&out[..7]).err(), Some(Error::Truncated));
+        assert_eq!(
+            AckRepr::parse(&AckHeader::new_checked(&out[..]).unwrap()).orig,
+            0x0102_0304_0506_0708
+        );
+        assert_eq!(
+            AckHeader::new_checked(&out[..7]).err(),
+            Some(Error::Truncated)
+        );
     }
 }

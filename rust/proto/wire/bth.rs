@@ -280,7 +280,9 @@ mod tests {
 
     // An RC SEND_ONLY: MigReq set, default P_Key, QP 0x000011, AckReq,
     // PSN 0xabcdef.
-    const BYTES: [u8; 12] = [0x04, 0x40, 0xff, 0xff, 0x00, 0x00, 0x00, 0x11, 0x80, 0xab, 0xcd, 0xef];
+    const BYTES: [u8; 12] = [
+        0x04, 0x40, 0xff, 0xff, 0x00, 0x00, 0x00, 0x11, 0x80, 0xab, 0xcd, 0xef,
+    ];
 
     #[test]
     fn reads_every_field() {
@@ -331,7 +333,10 @@ mod tests {
 
     #[test]
     fn checks_length_and_version() {
-        assert_eq!(Header::new_checked(&BYTES[..11]).err(), Some(Error::Truncated));
+        assert_eq!(
+            Header::new_checked(&BYTES[..11]).err(),
+            Some(Error::Truncated)
+        );
         let mut b = BYTES;
         b[1] |= 1;
         let h = Header::new_checked(&b[..]).unwrap();

@@ -79,7 +79,10 @@ pub struct Repr {
 impl Repr {
     /// Decodes the header.
     pub fn parse<T: AsRef<[u8]>>(h: &Header<T>) -> Self {
-        Self { qkey: h.qkey(), src_qp: h.src_qp() }
+        Self {
+            qkey: h.qkey(),
+            src_qp: h.src_qp(),
+        }
     }
 
     /// Writes the DETH with its reserved byte 0.
@@ -100,10 +103,19 @@ mod tests {
         let h = Header::new_checked(&bytes[..]).unwrap();
         assert_eq!(h.resv8(), 0xaa);
         let r = Repr::parse(&h);
-        assert_eq!(r, Repr { qkey: 0x1111_1111, src_qp: 0x12 });
+        assert_eq!(
+            r,
+            Repr {
+                qkey: 0x1111_1111,
+                src_qp: 0x12
+            }
+        );
         let mut out = [0xffu8; 8];
         r.emit(&mut Header::new_checked(&mut out[..]).unwrap());
         assert_eq!(out, [0x11, 0x11, 0x11, 0x11, 0, 0, 0, 0x12]);
-        assert_eq!(Header::new_checked(&bytes[..7]).err(), Some(Error::Truncated));
+        assert_eq!(
+            Header::new_checked(&bytes[..7]).err(),
+            Some(Error::Truncated)
+        );
     }
 }

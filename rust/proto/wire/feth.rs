@@ -44,7 +44,8 @@ impl<T: AsRef<[u8]>> Header<T> {
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Header<T> {
     /// Writes both fields and zeroes the reserved bits.
     pub fn set(&mut self, placement_type: u8, selectivity_level: u8) {
-        let v = (u32::from(placement_type) & PLT_MASK) | ((u32::from(selectivity_level) << SEL_SHIFT) & SEL_MASK);
+        let v = (u32::from(placement_type) & PLT_MASK)
+            | ((u32::from(selectivity_level) << SEL_SHIFT) & SEL_MASK);
         set_u32(self.m(), 0, v);
     }
 }
@@ -61,7 +62,10 @@ pub struct Repr {
 impl Repr {
     /// Decodes the header.
     pub fn parse<T: AsRef<[u8]>>(h: &Header<T>) -> Self {
-        Self { placement_type: h.placement_type(), selectivity_level: h.selectivity_level() }
+        Self {
+            placement_type: h.placement_type(),
+            selectivity_level: h.selectivity_level(),
+        }
     }
 
     /// Writes the header.
@@ -77,10 +81,20 @@ mod tests {
     #[test]
     fn packs_into_the_last_byte() {
         let mut out = [0xffu8; 4];
-        Repr { placement_type: 2, selectivity_level: 1 }.emit(&mut Header::new_checked(&mut out[..]).unwrap());
+        Repr {
+            placement_type: 2,
+            selectivity_level: 1,
+        }
+        .emit(&mut Header::new_checked(&mut out[..]).unwrap());
         assert_eq!(out, [0, 0, 0, 0x12]);
         let r = Repr::parse(&Header::new_checked(&[0xff, 0xff, 0xff, 0xff][..]).unwrap());
-        assert_eq!(r, Repr { placement_type: 0xf, selectivity_level: 3 });
+        assert_eq!(
+            r,
+            Repr {
+                placement_type: 0xf,
+                selectivity_level: 3
+            }
+        );
         assert_eq!(Header::new_checked(&out[..3]).err(), Some(Error::Truncated));
     }
 }

@@ -152,7 +152,9 @@ impl IpUdp {
             6 => (IpVersion::V6, IPV6_HEADER_LEN),
             v => return Err(Error::BadIpVersion(v)),
         };
-        let hdrs = buf.get(..ip_header_len + UDP_HEADER_LEN).ok_or(Error::Truncated)?;
+        let hdrs = buf
+            .get(..ip_header_len + UDP_HEADER_LEN)
+            .ok_or(Error::Truncated)?;
         let be16 = |at: usize| usize::from(u16::from_be_bytes([hdrs[at], hdrs[at + 1]]));
         let udp_len = be16(ip_header_len + 4);
         match version {
@@ -184,7 +186,11 @@ impl IpUdp {
         if udp_len < UDP_HEADER_LEN + bth::HEADER_LEN + ICRC_LEN {
             return Err(Error::Truncated);
         }
-        let ip = Self { version, ip_header_len, udp_len };
+        let ip = Self {
+            version,
+            ip_header_len,
+            udp_len,
+        };
         if buf.len() < ip.datagram_len() {
             return Err(Error::Truncated);
         }
@@ -251,7 +257,12 @@ impl Icrc {
         hdr[udp + 6] = 0xff; // UDP checksum
         hdr[udp + 7] = 0xff;
         hdr[udp + UDP_HEADER_LEN + bth::ICRC_MASKED_BYTE] = 0xff;
-        Ok((Self { state: crc32_update(LRH_SEED, hdr) }, n))
+        Ok((
+            Self {
+                state: crc32_update(LRH_SEED, hdr),
+            },
+            n,
+        ))
     }
 
     /// Continues over `data`.
@@ -313,7 +324,10 @@ mod tests {
         // The CRC-32 check value.
         assert_eq!(crc32(b"123456789"), 0xcbf4_3926);
         assert_eq!(crc32(b""), 0);
-        assert_eq!(crc32(b"The quick brown fox jumps over the lazy dog"), 0x414f_a339);
+        assert_eq!(
+            crc32(b"The quick brown fox jumps over the lazy dog"),
+            0x414f_a339
+        );
     }
 
     #[test]
@@ -331,7 +345,8 @@ mod tests {
             for end in start..buf.len() {
                 let mut bytewise = 0x1234_5678u32;
                 for &b in &buf[start..end] {
-                    bytewise = TABLES[0][((bytewise ^ u32::from(b)) & 0xff) as usize] ^ (bytewise >> 8);
+                    bytewise =
+                        TABLES[0][((bytewise ^ u32::from(b)) & 0xff) as usize] ^ (bytewise >> 8);
                 }
                 assert_eq!(crc32_update(0x1234_5678, &buf[start..end]), bytewise);
             }
@@ -417,7 +432,9 @@ mod tests {
         let last = q.len() - 1;
         q[last] ^= 1;
         match icrc_check(&q) {
-            Err(Error::IcrcMismatch { computed, received }) => assert_eq!(computed ^ received, 0x0100_0000),
+            Err(Error::IcrcMismatch { computed, received }) => {
+                assert_eq!(computed ^ received, 0x0100_0000)
+            }
             other => panic!("{other:?}"),
         }
     }

@@ -57,7 +57,10 @@ mod tests {
         let mut out = [0u8; 4];
         Repr { rkey: 0x0102_0304 }.emit(&mut Header::new_checked(&mut out[..]).unwrap());
         assert_eq!(out, [1, 2, 3, 4]);
-        assert_eq!(Repr::parse(&Header::new_checked(&out[..]).unwrap()).rkey, 0x0102_0304);
+        assert_eq!(
+            Repr::parse(&Header::new_checked(&out[..]).unwrap()).rkey,
+            0x0102_0304
+        );
         assert_eq!(Header::new_checked(&out[..3]).err(), Some(Error::Truncated));
     }
 }

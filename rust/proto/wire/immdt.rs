@@ -44,7 +44,9 @@ pub struct Repr {
 impl Repr {
     /// Decodes the header.
     pub fn parse<T: AsRef<[u8]>>(h: &Header<T>) -> Self {
-        Self { imm_data: h.imm_data() }
+        Self {
+            imm_data: h.imm_data(),
+        }
     }
 
     /// Writes the header.
@@ -60,9 +62,15 @@ mod tests {
     #[test]
     fn bytes_travel_verbatim() {
         let mut out = [0u8; 4];
-        Repr { imm_data: [1, 2, 3, 4] }.emit(&mut Header::new_checked(&mut out[..]).unwrap());
+        Repr {
+            imm_data: [1, 2, 3, 4],
+        }
+        .emit(&mut Header::new_checked(&mut out[..]).unwrap());
         assert_eq!(out, [1, 2, 3, 4]);
-        assert_eq!(Header::new_checked(&out[..]).unwrap().imm_data(), [1, 2, 3, 4]);
+        assert_eq!(
+            Header::new_checked(&out[..]).unwrap().imm_data(),
+            [1, 2, 3, 4]
+        );
         assert_eq!(Header::new_checked(&out[..3]).err(), Some(Error::Truncated));
     }
 }

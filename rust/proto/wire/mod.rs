@@ -90,6 +90,7 @@ pub mod ieth;
 pub mod immdt;
 pub mod opcode;
 pub mod packet;
+mod remote;
 pub mod reth;
 #[cfg(test)]
 mod vectors;
@@ -100,7 +101,10 @@ mod vectors;
 #[allow(unused_imports)]
 pub use aeth::{AckSyndrome, Header as Aeth, NakCode, Repr as AethRepr};
 #[allow(unused_imports)]
-pub use atomic::{AckHeader as AtomicAckEth, AckRepr as AtomicAckEthRepr, Header as AtomicEth, Repr as AtomicEthRepr};
+pub use atomic::{
+    AckHeader as AtomicAckEth, AckRepr as AtomicAckEthRepr, Header as AtomicEth,
+    Repr as AtomicEthRepr,
+};
 #[allow(unused_imports)]
 pub use bth::{Header as Bth, Repr as BthRepr};
 #[allow(unused_imports)]
@@ -114,7 +118,9 @@ pub use ieth::{Header as Ieth, Repr as IethRepr};
 #[allow(unused_imports)]
 pub use immdt::{Header as ImmDt, Repr as ImmDtRepr};
 #[allow(unused_imports)]
-pub use opcode::{Direction, ExtHeader, Opcode, OpcodeInfo, Operation, Position, Transport, XUD_OPCODE_BASE};
+pub use opcode::{
+    Direction, ExtHeader, Opcode, OpcodeInfo, Operation, Position, Transport, XUD_OPCODE_BASE,
+};
 #[allow(unused_imports)]
 pub use packet::{Packet, Repr as PacketRepr};
 #[allow(unused_imports)]
@@ -233,7 +239,10 @@ pub(crate) mod testutil {
             .filter(|b| !b.is_ascii_whitespace())
             .collect();
         assert!(digits.len() & 1 == 0, "odd number of hex digits");
-        digits.chunks(2).map(|p| u8::from_str_radix(core::str::from_utf8(p).unwrap(), 16).unwrap()).collect()
+        digits
+            .chunks(2)
+            .map(|p| u8::from_str_radix(core::str::from_utf8(p).unwrap(), 16).unwrap())
+            .collect()
     }
 
     /// A xorshift64* generator: deterministic, good enough to throw

@@ -152,13 +152,21 @@ pub enum Operation {
 impl Operation {
     /// Whether packets of this operation may carry payload.
     pub const fn carries_payload(self) -> bool {
-        matches!(self, Operation::Send | Operation::RdmaWrite | Operation::RdmaReadResponse | Operation::AtomicWrite)
+        matches!(
+            self,
+            Operation::Send
+                | Operation::RdmaWrite
+                | Operation::RdmaReadResponse
+                | Operation::AtomicWrite
+        )
     }
 
     /// Which way the packet goes.
     pub const fn direction(self) -> Direction {
         match self {
-            Operation::RdmaReadResponse | Operation::Acknowledge | Operation::AtomicAcknowledge => Direction::Response,
+            Operation::RdmaReadResponse | Operation::Acknowledge | Operation::AtomicAcknowledge => {
+                Direction::Response
+            }
             _ => Direction::Request,
         }
     }
@@ -364,7 +372,9 @@ impl Opcode {
     pub fn info(self) -> Result<&'static OpcodeInfo, Error> {
         match INDEX[usize::from(self.0)] {
             0 => Err(Error::UnknownOpcode(self.0)),
-            i => TABLE.get(usize::from(i) - 1).ok_or(Error::UnknownOpcode(self.0)),
+            i => TABLE
+                .get(usize::from(i) - 1)
+                .ok_or(Error::UnknownOpcode(self.0)),
         }
     }
 
@@ -408,7 +418,11 @@ mod tests {
                     let sum: usize = i.headers.iter().map(|h| h.size()).sum();
                     assert_eq!(i.header_len, 12 + sum);
                     for (k, h) in i.headers.iter().enumerate() {
-                        assert!(!i.headers[k + 1..].contains(h), "{} repeats a header", i.name);
+                        assert!(
+                            !i.headers[k + 1..].contains(h),
+                            "{} repeats a header",
+                            i.name
+                        );
                     }
                 }
                 Err(e) => assert_eq!(e, Error::UnknownOpcode(b)),
@@ -420,7 +434,10 @@ mod tests {
 
     #[test]
     fn rejects_other_transports_and_gaps() {
-        for b in [0x15, 0x18, 0x1b, 0x1e, 0x1f, 0x2c, 0x40, 0x60, 0x63, 0x66, 0x80, 0x81, 0xa0, 0xc0, 0xe0, 0xff] {
+        for b in [
+            0x15, 0x18, 0x1b, 0x1e, 0x1f, 0x2c, 0x40, 0x60, 0x63, 0x66, 0x80, 0x81, 0xa0, 0xc0,
+            0xe0, 0xff,
+        ] {
             assert_eq!(Opcode(b).info(), Err(Error::UnknownOpcode(b)), "{b:#x}");
         }
         assert_eq!(Opcode(0xe5).transport(), Some(Transport::Xud));
@@ -435,7 +452,11 @@ mod tests {
             (Opcode::RC_SEND_ONLY, &[], 12),
             (Opcode::RC_SEND_LAST_WITH_IMMEDIATE, &[ImmDt], 16),
             (Opcode::RC_RDMA_WRITE_FIRST, &[Reth], 28),
-            (Opcode::RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE, &[Reth, ImmDt], 32),
+            (
+                Opcode::RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE,
+                &[Reth, ImmDt],
+                32,
+            ),
             (Opcode::RC_RDMA_READ_REQUEST, &[Reth], 28),
             (Opcode::RC_RDMA_READ_RESPONSE_MIDDLE, &[], 12),
             (Opcode::RC_RDMA_READ_RESPONSE_LAST, &[Aeth], 16),
@@ -445,7 +466,11 @@ mod tests {
             (Opcode::RC_SEND_ONLY_WITH_INVALIDATE, &[Ieth], 16),
             (Opcode::RC_FLUSH, &[Feth, Reth], 32),
             (Opcode::RC_ATOMIC_WRITE, &[Reth], 28),
-            (Opcode::UC_RDMA_WRITE_ONLY_WITH_IMMEDIATE, &[Reth, ImmDt], 32),
+            (
+                Opcode::UC_RDMA_WRITE_ONLY_WITH_IMMEDIATE,
+                &[Reth, ImmDt],
+                32,
+            ),
             (Opcode::UD_SEND_ONLY, &[Deth], 20),
             (Opcode::UD_SEND_ONLY_WITH_IMMEDIATE, &[Deth, ImmDt], 24),
         ];
@@ -455,19 +480,31 @@ mod tests {
             assert_eq!(i.header_len, len, "{}", i.name);
         }
         let i = Opcode::RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE.info().unwrap();
-        assert_eq!((i.offset_of(Reth), i.offset_of(ImmDt), i.offset_of(Aeth)), (Some(12), Some(28), None));
+        assert_eq!(
+            (i.offset_of(Reth), i.offset_of(ImmDt), i.offset_of(Aeth)),
+            (Some(12), Some(28), None)
+        );
         let i = Opcode::RC_ATOMIC_ACKNOWLEDGE.info().unwrap();
-        assert_eq!((i.offset_of(Aeth), i.offset_of(AtomicAckEth)), (Some(12), Some(16)));
+        assert_eq!(
+            (i.offset_of(Aeth), i.offset_of(AtomicAckEth)),
+            (Some(12), Some(16))
+        );
     }
 
     #[test]
     fn roles() {
         let i = Opcode::RC_RDMA_READ_RESPONSE_FIRST.info().unwrap();
-        assert_eq!((i.direction, i.position, i.payload), (Direction::Response, Position::First, true));
+        assert_eq!(
+            (i.direction, i.position, i.payload),
+            (Direction::Response, Position::First, true)
+        );
         let i = Opcode::RC_ACKNOWLEDGE.info().unwrap();
         assert_eq!((i.direction, i.payload), (Direction::Response, false));
         let i = Opcode::RC_RDMA_READ_REQUEST.info().unwrap();
-        assert_eq!((i.direction, i.payload, i.operation), (Direction::Request, false, Operation::RdmaReadRequest));
+        assert_eq!(
+            (i.direction, i.payload, i.operation),
+            (Direction::Request, false, Operation::RdmaReadRequest)
+        );
         let i = Opcode::UC_SEND_MIDDLE.info().unwrap();
         assert!(!i.position.starts_message() && !i.position.ends_message() && i.payload);
         assert!(Position::Only.starts_message() && Position::Only.ends_message());

@@ -144,7 +144,8 @@ impl<T: AsRef<[u8]>> Packet<T> {
 
     /// The AtomicAckETH, if the opcode has one.
     pub fn atomic_ack_eth(&self) -> Option<AtomicAckEth<&[u8]>> {
-        self.ext(ExtHeader::AtomicAckEth).map(AtomicAckEth::new_unchecked)
+        self.ext(ExtHeader::AtomicAckEth)
+            .map(AtomicAckEth::new_unchecked)
     }
 
     /// The FETH, if the opcode has one.
@@ -207,12 +208,14 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
 
     /// [`Self::atomic_eth`], writable.
     pub fn atomic_eth_mut(&mut self) -> Option<AtomicEth<&mut [u8]>> {
-        self.ext_mut(ExtHeader::AtomicEth).map(AtomicEth::new_unchecked)
+        self.ext_mut(ExtHeader::AtomicEth)
+            .map(AtomicEth::new_unchecked)
     }
 
     /// [`Self::atomic_ack_eth`], writable.
     pub fn atomic_ack_eth_mut(&mut self) -> Option<AtomicAckEth<&mut [u8]>> {
-        self.ext_mut(ExtHeader::AtomicAckEth).map(AtomicAckEth::new_unchecked)
+        self.ext_mut(ExtHeader::AtomicAckEth)
+            .map(AtomicAckEth::new_unchecked)
     }
 
     /// [`Self::feth`], writable.
@@ -327,7 +330,11 @@ impl Repr {
     /// at the start of `buf`, which must be exactly
     /// [`Repr::buffer_len`] long, and zeroes the pad. Payload and ICRC are
     /// left alone. Returns the checked packet view, ready for the payload.
-    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, mut buf: T, payload_len: usize) -> Result<Packet<T>, Error> {
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(
+        &self,
+        mut buf: T,
+        payload_len: usize,
+    ) -> Result<Packet<T>, Error> {
         let total = self.buffer_len(payload_len)?;
         let b = buf.as_mut();
         if b.len() < total {
@@ -401,8 +408,14 @@ mod tests {
     #[test]
     fn emit_then_parse() {
         let mut r = Repr::new(bth(Opcode::RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE));
-        r.reth = Some(reth::Repr { va: 0x7f00_0000_1000, rkey: 0x1234, dma_len: 5 });
-        r.immdt = Some(immdt::Repr { imm_data: [9, 8, 7, 6] });
+        r.reth = Some(reth::Repr {
+            va: 0x7f00_0000_1000,
+            rkey: 0x1234,
+            dma_len: 5,
+        });
+        r.immdt = Some(immdt::Repr {
+            imm_data: [9, 8, 7, 6],
+        });
         assert_eq!(r.buffer_len(5), Ok(12 + 16 + 4 + 5 + 3 + 4));
         let mut buf = [0xaau8; 44];
         let mut p = r.emit(&mut buf[..], 5).unwrap();
@@ -421,16 +434,32 @@ mod tests {
     fn emit_checks_headers_against_opcode() {
         let mut r = Repr::new(bth(Opcode::UD_SEND_ONLY));
         assert_eq!(r.header_len(), Err(Error::ReprMismatch));
-        r.deth = Some(deth::Repr { qkey: 0x1111_1111, src_qp: 3 });
+        r.deth = Some(deth::Repr {
+            qkey: 0x1111_1111,
+            src_qp: 3,
+        });
         assert_eq!(r.header_len(), Ok(20));
-        r.reth = Some(reth::Repr { va: 0, rkey: 0, dma_len: 0 });
+        r.reth = Some(reth::Repr {
+            va: 0,
+            rkey: 0,
+            dma_len: 0,
+        });
         assert_eq!(r.header_len(), Err(Error::ReprMismatch));
         let mut ack = Repr::new(bth(Opcode::RC_ACKNOWLEDGE));
-        ack.aeth = Some(aeth::Repr { syndrome: AckSyndrome::ACK_NO_CREDITS, msn: 1 });
+        ack.aeth = Some(aeth::Repr {
+            syndrome: AckSyndrome::ACK_NO_CREDITS,
+            msn: 1,
+        });
         assert_eq!(ack.buffer_len(0), Ok(20));
         assert_eq!(ack.buffer_len(1), Err(Error::ReprMismatch));
-        assert_eq!(ack.emit(&mut [0u8; 19][..], 0).err(), Some(Error::Truncated));
-        assert_eq!(ack.emit(&mut [0u8; 21][..], 0).err(), Some(Error::BadLength));
+        assert_eq!(
+            ack.emit(&mut [0u8; 19][..], 0).err(),
+            Some(Error::Truncated)
+        );
+        assert_eq!(
+            ack.emit(&mut [0u8; 21][..], 0).err(),
+            Some(Error::BadLength)
+        );
         let mut bad = Repr::new(bth(Opcode(0x15)));
         bad.bth.opcode = Opcode(0x15);
         assert_eq!(bad.header_len(), Err(Error::UnknownOpcode(0x15)));
@@ -439,15 +468,27 @@ mod tests {
     #[test]
     fn rejects_malformed_packets() {
         let mut ack = Repr::new(bth(Opcode::RC_ACKNOWLEDGE));
-        ack.aeth = Some(aeth::Repr { syndrome: AckSyndrome::ACK_NO_CREDITS, msn: 1 });
+        ack.aeth = Some(aeth::Repr {
+            syndrome: AckSyndrome::ACK_NO_CREDITS,
+            msn: 1,
+        });
         let mut buf = [0u8; 20];
         ack.emit(&mut buf[..], 0).unwrap();
         assert!(Packet::new_checked(&buf[..]).is_ok());
-        assert_eq!(Packet::new_checked(&buf[..19]).err(), Some(Error::Truncated));
-        assert_eq!(Packet::new_checked(&buf[..11]).err(), Some(Error::Truncated));
+        assert_eq!(
+            Packet::new_checked(&buf[..19]).err(),
+            Some(Error::Truncated)
+        );
+        assert_eq!(
+            Packet::new_checked(&buf[..11]).err(),
+            Some(Error::Truncated)
+        );
         let mut longer = [0u8; 24];
         longer[..20].copy_from_slice(&buf);
-        assert_eq!(Packet::new_checked(&longer[..]).err(), Some(Error::BadLength));
+        assert_eq!(
+            Packet::new_checked(&longer[..]).err(),
+            Some(Error::BadLength)
+        );
         let mut b = buf;
         b[1] |= 0x10; // pad count 1 on an ACK
         assert_eq!(Packet::new_checked(&b[..]).err(), Some(Error::Truncated));
@@ -456,10 +497,16 @@ mod tests {
         assert_eq!(Packet::new_checked(&b[..21]).err(), Some(Error::BadLength));
         let mut b = buf;
         b[1] |= 0x01;
-        assert_eq!(Packet::new_checked(&b[..]).err(), Some(Error::BadTransportVersion(1)));
+        assert_eq!(
+            Packet::new_checked(&b[..]).err(),
+            Some(Error::BadTransportVersion(1))
+        );
         let mut b = buf;
         b[0] = 0x81; // CNP
-        assert_eq!(Packet::new_checked(&b[..]).err(), Some(Error::UnknownOpcode(0x81)));
+        assert_eq!(
+            Packet::new_checked(&b[..]).err(),
+            Some(Error::UnknownOpcode(0x81))
+        );
     }
 
     /// Checks every accessor of a packet that parsed, and that the parts
@@ -467,7 +514,10 @@ mod tests {
     fn exercise(p: &Packet<&[u8]>) {
         let info = p.info();
         let _ = Repr::parse(p).unwrap();
-        assert_eq!(p.header_len() + p.payload_len() + p.pad_len() + ICRC_LEN, p.len());
+        assert_eq!(
+            p.header_len() + p.payload_len() + p.pad_len() + ICRC_LEN,
+            p.len()
+        );
         assert_eq!(p.payload().len(), p.payload_len());
         assert_eq!(p.reth().is_some(), info.has(ExtHeader::Reth));
         assert_eq!(p.deth().is_some(), info.has(ExtHeader::Deth));
@@ -475,7 +525,10 @@ mod tests {
         assert_eq!(p.immdt().is_some(), info.has(ExtHeader::ImmDt));
         assert_eq!(p.ieth().is_some(), info.has(ExtHeader::Ieth));
         assert_eq!(p.atomic_eth().is_some(), info.has(ExtHeader::AtomicEth));
-        assert_eq!(p.atomic_ack_eth().is_some(), info.has(ExtHeader::AtomicAckEth));
+        assert_eq!(
+            p.atomic_ack_eth().is_some(),
+            info.has(ExtHeader::AtomicAckEth)
+        );
         assert_eq!(p.feth().is_some(), info.has(ExtHeader::Feth));
         if !info.payload {
             assert_eq!(p.payload_len(), 0);

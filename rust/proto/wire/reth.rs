@@ -13,15 +13,15 @@
 //! one, as RC does), so that a responder can place any packet it receives
 //! on its own; the header itself is the same.
 
-use super::field::{get_u32, get_u64, set_u32, set_u64};
-use super::Error;
+use super::field::{get_u32, set_u32};
+use super::{remote, Error};
 
 /// Length of the RETH.
 pub const HEADER_LEN: usize = 16;
 
-const VA: usize = 0;
-const RKEY: usize = 8;
-const DMA_LEN: usize = 12;
+/// After the remote address (`remote`: VA and R_Key).
+const DMA_LEN: usize = remote::LEN;
+const _: () = assert!(DMA_LEN + 4 == HEADER_LEN);
 
 header_view!(
     /// A view of a RETH at the start of a buffer.
@@ -32,12 +32,12 @@ header_view!(
 impl<T: AsRef<[u8]>> Header<T> {
     /// Remote virtual address (or offset, for zero-based MRs).
     pub fn va(&self) -> u64 {
-        get_u64(self.b(), VA)
+        remote::va(self.b())
     }
 
     /// Remote key of the target MR.
     pub fn rkey(&self) -> u32 {
-        get_u32(self.b(), RKEY)
+        remote::rkey(self.b())
     }
 
     /// Bytes of the whole RDMA operation.
@@ -49,12 +49,12 @@ impl<T: AsRef<[u8]>> Header<T> {
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Header<T> {
     /// Sets what [`Self::va`] reads.
     pub fn set_va(&mut self, va: u64) {
-        set_u64(self.m(), VA, va);
+        remote::set_va(self.m(), va);
     }
 
     /// Sets what [`Self::rkey`] reads.
     pub fn set_rkey(&mut self, rkey: u32) {
-        set_u32(self.m(), RKEY, rkey);
+        remote::set_rkey(self.m(), rkey);
     }
 
     /// Sets what [`Self::dma_len`] reads.
@@ -77,7 +77,11 @@ pub struct Repr {
 impl Repr {
     /// Decodes the header.
     pub fn parse<T: AsRef<[u8]>>(h: &Header<T>) -> Self {
-        Self { va: h.va(), rkey: h.rkey(), dma_len: h.dma_len() }
+        Self {
+            va: h.va(),
+            rkey: h.rkey(),
+            dma_len: h.dma_len(),
+        }
     }
 
     /// Writes the header.
@@ -94,13 +98,25 @@ mod tests {
 
     #[test]
     fn round_trips_big_endian() {
-        let bytes = [1, 2, 3, 4, 5, 6, 7, 8, 0xde, 0xad, 0xbe, 0xef, 0, 0, 0x10, 0];
+        let bytes = [
+            1, 2, 3, 4, 5, 6, 7, 8, 0xde, 0xad, 0xbe, 0xef, 0, 0, 0x10, 0,
+        ];
         let h = Header::new_checked(&bytes[..]).unwrap();
         let r = Repr::parse(&h);
-        assert_eq!(r, Repr { va: 0x0102_0304_0506_0708, rkey: 0xdead_beef, dma_len: 4096 });
+        assert_eq!(
+            r,
+            Repr {
+                va: 0x0102_0304_0506_0708,
+                rkey: 0xdead_beef,
+                dma_len: 4096
+            }
+        );
         let mut out = [0u8; 16];
         r.emit(&mut Header::new_checked(&mut out[..]).unwrap());
         assert_eq!(out, bytes);
-        assert_eq!(Header::new_checked(&bytes[..15]).err(), Some(Error::Truncated));
+        assert_eq!(
+            Header::new_checked(&bytes[..15]).err(),
+            Some(Error::Truncated)
+        );
     }
 }

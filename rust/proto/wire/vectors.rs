@@ -113,7 +113,10 @@ fn udp_payload(d: &[u8]) -> &[u8] {
 fn masked_bits(version: IpVersion) -> Vec<(usize, u8)> {
     let (ip, udp) = match version {
         IpVersion::V4 => (std::vec![(1, 0xff), (8, 0xff), (10, 0xff), (11, 0xff)], 20),
-        IpVersion::V6 => (std::vec![(0, 0x0f), (1, 0xff), (2, 0xff), (3, 0xff), (7, 0xff)], 40),
+        IpVersion::V6 => (
+            std::vec![(0, 0x0f), (1, 0xff), (2, 0xff), (3, 0xff), (7, 0xff)],
+            40,
+        ),
     };
     let mut m = ip;
     m.extend([(udp + 6, 0xff), (udp + 7, 0xff), (udp + 8 + 4, 0xff)]);
@@ -129,7 +132,12 @@ fn every_capture_parses_as_expected() {
         assert_eq!(ip.version, v.version, "{}", v.name);
         assert_eq!(ip.datagram_len(), d.len(), "{}", v.name);
         let udp = ip.ip_header_len;
-        assert_eq!(u16::from_be_bytes([d[udp + 2], d[udp + 3]]), ROCE_V2_UDP_PORT, "{}", v.name);
+        assert_eq!(
+            u16::from_be_bytes([d[udp + 2], d[udp + 3]]),
+            ROCE_V2_UDP_PORT,
+            "{}",
+            v.name
+        );
         // rxe sends no UDP checksum, over IPv6 too: the ICRC covers it.
         assert_eq!(&d[udp + 6..udp + 8], &[0, 0], "{}", v.name);
 
@@ -144,13 +152,27 @@ fn every_capture_parses_as_expected() {
         assert_eq!(p.payload_len(), v.payload_len, "{}", v.name);
         // What rxe puts in the fields it does not use.
         assert_eq!(bth.pkey(), 0xffff, "{}", v.name);
-        assert!(!bth.solicited() && !bth.mig_req() && !bth.fecn() && !bth.becn(), "{}", v.name);
-        assert_eq!((bth.tver(), bth.resv6(), bth.resv7()), (0, 0, 0), "{}", v.name);
+        assert!(
+            !bth.solicited() && !bth.mig_req() && !bth.fecn() && !bth.becn(),
+            "{}",
+            v.name
+        );
+        assert_eq!(
+            (bth.tver(), bth.resv6(), bth.resv7()),
+            (0, 0, 0),
+            "{}",
+            v.name
+        );
 
         // The ICRC: the trailer holds the CRC least significant byte
         // first.
         assert_eq!(p.icrc(), v.icrc, "{}", v.name);
-        assert_eq!(&d[d.len() - ICRC_LEN..], &v.icrc.to_le_bytes(), "{}", v.name);
+        assert_eq!(
+            &d[d.len() - ICRC_LEN..],
+            &v.icrc.to_le_bytes(),
+            "{}",
+            v.name
+        );
         assert_eq!(icrc_compute(&d), Ok(v.icrc), "{}", v.name);
         assert_eq!(icrc_check(&d), Ok(()), "{}", v.name);
     }
@@ -161,7 +183,10 @@ fn extension_headers_decode() {
     let d = bytes("rc_rdma_write_only");
     let p = Packet::new_checked(udp_payload(&d)).unwrap();
     let reth = p.reth().unwrap();
-    assert_eq!((reth.va(), reth.rkey(), reth.dma_len()), (0x5558_e926_f000, 0x5c0, 64));
+    assert_eq!(
+        (reth.va(), reth.rkey(), reth.dma_len()),
+        (0x5558_e926_f000, 0x5c0, 64)
+    );
 
     let d = bytes("rc_rdma_write_only_pad1");
     let p = Packet::new_checked(udp_payload(&d)).unwrap();
@@ -170,26 +195,44 @@ fn extension_headers_decode() {
     let d = bytes("rc_rdma_read_request");
     let p = Packet::new_checked(udp_payload(&d)).unwrap();
     let reth = p.reth().unwrap();
-    assert_eq!((reth.va(), reth.rkey(), reth.dma_len()), (0x5587_0d80_b000, 0x614, 64));
+    assert_eq!(
+        (reth.va(), reth.rkey(), reth.dma_len()),
+        (0x5587_0d80_b000, 0x614, 64)
+    );
     assert!(p.payload().is_empty());
 
     let d = bytes("uc_rdma_write_first");
     let p = Packet::new_checked(udp_payload(&d)).unwrap();
     assert_eq!(p.info().transport, Transport::Uc);
     let reth = p.reth().unwrap();
-    assert_eq!((reth.va(), reth.rkey(), reth.dma_len()), (0x5587_a7d0_4000, 0x53a, 2050));
+    assert_eq!(
+        (reth.va(), reth.rkey(), reth.dma_len()),
+        (0x5587_a7d0_4000, 0x53a, 2050)
+    );
     let d = bytes("uc_rdma_write_last_pad2");
     let p = Packet::new_checked(udp_payload(&d)).unwrap();
     assert!(p.reth().is_none());
     assert_eq!(p.payload(), &[0xb1, 0x5f]);
-    assert_eq!(&udp_payload(&d)[14..16], &[0, 0], "rxe's pad bytes are zero");
+    assert_eq!(
+        &udp_payload(&d)[14..16],
+        &[0, 0],
+        "rxe's pad bytes are zero"
+    );
 
-    for (name, src_qp) in [("ud_send_only", 0x12), ("ud_send_only_v6", 0x1b), ("ud_send_only_pad3", 0x11)] {
+    for (name, src_qp) in [
+        ("ud_send_only", 0x12),
+        ("ud_send_only_v6", 0x1b),
+        ("ud_send_only_pad3", 0x11),
+    ] {
         let d = bytes(name);
         let p = Packet::new_checked(udp_payload(&d)).unwrap();
         let deth = p.deth().unwrap();
         // perftest's Q_Key.
-        assert_eq!((deth.qkey(), deth.resv8(), deth.src_qp()), (0x1111_1111, 0, src_qp), "{name}");
+        assert_eq!(
+            (deth.qkey(), deth.resv8(), deth.src_qp()),
+            (0x1111_1111, 0, src_qp),
+            "{name}"
+        );
     }
 
     // rxe acknowledges with "no credit information", MSN counting
@@ -206,11 +249,20 @@ fn extension_headers_decode() {
         let d = bytes(name);
         let p = Packet::new_checked(udp_payload(&d)).unwrap();
         let aeth = p.aeth().unwrap();
-        assert_eq!(aeth.syndrome(), AckSyndrome::Ack { credit_code: CREDITS_INVALID }, "{name}");
+        assert_eq!(
+            aeth.syndrome(),
+            AckSyndrome::Ack {
+                credit_code: CREDITS_INVALID
+            },
+            "{name}"
+        );
         assert_eq!(aeth.msn(), 1, "{name}");
     }
     let d = bytes("rc_rdma_read_response_middle");
-    assert!(Packet::new_checked(udp_payload(&d)).unwrap().aeth().is_none());
+    assert!(Packet::new_checked(udp_payload(&d))
+        .unwrap()
+        .aeth()
+        .is_none());
     let d = bytes("rc_rdma_read_response_last_pad3");
     let p = Packet::new_checked(udp_payload(&d)).unwrap();
     assert_eq!(p.payload(), &[0x31, 0xa4, 0x09, 0xd1, 0x43]);
@@ -218,7 +270,10 @@ fn extension_headers_decode() {
     let d = bytes("rc_fetch_add");
     let p = Packet::new_checked(udp_payload(&d)).unwrap();
     let a = p.atomic_eth().unwrap();
-    assert_eq!((a.va(), a.rkey(), a.swap_add()), (0x55d0_39da_2000, 0x90b, 1));
+    assert_eq!(
+        (a.va(), a.rkey(), a.swap_add()),
+        (0x55d0_39da_2000, 0x90b, 1)
+    );
     // rxe leaves the compare field of FETCH_ADD unwritten: it carries
     // whatever the packet buffer held before (here, bytes of an earlier
     // packet's payload), so nothing may depend on it.
@@ -227,7 +282,10 @@ fn extension_headers_decode() {
     let d = bytes("rc_compare_swap");
     let p = Packet::new_checked(udp_payload(&d)).unwrap();
     let a = p.atomic_eth().unwrap();
-    assert_eq!((a.va(), a.rkey(), a.swap_add(), a.compare()), (0x55e2_aa47_9000, 0xa93, 0, 0));
+    assert_eq!(
+        (a.va(), a.rkey(), a.swap_add(), a.compare()),
+        (0x55e2_aa47_9000, 0xa93, 0, 0)
+    );
 
     let d = bytes("rc_atomic_acknowledge");
     let p = Packet::new_checked(udp_payload(&d)).unwrap();
@@ -245,7 +303,9 @@ fn captures_round_trip_through_repr() {
         let repr = Repr::parse(&p).unwrap();
         let mut out = d.clone();
         out[ip.udp_payload()].fill(0x5a);
-        let mut q = repr.emit(&mut out[ip.udp_payload()], p.payload_len()).unwrap();
+        let mut q = repr
+            .emit(&mut out[ip.udp_payload()], p.payload_len())
+            .unwrap();
         q.payload_mut().copy_from_slice(p.payload());
         assert_eq!(icrc_fill(&mut out), Ok(v.icrc), "{}", v.name);
         // The FETCH_ADD's stale compare field is reproduced too: the Repr
@@ -265,7 +325,12 @@ fn masked_fields_do_not_change_the_icrc() {
                 }
                 let mut m = d.clone();
                 m[at] ^= 1 << bit;
-                assert_eq!(icrc_compute(&m), Ok(v.icrc), "{} byte {at} bit {bit}", v.name);
+                assert_eq!(
+                    icrc_compute(&m),
+                    Ok(v.icrc),
+                    "{} byte {at} bit {bit}",
+                    v.name
+                );
                 assert_eq!(icrc_check(&m), Ok(()), "{} byte {at} bit {bit}", v.name);
             }
         }
@@ -284,7 +349,10 @@ fn every_other_bit_changes_the_icrc() {
         let mut m = d.clone();
         for at in 0..d.len() - ICRC_LEN {
             for bit in 0..8 {
-                if masked.iter().any(|&(o, mask)| o == at && mask & (1 << bit) != 0) {
+                if masked
+                    .iter()
+                    .any(|&(o, mask)| o == at && mask & (1 << bit) != 0)
+                {
                     continue;
                 }
                 m[at] ^= 1 << bit;
@@ -319,7 +387,11 @@ fn truncated_captures_are_errors() {
         for n in 0..udp.len() {
             if let Ok(p) = Packet::new_checked(&udp[..n]) {
                 // Only shorter payload can still parse.
-                assert!(p.info().payload && p.payload_len() < v.payload_len, "{} cut at {n}", v.name);
+                assert!(
+                    p.info().payload && p.payload_len() < v.payload_len,
+                    "{} cut at {n}",
+                    v.name
+                );
             }
         }
     }

@@ -1,0 +1,69 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Locking primitives 6.12's `kernel::sync` lacks.
+//!
+//! [`SpinLockIrq`] is a `spinlock_t` taken with `spin_lock_irqsave`: the
+//! lock for data that process context shares with softirq or hard-irq
+//! context. ib_core calls some verbs from interrupt context
+//! (`req_notify_cq`, `create_ah`/`destroy_ah` without the SLEEPABLE flag,
+//! kernel ULPs posting work), and the data path's receive side runs in the
+//! UDP socket's softirq. A plain [`kernel::sync::SpinLock`] taken there
+//! and in process context with interrupts enabled can deadlock on one CPU,
+//! which lockdep reports as an inconsistent lock state. Guards restore the
+//! interrupt state they found, so nesting in any context is safe.
+//!
+//! It plugs into `kernel::sync::lock::Lock` as a [`Backend`], so guards,
+//! lock classes and pin-init work as for the kernel's own locks.
+
+use crate::ffi::bindings;
+use kernel::sync::lock::{Backend, Lock};
+
+/// A spinlock that disables local interrupts while held.
+pub(crate) type SpinLockIrq<T> = Lock<T, SpinLockIrqBackend>;
+
+/// Creates a [`SpinLockIrq`] initialiser with a lockdep class of its own
+/// for each call site, named like `kernel::new_spinlock!`.
+macro_rules! new_spinlock_irq {
+    ($inner:expr, $name:literal) => {
+        $crate::sync::SpinLockIrq::new(
+            $inner,
+            ::kernel::c_str!($name),
+            ::kernel::static_lock_class!(),
+        )
+    };
+}
+pub(crate) use new_spinlock_irq;
+
+/// The `spin_lock_irqsave` backend of [`SpinLockIrq`].
+pub(crate) struct SpinLockIrqBackend;
+
+// SAFETY: a `spinlock_t` gives mutual exclusion between `lock` and
+// `unlock`; `relock` is the default, which calls `lock` again (the same
+// method). The saved flags travel in the guard, so every unlock restores
+// the interrupt state of its own lock call.
+unsafe impl Backend for SpinLockIrqBackend {
+    type State = kernel::bindings::spinlock_t;
+    type GuardState = kernel::ffi::c_ulong;
+
+    unsafe fn init(
+        ptr: *mut Self::State,
+        name: *const kernel::ffi::c_char,
+        key: *mut kernel::bindings::lock_class_key,
+    ) {
+        // SAFETY: per the trait, `ptr` is valid for writes and `name`/`key`
+        // live forever: exactly what `__spin_lock_init` needs.
+        unsafe { kernel::bindings::__spin_lock_init(ptr, name, key) }
+    }
+
+    unsafe fn lock(ptr: *mut Self::State) -> Self::GuardState {
+        // SAFETY: per the trait, `ptr` is an initialised lock. Our bindings
+        // and the kernel crate's describe the same C `spinlock_t`.
+        unsafe { bindings::rxud_spin_lock_irqsave(ptr.cast()) }
+    }
+
+    unsafe fn unlock(ptr: *mut Self::State, flags: &Self::GuardState) {
+        // SAFETY: per the trait, the caller owns the lock, and `flags` are
+        // what the matching `lock` saved.
+        unsafe { bindings::rxud_spin_unlock_irqrestore(ptr.cast(), *flags) }
+    }
+}
