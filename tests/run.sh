@@ -68,26 +68,27 @@ check_vm_results() { # DIR NVMS
 	done
 }
 
-# gate NAME CMD...: a lint gate, one check.
+# gate ID DESCRIPTION CMD...: a lint gate, one check; its output goes to
+# $OUT/gate-ID.txt.
 gate() {
-	local name=$1
-	shift
-	if "$@" >"$OUT/gate-$name.txt" 2>&1; then
-		echo "ok - $name"
+	local id=$1 what=$2
+	shift 2
+	if "$@" >"$OUT/gate-$id.txt" 2>&1; then
+		echo "ok - $what"
 		passed=$((passed + 1))
 	else
-		tail -n 40 "$OUT/gate-$name.txt" >&2
-		echo "not ok - $name (see $OUT/gate-$name.txt)"
+		tail -n 40 "$OUT/gate-$id.txt" >&2
+		echo "not ok - $what (see $OUT/gate-$id.txt)"
 		failed=$((failed + 1))
 	fi
 }
 
 if [ "$mode" != vm ]; then
 	log "lint gates (rustfmt with the kernel's settings, clippy)"
-	gate "rustfmt --check over rust/ and rdma-core-provider/" make -s -C "$TOP" fmt-check
-	gate "clippy: cargo clippy -D warnings on rxud-proto, rxud-abi, librxud" make -s -C "$TOP" clippy-host
+	gate rustfmt "rustfmt --check over rust/ and rdma-core-provider/" make -s -C "$TOP" fmt-check
+	gate clippy-host "clippy: cargo clippy -D warnings on rxud-proto, rxud-abi, librxud" make -s -C "$TOP" clippy-host
 	if [ -f "$(kernel_dir)/.rxud-built" ]; then
-		gate "clippy: the kernel's CLIPPY=1 lints on rxud.ko, no warning" make -s -C "$TOP" clippy-module
+		gate clippy-module "clippy: the kernel's CLIPPY=1 lints on rxud.ko, no warning" make -s -C "$TOP" clippy-module
 	else
 		log "FAIL: no built kernel for the module's clippy gate: run 'make setup'"
 		failed=$((failed + 1))
