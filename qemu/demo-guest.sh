@@ -4,6 +4,7 @@
 # to the peer.
 set -e
 top=$(cd "$(dirname "$0")/.." && pwd)
+modprobe -a udp_tunnel ip6_udp_tunnel # rxud.ko needs them; insmod does not load them
 insmod "$top/rxud.ko"
 rdma link add rxud0 type rxud netdev "$RXUD_IF"
 echo "== vm$RXUD_VM: rdma link / rdma dev"

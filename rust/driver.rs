@@ -6,6 +6,7 @@
 pub(crate) mod ah;
 pub(crate) mod context;
 pub(crate) mod counter;
+pub(crate) mod counters;
 pub(crate) mod cq;
 pub(crate) mod device;
 pub(crate) mod mr;
@@ -15,5 +16,6 @@ pub(crate) mod registry;
 pub(crate) mod ring;
 pub(crate) mod srq;
 pub(crate) mod table;
+pub(crate) mod transport;
 
 pub(crate) use registry::Registry;

@@ -14,6 +14,7 @@ pub(crate) mod mmap;
 pub(crate) mod mr;
 pub(crate) mod qp;
 pub(crate) mod srq;
+pub(crate) mod stats;
 pub(crate) mod udata;
 pub(crate) mod umem;
 
@@ -29,6 +30,7 @@ pub(crate) use mmap::SharedMem;
 pub(crate) use mr::{AccessFlags, MrKind, UserRange};
 pub(crate) use qp::{QpAttr, QpAttrMask, QpCap, QpInitAttr, QpQuery, QpState, QpType};
 pub(crate) use srq::{SrqAttr, SrqModify};
+pub(crate) use stats::CounterDesc;
 pub(crate) use udata::{UContext, UData};
 pub(crate) use umem::Umem;
 

@@ -24,7 +24,7 @@ mod net;
 mod proto;
 mod sync;
 
-use driver::Registry;
+use driver::{transport::Transports, Registry};
 use ib::link;
 use net::notifier::NetdevNotifier;
 
@@ -46,7 +46,8 @@ struct RxudModule {
 
 impl kernel::Module for RxudModule {
     fn init(module: &'static ThisModule) -> Result<Self> {
-        let registry = Arc::pin_init(Registry::new(module), GFP_KERNEL)?;
+        let transports = Arc::pin_init(Transports::new(), GFP_KERNEL)?;
+        let registry = Arc::pin_init(Registry::new(module, transports), GFP_KERNEL)?;
         // The notifier goes first so that no device can be bound to a netdev
         // whose removal we would not hear about.
         let notifier = NetdevNotifier::register(registry.clone())?;

@@ -72,7 +72,19 @@ pub struct RingControl {
     pub reserved0: [u32; 15],
     /// On its own cache line, away from the other side's index.
     pub consumer: u32,
-    pub reserved1: [u32; 15],
+    /// Written by the consumer, on its cache line: [`ring_flags`].
+    pub consumer_flags: u32,
+    pub reserved1: [u32; 14],
+}
+
+/// `RingControl::consumer_flags`.
+pub mod ring_flags {
+    /// The kernel is draining this send queue and will see entries
+    /// produced now without a doorbell. It clears the flag, then re-reads
+    /// the producer index before it stops, so a producer that publishes an
+    /// entry, then (after a full fence) finds the flag clear, must ring the
+    /// doorbell; one that finds it set need not.
+    pub const SENDER_ACTIVE: u32 = 1 << 0;
 }
 
 /// Where the slots of a ring start.
@@ -109,6 +121,11 @@ pub const RECV_WQE_HEADER_SIZE: u32 = 16;
 pub const SGE_SIZE: u32 = 16;
 /// Bytes of one completion-queue entry.
 pub const CQE_SIZE: u32 = 64;
+
+// Work-queue entries (`wqe.rs`).
+mod wqe;
+#[allow(unused_imports)]
+pub use wqe::{opcode, send_flags, AtomicOp, RdmaOp, RecvWqe, SendWqe, Sge, UdOp};
 
 // Ring geometry and slot sizes (`ring.rs`), used by both sides. The module
 // uses only part of them, and `unused_imports` is not covered by its

@@ -5,17 +5,19 @@
 use super::ah::RxudAh;
 use super::context::RxudContext;
 use super::counter::ObjectCounter;
+use super::counters::RX_COUNTER_DESCS;
 use super::cq::RxudCq;
 use super::mr::{RxudMr, MAX_FAST_REG_PAGES};
 use super::pd::RxudPd;
 use super::qp::{QpCore, RxudQp, FIRST_QPN};
 use super::srq::RxudSrq;
 use super::table::IndexTable;
+use super::transport::{Attachment, RxPort};
 use super::Registry;
 use crate::ib::{
-    AccessFlags, AddressVector, CqArm, CqInitAttr, Device, DeviceAttr, DeviceOps, LinkLayer,
-    MrKind, PortAttr, PortCapFlags, PortImmutable, PortPhysState, PortState, QpAttr, QpCap,
-    QpInitAttr, QpQuery, SrqAttr, SrqModify, UData, Umem, UserRange,
+    AccessFlags, AddressVector, CounterDesc, CqArm, CqInitAttr, Device, DeviceAttr, DeviceOps,
+    LinkLayer, MrKind, PortAttr, PortCapFlags, PortImmutable, PortPhysState, PortState, QpAttr,
+    QpCap, QpInitAttr, QpQuery, SrqAttr, SrqModify, UData, Umem, UserRange,
 };
 use crate::proto::{mtu, wire::bth::DEFAULT_PKEY};
 use core::sync::atomic::{AtomicU32, Ordering};
@@ -80,13 +82,26 @@ pub(crate) struct RxudDevice {
     /// look MRs up by key through an index table that also guarantees
     /// uniqueness among live MRs.
     next_key: AtomicU32,
+    /// The receive side of the port: counters and (with the data path)
+    /// delivery.
+    rx: Arc<RxPort>,
+    /// The port's place on its namespace's UDP socket; closes the socket
+    /// with the namespace's last device.
+    _transport: Attachment,
 }
 
 impl RxudDevice {
-    pub(crate) fn new(registry: Arc<Registry>, guid: [u8; 8]) -> Result<Self> {
+    pub(crate) fn new(
+        registry: Arc<Registry>,
+        guid: [u8; 8],
+        rx: Arc<RxPort>,
+        transport: Attachment,
+    ) -> Result<Self> {
         Ok(Self {
             registry,
             guid,
+            rx,
+            _transport: transport,
             pds: ObjectCounter::new(MAX_PD)?,
             mrs: ObjectCounter::new(MAX_MR)?,
             cqs: ObjectCounter::new(MAX_CQ)?,
@@ -324,6 +339,12 @@ impl DeviceOps for RxudDevice {
 
     fn link_layer(_dev: &Device<Self>, _port: u32) -> LinkLayer {
         LinkLayer::Ethernet
+    }
+
+    const PORT_COUNTERS: &'static [CounterDesc] = &RX_COUNTER_DESCS;
+
+    fn port_counters(dev: &Device<Self>, _port: u32, values: &mut [u64]) {
+        dev.data().rx.counters.read(values);
     }
 
     fn dealloc(dev: &Device<Self>) {

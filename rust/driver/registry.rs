@@ -11,6 +11,7 @@
 //! registration and synchronous unregistration happen outside it.
 
 use super::device::{RxudDevice, PORT};
+use super::transport::{RxPort, Transports};
 use crate::ib::{link::LinkOps, DeviceHandle, DeviceInfo, NewDevice, PortEvent};
 use crate::net::{
     netdev::NetDeviceId,
@@ -46,13 +47,19 @@ pub(crate) struct Registry {
     #[pin]
     entries: Mutex<KVec<Option<Binding>>>,
     module: &'static ThisModule,
+    /// The UDP sockets of the namespaces that have devices.
+    transports: Arc<Transports>,
 }
 
 impl Registry {
-    pub(crate) fn new(module: &'static ThisModule) -> impl PinInit<Self> {
+    pub(crate) fn new(
+        module: &'static ThisModule,
+        transports: Arc<Transports>,
+    ) -> impl PinInit<Self> {
         pin_init!(Self {
             entries <- new_mutex!(KVec::new(), "rxud:registry"),
             module,
+            transports,
         })
     }
 
@@ -166,7 +173,12 @@ impl LinkOps for Arc<Registry> {
             phys_port_cnt: 1,
             num_comp_vectors: 1,
         };
-        let dev = NewDevice::new(self.module, &info, RxudDevice::new(self.clone(), guid)?)?;
+        // The port first: a namespace whose UDP port is taken refuses the
+        // device before anything exists.
+        let rx = RxPort::new()?;
+        let attachment = self.transports.attach(ndev, rx.clone())?;
+        let data = RxudDevice::new(self.clone(), guid, rx, attachment)?;
+        let dev = NewDevice::new(self.module, &info, data)?;
         dev.set_netdev(PORT, ndev)?;
         let handle = dev.handle();
         if let Err(e) = self.reserve(handle.clone(), ndev) {

@@ -139,3 +139,72 @@ void rxud_spin_unlock_irqrestore(spinlock_t *lock, unsigned long flags)
 {
 	spin_unlock_irqrestore(lock, flags);
 }
+
+struct net *rxud_dev_net(const struct net_device *ndev)
+{
+	return dev_net(ndev);
+}
+
+struct net *rxud_get_net(struct net *net)
+{
+	return get_net(net);
+}
+
+void rxud_put_net(struct net *net)
+{
+	put_net(net);
+}
+
+int rxud_udp_tunnel_open(struct net *net, bool ipv6, u16 port,
+			 int (*encap_rcv)(struct sock *sk, struct sk_buff *skb),
+			 void *user_data, struct socket **sockp)
+{
+	struct udp_port_cfg udp_cfg = {
+		.family = ipv6 ? AF_INET6 : AF_INET,
+		.ipv6_v6only = ipv6,
+		.local_udp_port = htons(port),
+	};
+	struct udp_tunnel_sock_cfg tnl_cfg = {
+		.sk_user_data = user_data,
+		.encap_type = 1,
+		.encap_rcv = encap_rcv,
+	};
+	int err = udp_sock_create(net, &udp_cfg, sockp);
+
+	if (err < 0)
+		return err;
+	setup_udp_tunnel_sock(net, *sockp, &tnl_cfg);
+	return 0;
+}
+
+void *rxud_sk_user_data(struct sock *sk)
+{
+	return rcu_dereference_sk_user_data(sk);
+}
+
+void rxud_kfree_skb(struct sk_buff *skb)
+{
+	kfree_skb(skb);
+}
+
+unsigned int rxud_skb_len(const struct sk_buff *skb)
+{
+	return skb->len;
+}
+
+struct net_device *rxud_skb_dev(const struct sk_buff *skb)
+{
+	return skb->dev;
+}
+
+bool rxud_skb_pull_udp_header(struct sk_buff *skb)
+{
+	return pskb_may_pull(skb, sizeof(struct udphdr)) &&
+	       __skb_pull(skb, sizeof(struct udphdr));
+}
+
+u64 *rxud_hw_stats_values(struct rdma_hw_stats *stats, int *num)
+{
+	*num = stats->num_counters;
+	return stats->value;
+}

@@ -8,6 +8,7 @@
 #define RXUD_HELPERS_H
 
 #include <linux/netdevice.h>
+#include <net/udp_tunnel.h>
 #include <rdma/ib_verbs.h>
 
 struct ib_device *rxud_ib_alloc_device(size_t size);
@@ -43,6 +44,28 @@ u64 rxud_mmap_entry_offset(const struct rdma_user_mmap_entry *entry);
  */
 unsigned long rxud_spin_lock_irqsave(spinlock_t *lock);
 void rxud_spin_unlock_irqrestore(spinlock_t *lock, unsigned long flags);
+
+/* Network namespaces (dev_net, get_net, put_net are inline). */
+struct net *rxud_dev_net(const struct net_device *ndev);
+struct net *rxud_get_net(struct net *net);
+void rxud_put_net(struct net *net);
+/*
+ * A UDP tunnel socket on @port of @net (IPv4, or IPv6-only with @ipv6)
+ * whose datagrams go to @encap_rcv with @user_data as sk_user_data.
+ */
+int rxud_udp_tunnel_open(struct net *net, bool ipv6, u16 port,
+			 int (*encap_rcv)(struct sock *sk, struct sk_buff *skb),
+			 void *user_data, struct socket **sockp);
+void *rxud_sk_user_data(struct sock *sk);
+/* sk_buff fields and inlines (struct sk_buff is opaque to Rust). */
+void rxud_kfree_skb(struct sk_buff *skb);
+unsigned int rxud_skb_len(const struct sk_buff *skb);
+struct net_device *rxud_skb_dev(const struct sk_buff *skb);
+/* Drops the UDP header an encap_rcv skb starts with; false if too short. */
+bool rxud_skb_pull_udp_header(struct sk_buff *skb);
+
+/* The counter array of hardware statistics and its length. */
+u64 *rxud_hw_stats_values(struct rdma_hw_stats *stats, int *num);
 
 /* sysfs attributes of rxud ib_devices (ib_device_ops.device_group). */
 extern const struct attribute_group rxud_device_attr_group;

@@ -246,6 +246,19 @@ pub(crate) trait DeviceOps: Sized + Send + Sync {
         kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
     }
 
+    /// Names of the port counters (`rdma statistic show`, sysfs
+    /// `hw_counters`), in the order [`DeviceOps::port_counters`] fills them.
+    const PORT_COUNTERS: &'static [super::stats::CounterDesc] = &[];
+
+    /// Fills `values` (one per [`DeviceOps::PORT_COUNTERS`] entry) with the
+    /// port's counters.
+    ///
+    /// Context: process (netlink or sysfs read, under the stats lock),
+    /// may sleep.
+    fn port_counters(_dev: &Device<Self>, _port: u32, _values: &mut [u64]) {
+        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
+
     /// Last call before `Self` is dropped.
     ///
     /// Context: process (`ib_dealloc_device` or the end of
@@ -474,6 +487,8 @@ impl<T: DeviceOps> Adapter<T> {
         create_user_ah: wired!(T::HAS_CREATE_AH, Self::create_ah),
         destroy_ah: wired!(T::HAS_CREATE_AH, Self::destroy_ah),
         size_ib_ah: mem::size_of::<Object<bindings::ib_ah, T::Ah>>(),
+        alloc_hw_port_stats: wired!(T::HAS_PORT_COUNTERS, Self::alloc_hw_port_stats),
+        get_hw_stats: wired!(T::HAS_PORT_COUNTERS, Self::get_hw_stats),
         // Shared rings are mapped through user contexts.
         mmap: wired!(T::HAS_ALLOC_CONTEXT, super::mmap::mmap),
         mmap_free: wired!(T::HAS_ALLOC_CONTEXT, super::mmap::mmap_free),

@@ -23,6 +23,13 @@ pub(crate) struct NetDevice(Opaque<bindings::net_device>);
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) struct NetDeviceId(usize);
 
+impl NetDeviceId {
+    /// The identity of the device at `ptr` (compared, never dereferenced).
+    pub(super) fn from_raw(ptr: *mut bindings::net_device) -> Self {
+        Self(ptr as usize)
+    }
+}
+
 impl NetDevice {
     /// Borrows a raw net_device.
     ///
@@ -43,7 +50,7 @@ impl NetDevice {
     /// Identity of this device, valid to compare for as long as something
     /// holds a reference on it.
     pub(crate) fn id(&self) -> NetDeviceId {
-        NetDeviceId(self.as_raw() as usize)
+        NetDeviceId::from_raw(self.as_raw())
     }
 
     /// Interface name (`eth0`, ...).

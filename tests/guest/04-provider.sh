@@ -10,8 +10,7 @@ tap_begin $TAP_PLANNED
 export RDMAV_DRIVERS=$RXUD_TOP/rdma-core-provider/build/librxud
 
 rxud_load
-modprobe rdma_rxe
-check "rxud0 and rxe0 on $IF" bash -c "rdma link add rxud0 type rxud netdev $IF && rdma link add rxe0 type rxe netdev $IF"
+check "rxud0 and rxe0 side by side (rxud0 in its own namespace)" rxud_beside_rxe
 devices=$(ibv_devices 2>&1)
 check "ibv_devices lists rxud0" grep -qw rxud0 <<<"$devices"
 check "ibv_devices still lists rxe0 (librxud does not break other providers)" grep -qw rxe0 <<<"$devices"
@@ -33,9 +32,7 @@ for f in node_guid transport phys_port_cnt state max_mtu active_mtu link_layer p
 		printf 'rxud: %s\nrxe:  %s\n' "$a" "$b" | tap_diag
 	fi
 done
-rdma link delete rxe0
-rdma link delete rxud0
-rmmod rdma_rxe
+rxud_beside_rxe_end
 
 # The active MTU follows the link MTU, leaving room for RoCEv2 headers.
 ip link add rxudm0 type dummy

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# tests/verbs/verbs-test against rxud and against rxe on the same netdev:
-# both must pass the same checks. Then resources of a process that is
+# tests/verbs/verbs-test against rxud and against rxe side by side (two
+# ends of a veth pair, rxud's in a namespace of its own because rxe holds
+# UDP 4791 of the initial one): both must pass the same checks. Then resources of a process that is
 # killed are all released.
 . "$(dirname "$0")/../lib/tap.sh"
 . "$(dirname "$0")/../lib/rxud.sh"
@@ -11,9 +12,7 @@ tap_begin $TAP_PLANNED
 export RDMAV_DRIVERS=$RXUD_TOP/rdma-core-provider/build/librxud
 
 rxud_load
-modprobe rdma_rxe
-rdma link add rxud0 type rxud netdev "$IF"
-rdma link add rxe0 type rxe netdev "$IF"
+rxud_beside_rxe
 
 out_rxud=$("$VT" -d rxud0 2>&1); rc_rxud=$?
 out_rxe=$("$VT" -d rxe0 2>&1); rc_rxe=$?
@@ -48,8 +47,6 @@ check_eq "MR released (pages unpinned) after kill -9" 0 "$(count mr)"
 check_eq "context released after kill -9" 0 "$(count ctx)"
 check_eq "CQs, QP and SRQ released after kill -9" "0 0 0" "$(count cq) $(count qp) $(count srq)"
 
-rdma link delete rxe0
-rdma link delete rxud0
-rmmod rdma_rxe
+rxud_beside_rxe_end
 check "rmmod rxud after user contexts came and went" rxud_unload
 tap_end

@@ -25,9 +25,7 @@ ktest() {
 }
 
 rxud_load
-modprobe rdma_rxe
-rdma link add rxud0 type rxud netdev "$IF"
-rdma link add rxe0 type rxe netdev "$IF"
+rxud_beside_rxe
 count() { rdma resource show | sed -n "s/.* rxud0: .*\\b$1 \\([0-9]*\\).*/\\1/p"; }
 out_rxud=$(ktest rxud0)
 out_rxe=$(ktest rxe0 atomic=0)
@@ -45,9 +43,7 @@ check "the atomic-context checks ran on rxud0 (hard irq included)" grep -q 'ib_r
 # The checks both ran come first; rxud's atomic-context ones follow.
 n_rxe=$(strip "$out_rxe" | wc -l)
 check_eq "rxud and rxe give the same results" "$(strip "$out_rxe")" "$(strip "$out_rxud" | head -n "$n_rxe")"
-rdma link delete rxe0
-rdma link delete rxud0
-rmmod rdma_rxe
+rxud_beside_rxe_end
 check_eq "the kernel PDs and MRs are all released" "pd 0 mr 0" "$counts"
 check "rmmod rxud after kernel verbs" rxud_unload
 tap_end

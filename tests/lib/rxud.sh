@@ -5,7 +5,9 @@ RXUD_TOP=${RXUD_TOP:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
 RXUD_KO=${RXUD_KO:-$RXUD_TOP/rxud.ko}
 
 rxud_loaded() { [ -d /sys/module/rxud ]; }
-rxud_load() { rxud_loaded || insmod "$RXUD_KO"; }
+# rxud.ko needs the UDP tunnel modules; insmod does not load dependencies.
+rxud_deps() { modprobe -a udp_tunnel ip6_udp_tunnel; }
+rxud_load() { rxud_loaded || { rxud_deps && insmod "$RXUD_KO"; }; }
 rxud_unload() { ! rxud_loaded || rmmod rxud; }
 
 ib_exists() { [ -e "/sys/class/infiniband/$1" ]; }
@@ -51,4 +53,32 @@ barrier() {
 	local peer_dir=${RXUD_OUT%/vm*}/vm$((1 - RXUD_VM))
 	touch "$RXUD_OUT/barrier.$1"
 	wait_for "${2:-120}" test -e "$peer_dir/barrier.$1"
+}
+
+# rxud_beside_rxe: rxe0 and rxud0 side by side for comparisons. rxe binds
+# UDP 4791 of the initial namespace, so rxud0 lives in a namespace of its
+# own (rxudns) on one end of a veth pair whose other end carries rxe0; both
+# ends have the same MAC, so the two devices' GUIDs agree too. Loads rxe.
+rxud_beside_rxe() {
+	ip netns add rxudns &&
+		ip link add rxudv0 type veth peer name rxudv1 &&
+		ip link set rxudv1 address "$(cat /sys/class/net/rxudv0/address)" &&
+		ip link set rxudv1 netns rxudns &&
+		ip addr add 169.254.200.1/24 dev rxudv0 &&
+		ip link set rxudv0 up &&
+		ip netns exec rxudns ip addr add 169.254.200.2/24 dev rxudv1 &&
+		ip netns exec rxudns ip link set rxudv1 up &&
+		ip netns exec rxudns ip link set lo up &&
+		modprobe rdma_rxe &&
+		rdma link add rxe0 type rxe netdev rxudv0 &&
+		ip netns exec rxudns rdma link add rxud0 type rxud netdev rxudv1
+}
+
+# rxud_beside_rxe_end: undoes rxud_beside_rxe.
+rxud_beside_rxe_end() {
+	rdma link delete rxe0
+	ip netns exec rxudns rdma link delete rxud0
+	ip link del rxudv0
+	ip netns del rxudns
+	rmmod rdma_rxe
 }

@@ -46,20 +46,32 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// either way and rxe does not check it either.
     pub fn new_checked(buffer: T) -> Result<Self, Error> {
         let b = buffer.as_ref();
-        let bth = Bth::new_checked(b)?;
+        let (info, pad) = Self::check_layout(b, b.len())?;
+        Ok(Self { buffer, info, pad })
+    }
+
+    /// Judges the layout of a packet of `total_len` bytes from its first
+    /// bytes `head` (at least its headers, or all of it), without the
+    /// payload: what a receiver needs before it decides where the payload
+    /// goes. Returns the opcode's description and the pad length.
+    pub fn check_layout(
+        head: &[u8],
+        total_len: usize,
+    ) -> Result<(&'static OpcodeInfo, usize), Error> {
+        let bth = Bth::new_checked(head)?;
         if bth.tver() != bth::TVER {
             return Err(Error::BadTransportVersion(bth.tver()));
         }
         let info = bth.opcode().info()?;
         let pad = usize::from(bth.pad_count());
         let min = info.header_len + pad + ICRC_LEN;
-        if b.len() < min {
+        if total_len < min || head.len() < info.header_len.min(total_len) {
             return Err(Error::Truncated);
         }
-        if !info.payload && (pad != 0 || b.len() != min) {
+        if !info.payload && (pad != 0 || total_len != min) {
             return Err(Error::BadLength);
         }
-        Ok(Self { buffer, info, pad })
+        Ok((info, pad))
     }
 
     /// The buffer back.

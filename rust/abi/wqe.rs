@@ -1,0 +1,230 @@
+// SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
+
+//! Work-queue entries: what librxud writes into send, receive and SRQ ring
+//! slots and the kernel reads (after copying the slot out: nothing here is
+//! trusted by the kernel until checked).
+//!
+//! A send slot is a [`SendWqe`] (64 bytes) followed by `num_sge` [`Sge`]s,
+//! or by `inline_len` bytes of data when [`send_flags::INLINE`] is set. A
+//! receive slot is a [`RecvWqe`] (16 bytes) followed by `num_sge` [`Sge`]s.
+//! Integers are little-endian (both sides run on the same machine);
+//! `imm_data` keeps the byte order verbs give it (network order).
+//!
+//! The operation-specific part of a send WQE is a 32-byte area whose
+//! meaning depends on the opcode; [`RdmaOp`], [`AtomicOp`] and [`UdOp`]
+//! are typed encodings of it, so no field is defined twice and none
+//! overlaps another by accident.
+
+/// Opcodes of send WQEs: the values of `enum ib_uverbs_wr_opcode` (and
+/// `ibv_wr_opcode`), so librxud passes them through.
+pub mod opcode {
+    pub const RDMA_WRITE: u32 = 0;
+    pub const RDMA_WRITE_WITH_IMM: u32 = 1;
+    pub const SEND: u32 = 2;
+    pub const SEND_WITH_IMM: u32 = 3;
+    pub const RDMA_READ: u32 = 4;
+    pub const ATOMIC_CMP_AND_SWP: u32 = 5;
+    pub const ATOMIC_FETCH_AND_ADD: u32 = 6;
+    pub const LOCAL_INV: u32 = 7;
+    pub const SEND_WITH_INV: u32 = 9;
+}
+
+/// `SendWqe::send_flags`: the values of `ibv_send_flags`.
+pub mod send_flags {
+    pub const FENCE: u32 = 1 << 0;
+    pub const SIGNALED: u32 = 1 << 1;
+    pub const SOLICITED: u32 = 1 << 2;
+    pub const INLINE: u32 = 1 << 3;
+    /// Every flag the kernel knows; others make the WQE invalid.
+    pub const KNOWN: u32 = FENCE | SIGNALED | SOLICITED | INLINE;
+}
+
+/// One scatter/gather element.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub struct Sge {
+    pub addr: u64,
+    pub length: u32,
+    pub lkey: u32,
+}
+
+/// Header of a send WQE.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub struct SendWqe {
+    pub wr_id: u64,
+    /// One of [`opcode`].
+    pub opcode: u32,
+    /// [`send_flags`].
+    pub send_flags: u32,
+    /// Scatter/gather elements after the header (without INLINE).
+    pub num_sge: u32,
+    /// Bytes of inline data after the header (with INLINE).
+    pub inline_len: u32,
+    /// Immediate data (network order) for the `*_WITH_IMM` opcodes, or the
+    /// rkey to invalidate for SEND_WITH_INV and LOCAL_INV.
+    pub imm_or_inv: u32,
+    pub reserved: u32,
+    /// Per-opcode operands: [`RdmaOp`], [`AtomicOp`] or [`UdOp`].
+    pub op: [u8; 32],
+}
+
+/// Header of a receive WQE.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub struct RecvWqe {
+    pub wr_id: u64,
+    pub num_sge: u32,
+    pub reserved: u32,
+}
+
+/// Little-endian field access within the 32-byte operand area.
+fn get_u32(b: &[u8; 32], at: usize) -> u32 {
+    let mut w = [0u8; 4];
+    w.copy_from_slice(&b[at..at + 4]);
+    u32::from_le_bytes(w)
+}
+
+fn get_u64(b: &[u8; 32], at: usize) -> u64 {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(w)
+}
+
+fn put_u32(b: &mut [u8; 32], at: usize, v: u32) {
+    b[at..at + 4].copy_from_slice(&v.to_le_bytes());
+}
+
+fn put_u64(b: &mut [u8; 32], at: usize, v: u64) {
+    b[at..at + 8].copy_from_slice(&v.to_le_bytes());
+}
+
+/// Operands of RDMA WRITE (with or without immediate) and READ.
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub struct RdmaOp {
+    pub remote_addr: u64,
+    pub rkey: u32,
+}
+
+impl RdmaOp {
+    pub fn decode(op: &[u8; 32]) -> Self {
+        Self {
+            remote_addr: get_u64(op, 0),
+            rkey: get_u32(op, 8),
+        }
+    }
+
+    pub fn encode(&self) -> [u8; 32] {
+        let mut op = [0u8; 32];
+        put_u64(&mut op, 0, self.remote_addr);
+        put_u32(&mut op, 8, self.rkey);
+        op
+    }
+}
+
+/// Operands of the atomic operations.
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub struct AtomicOp {
+    pub remote_addr: u64,
+    /// The value compared (CMP_AND_SWP) or added (FETCH_AND_ADD).
+    pub compare_add: u64,
+    /// The value swapped in (CMP_AND_SWP).
+    pub swap: u64,
+    pub rkey: u32,
+}
+
+impl AtomicOp {
+    pub fn decode(op: &[u8; 32]) -> Self {
+        Self {
+            remote_addr: get_u64(op, 0),
+            compare_add: get_u64(op, 8),
+            swap: get_u64(op, 16),
+            rkey: get_u32(op, 24),
+        }
+    }
+
+    pub fn encode(&self) -> [u8; 32] {
+        let mut op = [0u8; 32];
+        put_u64(&mut op, 0, self.remote_addr);
+        put_u64(&mut op, 8, self.compare_add);
+        put_u64(&mut op, 16, self.swap);
+        put_u32(&mut op, 24, self.rkey);
+        op
+    }
+}
+
+/// Destination of a datagram (UD) send: an address handle by number
+/// (`CreateAhResp::ah_num`), the remote QP and its Q_Key.
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub struct UdOp {
+    pub ah_num: u32,
+    pub remote_qpn: u32,
+    pub remote_qkey: u32,
+}
+
+impl UdOp {
+    pub fn decode(op: &[u8; 32]) -> Self {
+        Self {
+            ah_num: get_u32(op, 0),
+            remote_qpn: get_u32(op, 4),
+            remote_qkey: get_u32(op, 8),
+        }
+    }
+
+    pub fn encode(&self) -> [u8; 32] {
+        let mut op = [0u8; 32];
+        put_u32(&mut op, 0, self.ah_num);
+        put_u32(&mut op, 4, self.remote_qpn);
+        put_u32(&mut op, 8, self.remote_qkey);
+        op
+    }
+}
+
+#[allow(clippy::manual_is_multiple_of)]
+mod layout {
+    use super::super::{RECV_WQE_HEADER_SIZE, SEND_WQE_HEADER_SIZE, SGE_SIZE};
+    use super::*;
+    use core::mem::{offset_of, size_of};
+
+    const _: () = assert!(size_of::<Sge>() == SGE_SIZE as usize);
+    const _: () = assert!(size_of::<SendWqe>() == SEND_WQE_HEADER_SIZE as usize);
+    const _: () = assert!(offset_of!(SendWqe, op) == 32);
+    const _: () = assert!(size_of::<RecvWqe>() == RECV_WQE_HEADER_SIZE as usize);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn operands_round_trip() {
+        let r = RdmaOp {
+            remote_addr: 0x1122_3344_5566_7788,
+            rkey: 0xdead_beef,
+        };
+        assert_eq!(RdmaOp::decode(&r.encode()), r);
+        let a = AtomicOp {
+            remote_addr: 8,
+            compare_add: u64::MAX,
+            swap: 7,
+            rkey: 9,
+        };
+        assert_eq!(AtomicOp::decode(&a.encode()), a);
+        let u = UdOp {
+            ah_num: 1,
+            remote_qpn: 0xff_ffff,
+            remote_qkey: 0x8001_0000,
+        };
+        assert_eq!(UdOp::decode(&u.encode()), u);
+    }
+
+    #[test]
+    fn operands_are_little_endian_at_fixed_offsets() {
+        let op = RdmaOp {
+            remote_addr: 0x0102_0304_0506_0708,
+            rkey: 0x0a0b_0c0d,
+        }
+        .encode();
+        assert_eq!(op[..12], [8, 7, 6, 5, 4, 3, 2, 1, 0x0d, 0x0c, 0x0b, 0x0a]);
+    }
+}

@@ -1,0 +1,53 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Per-port counters, updated lock-free on the packet paths and reported
+//! as the port's hardware counters (`rdma statistic show link rxud0/1`).
+
+use crate::ib::CounterDesc;
+use core::sync::atomic::{AtomicU64, Ordering};
+use kernel::c_str;
+
+/// What rxud counts on receive. The discriminant is the position in
+/// [`RX_COUNTER_DESCS`].
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum RxCounter {
+    /// Datagrams that reached the port's UDP socket.
+    Packets = 0,
+    /// Dropped: too short, bad transport version, unknown opcode, or
+    /// lengths that contradict the opcode.
+    DropMalformed = 1,
+    /// Dropped: well formed, but for no QP of this port.
+    DropNoQp = 2,
+}
+
+const RX_COUNTERS: usize = 3;
+
+/// Counter names, as `rdma statistic` shows them.
+pub(crate) static RX_COUNTER_DESCS: [CounterDesc; RX_COUNTERS] = [
+    CounterDesc::new(c_str!("rx_packets")),
+    CounterDesc::new(c_str!("rx_drop_malformed")),
+    CounterDesc::new(c_str!("rx_drop_no_qp")),
+];
+
+/// The receive counters of one port.
+pub(crate) struct RxCounters([AtomicU64; RX_COUNTERS]);
+
+impl RxCounters {
+    pub(crate) const fn new() -> Self {
+        Self([const { AtomicU64::new(0) }; RX_COUNTERS])
+    }
+
+    /// Counts `n` more of `which`. Any context.
+    pub(crate) fn add(&self, which: RxCounter, n: u64) {
+        if let Some(c) = self.0.get(which as usize) {
+            c.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+
+    /// Copies the counters into `out`, in [`RX_COUNTER_DESCS`] order.
+    pub(crate) fn read(&self, out: &mut [u64]) {
+        for (o, c) in out.iter_mut().zip(self.0.iter()) {
+            *o = c.load(Ordering::Relaxed);
+        }
+    }
+}

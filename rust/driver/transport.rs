@@ -1,0 +1,252 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! RoCEv2 transport: UDP port 4791, one socket per network namespace that
+//! has rxud devices, opened with the first device there and closed with
+//! the last. The device's netdev decides the namespace, so rxud devices in
+//! different namespaces (containers, test hosts) each get their own port,
+//! which rxe in 6.12 (initial namespace only) cannot do.
+//!
+//! rxe binds UDP 4791 of the initial namespace when it loads; a device in
+//! a namespace whose port is taken is refused with `EADDRINUSE` before
+//! anything is registered. Run both on one machine by giving rxud its own
+//! namespace (Documentation/design.rst).
+//!
+//! Received datagrams arrive in softirq context ([`TunnelRx`]); the
+//! namespace's socket finds the rxud port by the ingress netdev under an
+//! interrupt-safe lock and hands the packet to it.
+
+use super::counters::{RxCounter, RxCounters};
+use crate::net::{
+    netdev::NetDeviceId,
+    netns::NetNsRef,
+    skb::SkBuff,
+    udp::{TunnelRx, TunnelSocket},
+    NetDevice,
+};
+use crate::proto::wire::packet::Packet;
+use crate::sync::{new_spinlock_irq, SpinLockIrq};
+use kernel::{
+    new_mutex,
+    prelude::*,
+    sync::{Arc, Mutex},
+};
+
+/// The IANA port of RoCEv2.
+pub(crate) const ROCE_V2_UDP_PORT: u16 = 4791;
+
+/// Longest transport header rxud reads before the payload: BTH (12),
+/// RETH (16) or AtomicETH (28), with DETH (8) and ImmDt/IETH (4).
+const MAX_HEADERS: usize = 12 + 28 + 8 + 4;
+/// Shortest RoCEv2 payload: a BTH and the ICRC.
+const MIN_PACKET: usize = 12 + 4;
+
+/// The receive side of one rxud port: what its packets are counted in
+/// (and, with the data path, where they go).
+pub(crate) struct RxPort {
+    pub(crate) counters: RxCounters,
+}
+
+impl RxPort {
+    pub(crate) fn new() -> Result<Arc<Self>> {
+        Ok(Arc::new(
+            Self {
+                counters: RxCounters::new(),
+            },
+            GFP_KERNEL,
+        )?)
+    }
+
+    /// One datagram for this port. Context: softirq.
+    fn receive(&self, skb: SkBuff) {
+        self.counters.add(RxCounter::Packets, 1);
+        let len = skb.len();
+        if len < MIN_PACKET {
+            self.counters.add(RxCounter::DropMalformed, 1);
+            return;
+        }
+        // The headers, wherever they lie in the skb; the payload is read
+        // in place when it is placed.
+        let mut head = [0u8; MAX_HEADERS + 4];
+        let n = len.min(head.len());
+        if skb.copy_out(0, &mut head[..n]).is_err() {
+            self.counters.add(RxCounter::DropMalformed, 1);
+            return;
+        }
+        // Judge the layout on a view as long as the packet; bytes past
+        // what was copied are payload, which the check does not read.
+        match Packet::<&[u8]>::check_layout(&head[..n], len) {
+            Ok(_) => {
+                // Queue pairs come with the data path: nothing to deliver
+                // to yet.
+                self.counters.add(RxCounter::DropNoQp, 1);
+            }
+            Err(_) => self.counters.add(RxCounter::DropMalformed, 1),
+        }
+    }
+}
+
+/// One namespace's socket and the ports listening on it.
+struct Netns {
+    net: NetNsRef,
+    rx: Arc<NetnsRx>,
+    /// Dropped (closed) with the last port.
+    _socket: TunnelSocket<NetnsRx>,
+    users: u32,
+}
+
+/// Dispatch of one namespace's datagrams to rxud ports by ingress netdev.
+#[pin_data]
+pub(crate) struct NetnsRx {
+    #[pin]
+    ports: SpinLockIrq<KVec<Option<(NetDeviceId, Arc<RxPort>)>>>,
+}
+
+/// Puts `v` in the first free slot of `slots`, or a new one.
+fn insert<T>(slots: &mut KVec<Option<T>>, v: T, flags: kernel::alloc::Flags) -> Result<usize> {
+    match slots.iter().position(Option::is_none) {
+        Some(i) => {
+            if let Some(slot) = slots.get_mut(i) {
+                *slot = Some(v);
+            }
+            Ok(i)
+        }
+        None => {
+            slots.push(Some(v), flags)?;
+            Ok(slots.len() - 1)
+        }
+    }
+}
+
+impl TunnelRx for NetnsRx {
+    fn receive(&self, skb: SkBuff) {
+        let Some(ingress) = skb.ingress() else {
+            return;
+        };
+        let port = self
+            .ports
+            .lock()
+            .iter()
+            .flatten()
+            .find(|(id, _)| *id == ingress)
+            .map(|(_, p)| p.clone());
+        // Not an rxud netdev of this namespace: dropped (the skb frees on
+        // return), as the port is ours.
+        if let Some(port) = port {
+            port.receive(skb);
+        }
+    }
+}
+
+/// Every namespace's socket.
+#[pin_data]
+pub(crate) struct Transports {
+    #[pin]
+    netns: Mutex<KVec<Option<Netns>>>,
+}
+
+/// An rxud port attached to its namespace's socket; detaches on drop
+/// (closing the socket with the last port). Drop in process context.
+pub(crate) struct Attachment {
+    transports: Arc<Transports>,
+    ndev: NetDeviceId,
+    net: NetNsRef,
+}
+
+impl Transports {
+    pub(crate) fn new() -> impl PinInit<Self> {
+        pin_init!(Self { netns <- new_mutex!(KVec::new(), "rxud:transports") })
+    }
+
+    /// Attaches `port` on `ndev` to the socket of `ndev`'s namespace,
+    /// opening it if this is the namespace's first port. Sleeps.
+    pub(crate) fn attach(
+        self: &Arc<Self>,
+        ndev: &NetDevice,
+        port: Arc<RxPort>,
+    ) -> Result<Attachment> {
+        let net = NetNsRef::of(ndev);
+        let mut all = self.netns.lock();
+        let i = match all
+            .iter()
+            .position(|n| n.as_ref().is_some_and(|n| n.net.same(&net)))
+        {
+            Some(i) => i,
+            None => {
+                let rx = Arc::pin_init(
+                    pin_init!(NetnsRx { ports <- new_spinlock_irq!(KVec::new(), "rxud:netns_ports") }),
+                    GFP_KERNEL,
+                )?;
+                let socket = TunnelSocket::open(NetNsRef::of(ndev), ROCE_V2_UDP_PORT, rx.clone())
+                    .inspect_err(|e| {
+                    if crate::net::is_addr_in_use(*e) {
+                        pr_err!(
+                            "UDP port {} is taken in the network namespace of {} (by rdma_rxe?): \
+                                 put rxud devices in a namespace of their own\n",
+                            ROCE_V2_UDP_PORT,
+                            ndev.name()
+                        );
+                    }
+                })?;
+                let entry = Netns {
+                    net: NetNsRef::of(ndev),
+                    rx,
+                    _socket: socket,
+                    users: 0,
+                };
+                insert(&mut all, entry, GFP_KERNEL)?
+            }
+        };
+        let Some(Some(entry)) = all.get_mut(i) else {
+            return Err(EINVAL);
+        };
+        let attached = {
+            let mut ports = entry.rx.ports.lock();
+            insert(&mut ports, (ndev.id(), port), GFP_ATOMIC)
+        };
+        if let Err(e) = attached {
+            if entry.users == 0 {
+                // Closes the socket just opened.
+                let closed = all.get_mut(i).and_then(Option::take);
+                drop(all);
+                drop(closed);
+            }
+            return Err(e);
+        }
+        entry.users += 1;
+        Ok(Attachment {
+            transports: self.clone(),
+            ndev: ndev.id(),
+            net,
+        })
+    }
+}
+
+impl Drop for Attachment {
+    fn drop(&mut self) {
+        let mut all = self.transports.netns.lock();
+        let Some(slot) = all
+            .iter_mut()
+            .find(|n| n.as_ref().is_some_and(|n| n.net.same(&self.net)))
+        else {
+            return;
+        };
+        let Some(entry) = slot.as_mut() else {
+            return;
+        };
+        let port = {
+            let mut ports = entry.rx.ports.lock();
+            ports
+                .iter_mut()
+                .find(|p| p.as_ref().is_some_and(|(id, _)| *id == self.ndev))
+                .and_then(Option::take)
+        };
+        // The port's last reference may go here, outside the spinlock.
+        drop(port);
+        entry.users = entry.users.saturating_sub(1);
+        let closed = if entry.users == 0 { slot.take() } else { None };
+        drop(all);
+        // Closing waits for receive callbacks to finish: outside the
+        // mutex.
+        drop(closed);
+    }
+}

@@ -1,0 +1,164 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! UDP tunnel sockets (`net/udp_tunnel.h`): a kernel UDP socket on a port
+//! of one network namespace whose datagrams are handed to a Rust receiver
+//! in the UDP receive path (softirq), before any socket queueing.
+
+use super::{netns::NetNsRef, skb::SkBuff};
+use crate::ffi::bindings;
+use core::ptr::NonNull;
+use kernel::{prelude::*, sync::Arc};
+
+/// Receives the datagrams of a [`TunnelSocket`].
+pub(crate) trait TunnelRx: Send + Sync {
+    /// One datagram, its data starting at the UDP payload.
+    ///
+    /// Context: softirq (the UDP receive path), under RCU; must not sleep.
+    fn receive(&self, skb: SkBuff);
+}
+
+/// A UDP port of one namespace, IPv4 and (where the kernel has IPv6)
+/// IPv6, delivering to `T`.
+///
+/// # Invariants
+///
+/// `v4` (and `v6` if set) are tunnel sockets whose `sk_user_data` is
+/// `Arc::into_raw(rx)` for an `rx` we hold a reference for; they are
+/// released before that reference is dropped.
+pub(crate) struct TunnelSocket<T: TunnelRx> {
+    v4: NonNull<bindings::socket>,
+    v6: Option<NonNull<bindings::socket>>,
+    rx: *const T,
+    _net: NetNsRef,
+}
+
+// SAFETY: the sockets are only released (from any thread) and `rx` is an
+// `Arc<T>` with `T: Send + Sync`.
+unsafe impl<T: TunnelRx> Send for TunnelSocket<T> {}
+// SAFETY: `&TunnelSocket` exposes nothing.
+unsafe impl<T: TunnelRx> Sync for TunnelSocket<T> {}
+
+/// Opens one socket.
+///
+/// # Safety
+///
+/// `user_data` stays valid for as long as the socket exists.
+unsafe fn open<T: TunnelRx>(
+    net: &NetNsRef,
+    ipv6: bool,
+    port: u16,
+    user_data: *const T,
+) -> Result<NonNull<bindings::socket>> {
+    let mut sock = core::ptr::null_mut();
+    // SAFETY: the namespace is held; `encap_rcv::<T>` matches the callback
+    // type and reads `user_data` as a `T`, valid per the caller.
+    let ret = unsafe {
+        bindings::rxud_udp_tunnel_open(
+            net.as_raw(),
+            ipv6,
+            port,
+            Some(encap_rcv::<T>),
+            user_data.cast_mut().cast(),
+            &mut sock,
+        )
+    };
+    kernel::error::to_result(ret)?;
+    NonNull::new(sock).ok_or(ENOMEM)
+}
+
+/// Releases a socket: no receive callback runs on it after this returns.
+///
+/// # Safety
+///
+/// `sock` was opened by [`open`] and is not used again.
+unsafe fn release(sock: NonNull<bindings::socket>) {
+    // SAFETY: per the caller. Receive callbacks run under RCU, so once the
+    // socket is unhashed, a grace period ends every one still running.
+    unsafe {
+        bindings::udp_tunnel_sock_release(sock.as_ptr());
+        bindings::synchronize_rcu();
+    }
+}
+
+impl<T: TunnelRx> TunnelSocket<T> {
+    /// Binds `port` in `net`. `EADDRINUSE` if another socket has it (rxe
+    /// binds UDP 4791 of the initial namespace when it loads). Sleeps.
+    pub(crate) fn open(net: NetNsRef, port: u16, rx: Arc<T>) -> Result<Self> {
+        let raw = Arc::into_raw(rx);
+        // SAFETY: `raw` stays valid until after the sockets are released
+        // (here on error, in `drop` otherwise).
+        let v4 = match unsafe { open(&net, false, port, raw) } {
+            Ok(s) => s,
+            Err(e) => {
+                // SAFETY: from `Arc::into_raw` above, no socket uses it.
+                drop(unsafe { Arc::from_raw(raw) });
+                return Err(e);
+            }
+        };
+        // SAFETY: as above.
+        let v6 = match unsafe { open(&net, true, port, raw) } {
+            Ok(s) => Some(s),
+            // A kernel without IPv6 (or with it disabled) serves IPv4 only.
+            Err(e) if e.to_errno() == -(bindings::EAFNOSUPPORT as i32) => None,
+            Err(e) => {
+                // SAFETY: `v4` is ours; then no socket uses `raw`.
+                unsafe {
+                    release(v4);
+                    drop(Arc::from_raw(raw));
+                }
+                return Err(e);
+            }
+        };
+        Ok(Self {
+            v4,
+            v6,
+            rx: raw,
+            _net: net,
+        })
+    }
+}
+
+impl<T: TunnelRx> Drop for TunnelSocket<T> {
+    fn drop(&mut self) {
+        // SAFETY: the sockets are ours (type invariant); once released, no
+        // callback can still see `rx`, whose reference we then drop.
+        unsafe {
+            if let Some(v6) = self.v6 {
+                release(v6);
+            }
+            release(self.v4);
+            drop(Arc::from_raw(self.rx));
+        }
+    }
+}
+
+/// `udp_tunnel_sock_cfg.encap_rcv`.
+///
+/// # Safety
+///
+/// Called by the UDP receive path under RCU with a socket opened by
+/// [`open`] for a `T`, and an skb we then own, its data at the UDP header.
+unsafe extern "C" fn encap_rcv<T: TunnelRx>(
+    sk: *mut bindings::sock,
+    skb: *mut bindings::sk_buff,
+) -> kernel::ffi::c_int {
+    let Some(skb_ptr) = NonNull::new(skb) else {
+        return 0;
+    };
+    // SAFETY: per the function's contract we own the skb from here on,
+    // whatever happens to it.
+    let pulled = unsafe { bindings::rxud_skb_pull_udp_header(skb_ptr.as_ptr()) };
+    // SAFETY: as above; the data now starts at the UDP payload (or the skb
+    // is dropped unread).
+    let skb = unsafe { SkBuff::from_raw(skb_ptr) };
+    // SAFETY: `sk_user_data` is the `T` of the socket's `TunnelSocket`,
+    // valid until after the socket is released, which waits for RCU
+    // readers like this one.
+    let rx = unsafe { bindings::rxud_sk_user_data(sk).cast::<T>().as_ref() };
+    match rx {
+        Some(rx) if pulled => rx.receive(skb),
+        _ => drop(skb),
+    }
+    // 0: consumed (we own and have freed or kept the skb).
+    0
+}
