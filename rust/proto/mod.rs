@@ -11,5 +11,6 @@
 pub mod guid;
 pub mod mtu;
 pub mod psn;
+pub mod rc;
 pub mod window;
 pub mod wire;
