@@ -86,6 +86,9 @@ for i in $(seq 0 $((nvms - 1))); do
 	accel=(--disable-kvm)
 	[ $kvm -eq 1 ] && accel=()
 	[ -n "$append" ] && accel+=(--append "$append")
+	# Created here, not by the background job's redirection: `tail -f`
+	# below must find it.
+	: >"$out/vm$i.log"
 	setsid vng --run "$KDIR" --user root --force-9p --disable-microvm "${accel[@]}" \
 		-m "${mem}M" --cpus "$cpus" --rwdir "$out" "${opts[@]}" -- "$guest" \
 		</dev/null >"$out/vm$i.log" 2>&1 &
