@@ -40,7 +40,9 @@ mutant() {
 	out=$src/run
 	"$TOP/qemu/vm.sh" --append kmemleak=on --timeout 600 --out "$out" -- \
 		env RXUD_KO="$src/rxud.ko" "$TOP/tests/guest-runner.sh" "$TOP/$test" >/dev/null 2>&1
-	if cat "$out"/vm0/tap.txt "$out"/vm0/kmemleak.txt "$out"/vm0/dmesg.txt 2>/dev/null | grep -qE -- "$want"; then
+	# grep reads the files itself: with pipefail, `cat | grep -q` fails
+	# when grep stops early and cat dies of SIGPIPE.
+	if grep -qsE -- "$want" "$out"/vm0/tap.txt "$out"/vm0/kmemleak.txt "$out"/vm0/dmesg.txt; then
 		echo "ok - mutant $name is caught by $(basename "$test")"
 	else
 		echo "not ok - mutant $name survived $(basename "$test") (looked for: $want)"
