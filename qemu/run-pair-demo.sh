@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # The main job (`make run`): boot two VMs joined by one virtio-net link,
 # load rxud in both, create rxud0 on the link, show it to ib_core's and
-# libibverbs' tools and send traffic across (qemu/demo-guest.sh). RDMA
-# traffic over rxud comes with the data path; until then the traffic is IP
-# over the link the RoCEv2 GIDs are on.
+# libibverbs' tools and send traffic across (qemu/demo-guest.sh): IP, then
+# RDMA over rxud (UD ping-pong between the VMs).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 exec "$RXUD_TOP/qemu/vm.sh" --pair --timeout 600 -v -- "$RXUD_TOP/qemu/demo-guest.sh"

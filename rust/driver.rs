@@ -14,8 +14,10 @@ pub(crate) mod pd;
 pub(crate) mod qp;
 pub(crate) mod registry;
 pub(crate) mod ring;
+pub(crate) mod rx;
 pub(crate) mod srq;
 pub(crate) mod table;
 pub(crate) mod transport;
+pub(crate) mod tx;
 
 pub(crate) use registry::Registry;

@@ -22,7 +22,7 @@ pub(crate) use ah::{AddressVector, NetworkType};
 pub(crate) use attr::{
     DeviceAttr, LinkLayer, PortAttr, PortCapFlags, PortImmutable, PortPhysState, PortState,
 };
-pub(crate) use cq::{CqArm, CqInitAttr};
+pub(crate) use cq::{CqArm, CqEvents, CqInitAttr};
 pub(crate) use device::{
     Device, DeviceHandle, DeviceInfo, DeviceOps, DeviceRef, NewDevice, PortEvent,
 };

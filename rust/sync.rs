@@ -67,3 +67,10 @@ unsafe impl Backend for SpinLockIrqBackend {
         unsafe { bindings::rxud_spin_unlock_irqrestore(ptr.cast(), *flags) }
     }
 }
+
+/// Waits until every RCU read-side critical section (softirq receive
+/// paths among them) that began before the call has ended. Sleeps.
+pub(crate) fn synchronize_rcu() {
+    // SAFETY: callable from any sleepable context; no precondition.
+    unsafe { bindings::synchronize_rcu() };
+}

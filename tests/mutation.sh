@@ -79,4 +79,14 @@ mutant plain-spinlocks sync.rs \
 	'pub(crate) type SpinLockIrq<T> = kernel::sync::SpinLock<T>;' \
 	tests/guest/06-kernel-verbs.sh 'inconsistent lock state'
 
+# Received packets are no longer checked against their ICRC.
+mutant no-icrc-check driver/rx.rs \
+	'if icrc.finish() == u32::from_le_bytes(trailer) {' 'if true {' \
+	tests/guest/07-transport.sh 'not ok [0-9]+ - the one with a bad ICRC is dropped'
+
+# Sent packets go out without their ICRC: peers (rxud and rxe) drop them.
+mutant no-icrc-fill driver/tx.rs \
+	'if icrc::icrc_fill(datagram).is_err() {' 'if false {' \
+	tests/guest/08-ud.sh 'not ok [0-9]+ - ibv_ud_pingpong between two rxud devices'
+
 exit $failed

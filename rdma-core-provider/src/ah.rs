@@ -21,6 +21,34 @@ pub(crate) struct Ah {
 
 const _: () = assert!(offset_of!(Ah, ibv_ah) == 0);
 
+/// The number that names `ibah` in UD send work requests.
+///
+/// # Safety
+///
+/// `ibah` was returned by `create_ah` and is not destroyed yet.
+pub(crate) unsafe fn ah_num(ibah: *const ibv_ah) -> u32 {
+    // SAFETY: per the caller, the `ibv_ah` at offset 0 of a live `Ah`.
+    unsafe { (*ibah.cast::<Ah>()).ah_num }
+}
+
+#[cfg(test)]
+impl Ah {
+    /// An AH as `create_ah` leaves it, numbered `ah_num`, for tests of the
+    /// verbs that use AHs.
+    pub(crate) fn for_test(ah_num: u32) -> Box<Self> {
+        Box::new(Self {
+            // SAFETY: all-zero is a valid `ibv_ah` (pointers and integers).
+            ibv_ah: unsafe { core::mem::zeroed() },
+            ah_num,
+            attr: ibv_ah_attr::default(),
+        })
+    }
+
+    pub(crate) fn as_ibv(&mut self) -> *mut ibv_ah {
+        &raw mut self.ibv_ah
+    }
+}
+
 /// CREATE_AH response: the core part is 4 bytes and the kernel writes the
 /// driver part right after it, at offset 4, although `CreateAhResp` is
 /// 8-byte aligned; hence `packed(4)`.

@@ -54,10 +54,13 @@ static CONTEXT_OPS: ContextOps = ContextOps(verbs_context_ops {
     query_qp: Some(crate::qp::query_qp),
     modify_qp: Some(crate::qp::modify_qp),
     destroy_qp: Some(crate::qp::destroy_qp),
+    post_send: Some(crate::qp::post_send),
+    post_recv: Some(crate::qp::post_recv),
     create_srq: Some(crate::srq::create_srq),
     modify_srq: Some(crate::srq::modify_srq),
     query_srq: Some(crate::srq::query_srq),
     destroy_srq: Some(crate::srq::destroy_srq),
+    post_srq_recv: Some(crate::srq::post_srq_recv),
     create_ah: Some(crate::ah::create_ah),
     destroy_ah: Some(crate::ah::destroy_ah),
     ..unsafe_default_ops()

@@ -13,6 +13,7 @@ mod cq;
 mod mmap;
 mod mr;
 mod pd;
+mod post;
 mod qp;
 mod ring;
 mod srq;

@@ -4,7 +4,7 @@
 //! from the context's command fd, read-write and shared, until the queue is
 //! destroyed.
 
-use crate::ring::Ring;
+use crate::ring::{Ring, RingMemory};
 use crate::sys::*;
 use core::ffi::c_int;
 use core::ptr::NonNull;
@@ -79,6 +79,12 @@ impl MappedRing {
     }
 }
 
+impl RingMemory for MappedRing {
+    fn ring(&self) -> Ring<'_> {
+        MappedRing::ring(self)
+    }
+}
+
 /// Checks the ring `info` describes for a queue of `entries` entries of
 /// `entry_size` bytes (`RingGeometry::from_info`) and maps it, all
 /// `info.mmap_size` bytes of it. Fails with `EPROTO` if the kernel's
@@ -132,4 +138,60 @@ unsafe fn log_err(ctx: *mut ibv_context, msg: &str) {
             msg.as_ptr(),
         )
     };
+}
+
+/// A stand-in for the uverbs command fd in tests: a file that rings map
+/// (`map_ring` maps it as it would the device) and doorbells are written
+/// to, and a context whose `cmd_fd` it is.
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::*;
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::FileExt;
+
+    pub(crate) struct FakeDevice {
+        file: std::fs::File,
+        path: std::path::PathBuf,
+        pub(crate) ctx: Box<ibv_context>,
+    }
+
+    impl FakeDevice {
+        /// A device whose fd has `pages` pages.
+        pub(crate) fn new(name: &str, pages: u64) -> Self {
+            let path = std::env::temp_dir().join(format!("rxud-{name}-{}", std::process::id()));
+            let file = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(&path)
+                .unwrap();
+            file.set_len(pages * 4096).unwrap();
+            // SAFETY: all-zero is a valid `ibv_context` (pointers, integers
+            // and a zeroed mutex).
+            let mut ctx: Box<ibv_context> = Box::new(unsafe { core::mem::zeroed() });
+            ctx.cmd_fd = file.as_raw_fd();
+            Self { file, path, ctx }
+        }
+
+        pub(crate) fn ctx(&mut self) -> *mut ibv_context {
+            &raw mut *self.ctx
+        }
+
+        pub(crate) fn read(&self, at: u64, len: usize) -> Vec<u8> {
+            let mut buf = vec![0; len];
+            self.file.read_exact_at(&mut buf, at).unwrap();
+            buf
+        }
+
+        pub(crate) fn write(&self, at: u64, bytes: &[u8]) {
+            self.file.write_all_at(bytes, at).unwrap();
+        }
+    }
+
+    impl Drop for FakeDevice {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
 }

@@ -1,27 +1,38 @@
 // SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
 
-//! Shared rings (see `rxud_abi::RingControl`) and the CQ consumer
-//! (`poll_cq`). Geometry, its checks and index arithmetic are the ABI's
+//! Shared rings (see `rxud_abi::RingControl`): the CQ consumer
+//! (`poll_cq`) and the producer of send, receive and SRQ rings
+//! ([`Producer`]). Geometry, its checks and index arithmetic are the ABI's
 //! (`rxud_abi::RingGeometry`, shared with the kernel), as are slot sizes
 //! (`rxud_abi::send_wqe_slot_size` and the like). The only unsafe code is
-//! [`Ring::new`], whose contract makes the ring's memory valid, and the two
-//! accesses that rely on it (atomic indices, slot reads); the rest is safe
-//! and works on any memory laid out as a ring, so the host tests run it over
-//! ordinary memory.
+//! [`Ring::new`], whose contract makes the ring's memory valid, and the
+//! accesses that rely on it (atomic indices and flags, slot reads and
+//! writes); the rest is safe and works on any memory laid out as a ring, so
+//! the host tests run it over ordinary memory.
 //!
 //! A ring whose producer claims more entries than it has slots (or fewer
 //! than none: producer behind consumer) is *broken*: polling consumes
 //! nothing and reports [`Overrun`], every time, as the kernel does for the
 //! rings user space produces. `ibv_poll_cq` then returns a negative value.
 //! Nothing is delivered from a broken ring, because nothing in it can be
-//! trusted to be a completion.
+//! trusted to be a completion. Likewise a producer finds a ring broken when
+//! the consumer index is ahead of the published producer index or more than
+//! a ring's worth behind it; it then queues nothing.
+//!
+//! Producing: [`Producer`] writes entries into the free slots from the
+//! producer index on, re-reading the consumer index (acquire) only when the
+//! ring looks full, and publishes all of them with one release store of the
+//! producer index ([`Producer::publish`]). [`Ring::consumer_active`] then
+//! tells whether the consumer announced that it is draining the ring
+//! (`rxud_abi::ring_flags::SENDER_ACTIVE`), with the full fence the
+//! protocol needs between publishing and reading the flag.
 
 use crate::sys::ibv_wc;
 use core::marker::PhantomData;
 use core::mem::{offset_of, size_of, MaybeUninit};
 use core::ptr::NonNull;
-use core::sync::atomic::{AtomicU32, Ordering};
-use rxud_abi::{Cqe, RingControl, RingGeometry};
+use core::sync::atomic::{fence, AtomicU32, Ordering};
+use rxud_abi::{ring_flags, Cqe, RecvWqe, RingControl, RingGeometry, SendWqe, Sge};
 
 /// A ring whose indices claim an impossible number of entries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,10 +55,12 @@ impl<'a> Ring<'a> {
     /// `geo` is from `RingGeometry::from_info`, so its slots start at
     /// `RING_SLOTS_OFFSET`, after the `RingControl`. `base` points to
     /// `geo.bytes()` bytes that stay mapped, readable and writable for
-    /// `'a`. Whoever else uses them (the kernel, or a test's
-    /// producer) follows the ring protocol: it accesses the indices only
-    /// atomically and writes no slot between the consumer and producer
-    /// indices, which is this side's to read.
+    /// `'a`. Whoever else uses them (the kernel, or a test playing it)
+    /// follows the ring protocol: it accesses the indices and flags only
+    /// atomically; on a ring this side consumes, it writes no slot between
+    /// the consumer and producer indices, which is this side's to read; on
+    /// a ring this side produces, it writes no slot at all (it copies
+    /// published entries out).
     ///
     /// # Panics
     ///
@@ -86,6 +99,52 @@ impl<'a> Ring<'a> {
         self.index(offset_of!(RingControl, consumer))
     }
 
+    /// The consumer's flags (`rxud_abi::ring_flags`), next to its index.
+    pub(crate) fn consumer_flags(&self) -> &AtomicU32 {
+        self.index(offset_of!(RingControl, consumer_flags))
+    }
+
+    /// Whether the consumer (the kernel's sender) says it is draining the
+    /// ring, and so will see entries published before this call without a
+    /// doorbell. Call it after publishing: the full fence orders the
+    /// producer index store before the flag load, pairing with the
+    /// consumer's fence between clearing the flag and re-reading the
+    /// producer index; so either the consumer sees the new entries or this
+    /// returns `false` and the caller rings the doorbell.
+    pub(crate) fn consumer_active(&self) -> bool {
+        fence(Ordering::SeqCst);
+        self.consumer_flags().load(Ordering::Relaxed) & ring_flags::SENDER_ACTIVE != 0
+    }
+
+    /// Copies `bytes` into the slot `index` names, `at` bytes into it, or
+    /// writes nothing if they would not fit in the slot.
+    fn write_slot(&self, index: u32, at: usize, bytes: &[u8]) -> Result<(), SlotOverflow> {
+        let end = at
+            .checked_add(bytes.len())
+            .filter(|&end| end <= self.geo.slot_size() as usize)
+            .ok_or(SlotOverflow)?;
+        let offset = self.geo.slot_offset(index);
+        // Holds by the geometry's invariants; checked so that no geometry
+        // lets a write leave the ring.
+        if offset.checked_add(end).is_none_or(|e| e > self.geo.bytes()) {
+            return Err(SlotOverflow);
+        }
+        // SAFETY: `offset + at .. offset + end` lies inside the ring's
+        // memory (checked above), writable per `new`. The producer writes
+        // only unpublished slots, which per `new` the other side does not
+        // write, and does not read before they are published. `ptr::copy`
+        // allows `bytes` to overlap the ring (an application may point an
+        // inline SGE anywhere).
+        unsafe {
+            core::ptr::copy(
+                bytes.as_ptr(),
+                self.base.as_ptr().add(offset + at),
+                bytes.len(),
+            )
+        };
+        Ok(())
+    }
+
     /// Copies the CQE in the slot that `index` names.
     ///
     /// # Panics
@@ -104,6 +163,155 @@ impl<'a> Ring<'a> {
         // a valid `Cqe` (integers only). The caller reads only published
         // slots, which per `new` the other side does not write concurrently.
         unsafe { self.base.as_ptr().add(offset).cast::<Cqe>().read() }
+    }
+}
+
+/// Something memory of a ring's shape can be borrowed as a [`Ring`] from:
+/// a mapping ([`crate::mmap::MappedRing`]), or ordinary memory in tests.
+pub(crate) trait RingMemory {
+    fn ring(&self) -> Ring<'_>;
+}
+
+/// A write that would not fit in its slot (or the ring).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct SlotOverflow;
+
+/// Why [`Producer::reserve`] found no slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ProduceError {
+    /// Every slot holds an entry the consumer has not taken yet.
+    Full,
+    /// The consumer index is ahead of the published producer index, or
+    /// more than a ring's worth behind it.
+    Broken(Overrun),
+}
+
+/// Work-queue entry parts a slot is written with: their bytes are their
+/// ABI encoding.
+///
+/// # Safety
+///
+/// The type is `repr(C)` and has no padding, so every byte of a value is
+/// initialised.
+pub(crate) unsafe trait Plain: Copy {
+    fn as_bytes(&self) -> &[u8] {
+        // SAFETY: per the trait's contract every byte of `*self` is
+        // initialised; the slice covers exactly `*self`, borrowed with it.
+        unsafe {
+            core::slice::from_raw_parts((self as *const Self).cast::<u8>(), size_of::<Self>())
+        }
+    }
+}
+
+// SAFETY: `repr(C)`; `u64`, six `u32`s and `[u8; 32]`: no padding, as the
+// size shows.
+unsafe impl Plain for SendWqe {}
+const _: () = assert!(size_of::<SendWqe>() == 8 + 6 * 4 + 32);
+// SAFETY: `repr(C)`; `u64` and two `u32`s: no padding.
+unsafe impl Plain for RecvWqe {}
+const _: () = assert!(size_of::<RecvWqe>() == 8 + 2 * 4);
+// SAFETY: `repr(C)`; `u64` and two `u32`s: no padding.
+unsafe impl Plain for Sge {}
+const _: () = assert!(size_of::<Sge>() == 8 + 2 * 4);
+
+/// The producer side of a ring (SQ, RQ, SRQ) for one batch of entries:
+/// [`reserve`](Self::reserve) a slot, write it, [`commit`](Slot::commit)
+/// it; [`publish`](Self::publish) makes every committed entry visible to
+/// the consumer at once. Nothing reaches the producer index before
+/// `publish`, so an abandoned batch (or slot) publishes nothing.
+///
+/// One producer at a time per ring: `Ring` is neither `Send` nor `Sync`,
+/// and threads reach a queue's ring only through its lock.
+pub(crate) struct Producer<'r, 'a> {
+    ring: &'r Ring<'a>,
+    /// The producer index as published when the batch began.
+    published: u32,
+    /// The index of the next slot to fill.
+    next: u32,
+    /// The consumer index as last read.
+    consumer: u32,
+}
+
+impl<'r, 'a> Producer<'r, 'a> {
+    pub(crate) fn new(ring: &'r Ring<'a>) -> Self {
+        // This side is the only writer of `producer`: relaxed reads back
+        // the last value stored (by this thread, or by another one before
+        // it released the queue's lock).
+        let published = ring.producer().load(Ordering::Relaxed);
+        // Acquire: the consumer copied the slots out before releasing them.
+        let consumer = ring.consumer().load(Ordering::Acquire);
+        Self {
+            ring,
+            published,
+            next: published,
+            consumer,
+        }
+    }
+
+    /// Entries committed in this batch, not yet published.
+    pub(crate) fn pending(&self) -> u32 {
+        self.next.wrapping_sub(self.published)
+    }
+
+    /// Free slots by the consumer index last read.
+    fn free(&self) -> Result<u32, ProduceError> {
+        let broken = ProduceError::Broken(Overrun {
+            producer: self.published,
+            consumer: self.consumer,
+        });
+        let geo = self.ring.geometry();
+        let queued = geo.occupancy(self.published, self.consumer).ok_or(broken)?;
+        // The consumer moving backwards can make this underflow: broken too.
+        geo.slot_count()
+            .checked_sub(queued)
+            .and_then(|free| free.checked_sub(self.pending()))
+            .ok_or(broken)
+    }
+
+    /// The next free slot. When the ring looks full the consumer index is
+    /// read again, as the consumer may have moved on.
+    pub(crate) fn reserve(&mut self) -> Result<Slot<'_, 'r, 'a>, ProduceError> {
+        if self.free()? == 0 {
+            self.consumer = self.ring.consumer().load(Ordering::Acquire);
+            if self.free()? == 0 {
+                return Err(ProduceError::Full);
+            }
+        }
+        Ok(Slot { producer: self })
+    }
+
+    /// Publishes the committed entries with one release store of the
+    /// producer index (none if there are none) and returns how many.
+    pub(crate) fn publish(self) -> u32 {
+        let n = self.pending();
+        if n > 0 {
+            // Release: the slots are written before the consumer sees them.
+            self.ring.producer().store(self.next, Ordering::Release);
+        }
+        n
+    }
+}
+
+/// A free slot [`Producer::reserve`] handed out: written in place, it
+/// becomes an entry once [`commit`](Self::commit)ted (and published).
+pub(crate) struct Slot<'p, 'r, 'a> {
+    producer: &'p mut Producer<'r, 'a>,
+}
+
+impl Slot<'_, '_, '_> {
+    /// Copies `bytes` into the slot, `at` bytes into it.
+    pub(crate) fn write(&mut self, at: usize, bytes: &[u8]) -> Result<(), SlotOverflow> {
+        self.producer.ring.write_slot(self.producer.next, at, bytes)
+    }
+
+    /// Writes `value`'s encoding into the slot, `at` bytes into it.
+    pub(crate) fn put<T: Plain>(&mut self, at: usize, value: &T) -> Result<(), SlotOverflow> {
+        self.write(at, value.as_bytes())
+    }
+
+    /// Makes the slot part of the batch.
+    pub(crate) fn commit(self) {
+        self.producer.next = self.producer.next.wrapping_add(1);
     }
 }
 
@@ -156,29 +364,32 @@ pub(crate) fn poll_cq(ring: &Ring<'_>, out: &mut [MaybeUninit<ibv_wc>]) -> Resul
     Ok(n)
 }
 
+/// Rings over ordinary memory, with the kernel's side played by the test.
 #[cfg(test)]
-mod tests {
+pub(crate) mod testing {
     use super::*;
-    use crate::sys::ibv_qp_cap;
-    use rxud_abi::{
-        recv_wqe_slot_size, send_wqe_slot_size, RingInfo, RingInfoError, CQ_SLOT_SIZE,
-        RING_SLOTS_OFFSET,
-    };
+    use rxud_abi::{RingInfo, RING_SLOTS_OFFSET};
 
     /// Ring memory in ordinary, suitably aligned heap memory.
     #[repr(C, align(64))]
     #[derive(Clone, Copy)]
     struct Line([u8; 64]);
 
-    /// A ring with a test-side producer playing the kernel.
-    struct TestRing {
+    /// A ring in heap memory, with helpers that play the kernel's side.
+    pub(crate) struct TestRing {
         mem: Vec<Line>,
-        geo: RingGeometry,
+        pub(crate) geo: RingGeometry,
         /// The one pointer all accesses derive from.
-        base: NonNull<u8>,
+        pub(crate) base: NonNull<u8>,
     }
 
-    fn info(slot_count: u32, slot_size: u32) -> RingInfo {
+    // SAFETY: the memory `base` points to is owned by `mem`, which moves
+    // with the `TestRing`; nothing else refers to it.
+    unsafe impl Send for TestRing {}
+
+    /// What the kernel describes for a ring of `slot_count` slots of
+    /// `slot_size` bytes: whole pages.
+    pub(crate) fn info(slot_count: u32, slot_size: u32) -> RingInfo {
         let len = RING_SLOTS_OFFSET as u64 + u64::from(slot_count) * u64::from(slot_size);
         RingInfo {
             mmap_offset: 0,
@@ -189,40 +400,52 @@ mod tests {
     }
 
     impl TestRing {
-        fn new(slot_count: u32, slot_size: u32) -> Self {
+        pub(crate) fn new(slot_count: u32, slot_size: u32) -> Self {
             let info = info(slot_count, slot_size);
-            let geo = RingGeometry::from_info(&info, slot_count, CQ_SLOT_SIZE).unwrap();
+            let geo = RingGeometry::from_info(&info, slot_count, slot_size).unwrap();
             // The whole mapping the kernel describes, as `map_ring` maps it.
             let mut mem = vec![Line([0xa5; 64]); info.mmap_size as usize / 64];
             let base = NonNull::new(mem.as_mut_ptr().cast::<u8>()).unwrap();
             let ring = Self { mem, geo, base };
             ring.set_indices(0, 0);
+            ring.set_flags(0);
             ring
         }
 
-        fn ring(&self) -> Ring<'_> {
+        pub(crate) fn ring(&self) -> Ring<'_> {
             assert!(self.mem.len() * 64 >= self.geo.bytes());
             // SAFETY: `geo` is from `from_info`; `mem` covers its bytes and
-            // lives as long as the borrow; the test producer follows the
-            // ring protocol.
+            // lives as long as the borrow; the test's other side follows
+            // the ring protocol.
             unsafe { Ring::new(self.base, self.geo) }
         }
 
-        fn set_indices(&self, producer: u32, consumer: u32) {
+        pub(crate) fn set_indices(&self, producer: u32, consumer: u32) {
             let ring = self.ring();
             ring.producer().store(producer, Ordering::Relaxed);
             ring.consumer().store(consumer, Ordering::Relaxed);
         }
 
-        /// The kernel's side: writes CQEs at the producer index, computing
-        /// slot addresses independently of `RingGeometry`, then publishes
-        /// them.
-        fn produce(&self, cqes: &[Cqe]) {
+        pub(crate) fn set_flags(&self, flags: u32) {
+            self.ring().consumer_flags().store(flags, Ordering::Relaxed);
+        }
+
+        pub(crate) fn producer(&self) -> u32 {
+            self.ring().producer().load(Ordering::Relaxed)
+        }
+
+        pub(crate) fn consumer(&self) -> u32 {
+            self.ring().consumer().load(Ordering::Relaxed)
+        }
+
+        /// The kernel's side of a CQ: writes CQEs at the producer index,
+        /// computing slot addresses independently of `RingGeometry`, then
+        /// publishes them.
+        pub(crate) fn produce(&self, cqes: &[Cqe]) {
             let ring = self.ring();
             let mut producer = ring.producer().load(Ordering::Relaxed);
             for cqe in cqes {
-                let slot = (producer % self.geo.slot_count()) as usize;
-                let offset = RING_SLOTS_OFFSET + slot * self.geo.slot_size() as usize;
+                let offset = self.slot_offset(producer);
                 // SAFETY: in bounds and aligned; the slot is not published,
                 // so the consumer does not read it.
                 unsafe { self.base.as_ptr().add(offset).cast::<Cqe>().write(*cqe) };
@@ -231,18 +454,123 @@ mod tests {
             ring.producer().store(producer, Ordering::Release);
         }
 
-        fn consumer(&self) -> u32 {
-            self.ring().consumer().load(Ordering::Relaxed)
-        }
-
-        fn poll(&self, max: usize) -> Result<Vec<ibv_wc>, Overrun> {
+        pub(crate) fn poll(&self, max: usize) -> Result<Vec<ibv_wc>, Overrun> {
             let mut out = vec![MaybeUninit::uninit(); max];
             let n = poll_cq(&self.ring(), &mut out)?;
             let wcs = out[..n].iter();
             // SAFETY: `poll_cq` initialised the first `n`.
             Ok(wcs.map(|wc| unsafe { wc.assume_init() }).collect())
         }
+
+        /// Where the slot of `index` starts, computed independently of
+        /// `RingGeometry`.
+        fn slot_offset(&self, index: u32) -> usize {
+            let slot = (index % self.geo.slot_count()) as usize;
+            RING_SLOTS_OFFSET + slot * self.geo.slot_size() as usize
+        }
+
+        /// A copy of the slot of `index`.
+        pub(crate) fn slot(&self, index: u32) -> Vec<u8> {
+            self.kernel().slot(index)
+        }
+
+        /// The kernel's side of a work queue: copies out up to `max`
+        /// published entries and releases their slots.
+        pub(crate) fn consume(&self, max: u32) -> Vec<Vec<u8>> {
+            self.kernel().consume(max)
+        }
+
+        /// A handle for a thread playing the kernel.
+        pub(crate) fn kernel(&self) -> Kernel {
+            Kernel {
+                base: self.base,
+                geo: self.geo,
+            }
+        }
     }
+
+    /// The kernel's view of a `TestRing`, usable from another thread while
+    /// the ring lives.
+    #[derive(Clone, Copy)]
+    pub(crate) struct Kernel {
+        base: NonNull<u8>,
+        geo: RingGeometry,
+    }
+
+    // SAFETY: only atomic index accesses and reads of published slots,
+    // which the producer does not write (the ring protocol).
+    unsafe impl Send for Kernel {}
+
+    impl Kernel {
+        fn index(&self, offset: usize) -> &AtomicU32 {
+            // SAFETY: as `Ring::index`; the memory outlives the handle (the
+            // tests keep the `TestRing` alive while they use it).
+            unsafe { AtomicU32::from_ptr(self.base.as_ptr().add(offset).cast()) }
+        }
+
+        pub(crate) fn producer(&self) -> &AtomicU32 {
+            self.index(core::mem::offset_of!(RingControl, producer))
+        }
+
+        pub(crate) fn consumer(&self) -> &AtomicU32 {
+            self.index(core::mem::offset_of!(RingControl, consumer))
+        }
+
+        pub(crate) fn flags(&self) -> &AtomicU32 {
+            self.index(core::mem::offset_of!(RingControl, consumer_flags))
+        }
+
+        pub(crate) fn slot(&self, index: u32) -> Vec<u8> {
+            let slot = (index % self.geo.slot_count()) as usize;
+            let size = self.geo.slot_size() as usize;
+            let offset = RING_SLOTS_OFFSET + slot * size;
+            let mut out = vec![0; size];
+            // SAFETY: in bounds; a published slot (or, between batches, one
+            // nobody writes).
+            unsafe {
+                core::ptr::copy_nonoverlapping(
+                    self.base.as_ptr().add(offset),
+                    out.as_mut_ptr(),
+                    size,
+                )
+            };
+            out
+        }
+
+        /// Copies out up to `max` published entries, as the kernel does,
+        /// and releases their slots.
+        pub(crate) fn consume(&self, max: u32) -> Vec<Vec<u8>> {
+            let consumer = self.consumer().load(Ordering::Relaxed);
+            let producer = self.producer().load(Ordering::Acquire);
+            let ready = self
+                .geo
+                .occupancy(producer, consumer)
+                .expect("producer broke the ring");
+            let n = ready.min(max);
+            let entries = (0..n)
+                .map(|i| self.slot(consumer.wrapping_add(i)))
+                .collect();
+            self.consumer()
+                .store(consumer.wrapping_add(n), Ordering::Release);
+            entries
+        }
+    }
+
+    impl RingMemory for TestRing {
+        fn ring(&self) -> Ring<'_> {
+            TestRing::ring(self)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testing::{info, TestRing};
+    use super::*;
+    use crate::sys::ibv_qp_cap;
+    use rxud_abi::{
+        recv_wqe_slot_size, send_wqe_slot_size, RingInfo, RingInfoError, RING_SLOTS_OFFSET,
+    };
 
     fn cqe(wr_id: u64) -> Cqe {
         Cqe {
@@ -613,5 +941,203 @@ mod tests {
             }
         });
         assert_eq!(r.poll(5).unwrap(), vec![]);
+    }
+
+    /// Writes `byte` over a reserved slot's first 16 bytes and commits it.
+    fn fill(p: &mut Producer<'_, '_>, byte: u8) -> Result<(), ProduceError> {
+        let mut slot = p.reserve()?;
+        slot.write(0, &[byte; 16]).unwrap();
+        slot.commit();
+        Ok(())
+    }
+
+    fn first_bytes(entries: &[Vec<u8>]) -> Vec<u8> {
+        entries.iter().map(|e| e[0]).collect()
+    }
+
+    #[test]
+    fn a_batch_is_published_once_at_its_end() {
+        let r = TestRing::new(8, 64);
+        let ring = r.ring();
+        let mut p = Producer::new(&ring);
+        for byte in 1..=3 {
+            fill(&mut p, byte).unwrap();
+            assert_eq!(r.producer(), 0, "nothing is published before the end");
+        }
+        assert_eq!(p.pending(), 3);
+        assert_eq!(p.publish(), 3);
+        assert_eq!(r.producer(), 3);
+        assert_eq!(first_bytes(&r.consume(8)), [1, 2, 3]);
+        assert_eq!(r.consumer(), 3);
+        // The slot holds exactly what was written; the rest is untouched.
+        let slot = r.slot(2);
+        assert_eq!(slot[..16], [3; 16]);
+        assert_eq!(slot[16..], [0xa5; 48]);
+    }
+
+    #[test]
+    fn uncommitted_slots_and_empty_batches_publish_nothing() {
+        let r = TestRing::new(8, 64);
+        let ring = r.ring();
+        let mut p = Producer::new(&ring);
+        {
+            let mut slot = p.reserve().unwrap();
+            slot.write(0, &[9; 16]).unwrap();
+            // Not committed.
+        }
+        assert_eq!(p.pending(), 0);
+        assert_eq!(p.publish(), 0);
+        assert_eq!(r.producer(), 0);
+        // The abandoned slot is the next batch's first.
+        let mut p = Producer::new(&ring);
+        fill(&mut p, 4).unwrap();
+        assert_eq!(p.publish(), 1);
+        assert_eq!(first_bytes(&r.consume(8)), [4]);
+    }
+
+    #[test]
+    fn a_full_ring_takes_no_more() {
+        let r = TestRing::new(4, 64);
+        let ring = r.ring();
+        let mut p = Producer::new(&ring);
+        for byte in 0..4 {
+            fill(&mut p, byte).unwrap();
+        }
+        assert_eq!(fill(&mut p, 4), Err(ProduceError::Full));
+        assert_eq!(p.publish(), 4);
+        let mut p = Producer::new(&ring);
+        assert_eq!(fill(&mut p, 4), Err(ProduceError::Full));
+        assert_eq!(p.publish(), 0);
+        assert_eq!(first_bytes(&r.consume(2)), [0, 1]);
+        let mut p = Producer::new(&ring);
+        fill(&mut p, 4).unwrap();
+        fill(&mut p, 5).unwrap();
+        assert_eq!(fill(&mut p, 6), Err(ProduceError::Full));
+        assert_eq!(p.publish(), 2);
+        assert_eq!(first_bytes(&r.consume(8)), [2, 3, 4, 5]);
+    }
+
+    #[test]
+    fn a_full_ring_reads_the_consumer_again() {
+        let r = TestRing::new(4, 64);
+        r.set_indices(4, 0);
+        let ring = r.ring();
+        let mut p = Producer::new(&ring);
+        // The kernel consumes after the batch began.
+        assert_eq!(r.consume(1).len(), 1);
+        fill(&mut p, 7).unwrap();
+        assert_eq!(fill(&mut p, 8), Err(ProduceError::Full));
+        assert_eq!(p.publish(), 1);
+        assert_eq!(r.producer(), 5);
+    }
+
+    #[test]
+    fn producer_indices_wrap_at_2_pow_32() {
+        let r = TestRing::new(4, 64);
+        let start = u32::MAX - 5;
+        r.set_indices(start, start);
+        let ring = r.ring();
+        let mut byte = 0;
+        for _ in 0..5 {
+            let mut p = Producer::new(&ring);
+            for _ in 0..3 {
+                fill(&mut p, byte).unwrap();
+                byte += 1;
+            }
+            assert_eq!(p.publish(), 3);
+            let got = first_bytes(&r.consume(8));
+            assert_eq!(got, [byte - 3, byte - 2, byte - 1]);
+        }
+        assert_eq!(r.producer(), start.wrapping_add(15));
+        assert_eq!(r.producer(), 9);
+        assert_eq!(r.consumer(), 9);
+        // The slot of index u32::MAX is the last, then index 0 the first.
+        assert_eq!(
+            ring.geometry().slot_offset(u32::MAX),
+            RING_SLOTS_OFFSET + 3 * 64
+        );
+    }
+
+    #[test]
+    fn a_broken_consumer_index_queues_nothing() {
+        let r = TestRing::new(4, 64);
+        let ring = r.ring();
+        let broken = |producer, consumer| Err(ProduceError::Broken(Overrun { producer, consumer }));
+        // Consumer ahead of the producer.
+        r.set_indices(2, 3);
+        let mut p = Producer::new(&ring);
+        assert_eq!(fill(&mut p, 0), broken(2, 3));
+        assert_eq!(p.publish(), 0);
+        assert_eq!(r.producer(), 2);
+        // More than a ring's worth behind, also across the wrap.
+        r.set_indices(10, 5);
+        assert_eq!(fill(&mut Producer::new(&ring), 0), broken(10, 5));
+        r.set_indices(1, u32::MAX - 3);
+        assert_eq!(fill(&mut Producer::new(&ring), 0), broken(1, u32::MAX - 3));
+        // A ring's worth behind is merely full.
+        r.set_indices(1, u32::MAX - 2);
+        assert_eq!(fill(&mut Producer::new(&ring), 0), Err(ProduceError::Full));
+        // The consumer moving backwards during a batch.
+        r.set_indices(4, 2);
+        let mut p = Producer::new(&ring);
+        fill(&mut p, 0).unwrap();
+        fill(&mut p, 1).unwrap();
+        r.ring().consumer().store(0, Ordering::Relaxed);
+        assert_eq!(fill(&mut p, 2), broken(4, 0));
+        // What was committed before can still be published.
+        assert_eq!(p.publish(), 2);
+        assert_eq!(r.producer(), 6);
+    }
+
+    #[test]
+    fn slot_writes_stay_in_their_slot() {
+        let r = TestRing::new(4, 32);
+        let ring = r.ring();
+        let mut p = Producer::new(&ring);
+        let mut slot = p.reserve().unwrap();
+        slot.write(16, &[1; 16]).unwrap();
+        slot.write(32, &[]).unwrap();
+        assert_eq!(slot.write(17, &[2; 16]), Err(SlotOverflow));
+        assert_eq!(slot.write(0, &[2; 33]), Err(SlotOverflow));
+        assert_eq!(slot.write(33, &[]), Err(SlotOverflow));
+        assert_eq!(slot.write(usize::MAX, &[2]), Err(SlotOverflow));
+        slot.commit();
+        p.publish();
+        assert_eq!(r.slot(0)[..16], [0xa5; 16]);
+        assert_eq!(r.slot(0)[16..], [1; 16]);
+        assert_eq!(r.slot(1), [0xa5; 32], "the next slot is untouched");
+    }
+
+    #[test]
+    fn consumer_activity_is_the_sender_active_flag() {
+        let r = TestRing::new(4, 64);
+        assert!(!r.ring().consumer_active());
+        r.set_flags(ring_flags::SENDER_ACTIVE);
+        assert!(r.ring().consumer_active());
+        r.set_flags(!ring_flags::SENDER_ACTIVE);
+        assert!(!r.ring().consumer_active(), "other bits mean nothing");
+    }
+
+    #[test]
+    fn entry_parts_encode_little_endian() {
+        let sge = Sge {
+            addr: 0x0102_0304_0506_0708,
+            length: 0x1112_1314,
+            lkey: 0x2122_2324,
+        };
+        assert_eq!(
+            sge.as_bytes(),
+            [8, 7, 6, 5, 4, 3, 2, 1, 0x14, 0x13, 0x12, 0x11, 0x24, 0x23, 0x22, 0x21]
+        );
+        let wqe = RecvWqe {
+            wr_id: 1,
+            num_sge: 2,
+            reserved: 0,
+        };
+        assert_eq!(
+            wqe.as_bytes(),
+            [1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0]
+        );
+        assert_eq!(SendWqe::default().as_bytes(), [0; 64]);
     }
 }

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
 
-//! Shared receive queues: a kernel object and its ring, which librxud maps.
-//! `post_srq_recv` comes with the data path; until then libibverbs answers
-//! `EOPNOTSUPP`.
+//! Shared receive queues: a kernel object and its ring, which librxud maps
+//! and `post_srq_recv` posts into (`post.rs`).
 
-use crate::mmap::{map_ring, MappedRing};
+use crate::mmap::map_ring;
+use crate::post::RecvQueue;
 use crate::sys::*;
 use crate::{create_object_with_rings, destroy_object};
 use core::ffi::c_int;
@@ -17,7 +17,7 @@ use rxud_abi::{recv_wqe_slot_size, CreateSrqReq, CreateSrqResp};
 pub(crate) struct Srq {
     vsrq: verbs_srq,
     /// Set once the kernel SRQ exists and its ring is mapped.
-    ring: Option<Box<MappedRing>>,
+    queue: Option<Box<RecvQueue>>,
 }
 
 const _: () = assert!(offset_of!(Srq, vsrq) == 0 && offset_of!(verbs_srq, srq) == 0);
@@ -80,7 +80,7 @@ pub(crate) unsafe extern "C" fn create_srq(
                     granted.max_wr,
                     recv_wqe_slot_size(granted.max_sge),
                 )?;
-                (*srq).ring = Some(Box::new(ring));
+                (*srq).queue = Some(Box::new(RecvQueue::new(ring, granted.max_sge)));
                 Ok(())
             },
             |srq| ibv_cmd_destroy_srq(&raw mut (*srq).vsrq.srq),
@@ -124,9 +124,79 @@ pub(crate) unsafe extern "C" fn destroy_srq(ibsrq: *mut ibv_srq) -> c_int {
         destroy_object(ibsrq.cast::<Srq>(), |srq| {
             let ret = ibv_cmd_destroy_srq(&raw mut (*srq).vsrq.srq);
             if ret == 0 {
-                drop((*srq).ring.take());
+                drop((*srq).queue.take());
             }
             ret
         })
+    }
+}
+
+pub(crate) unsafe extern "C" fn post_srq_recv(
+    ibsrq: *mut ibv_srq,
+    wr: *mut ibv_recv_wr,
+    bad_wr: *mut *mut ibv_recv_wr,
+) -> c_int {
+    // SAFETY: libibverbs passes `bad_wr` from the application, which may
+    // be NULL but otherwise points to a writable pointer.
+    let Some(bad_wr) = (unsafe { bad_wr.as_mut() }) else {
+        return EINVAL;
+    };
+    *bad_wr = core::ptr::null_mut();
+    // SAFETY: a live SRQ of ours (`ibv_srq` is at offset 0 of `Srq`), from
+    // libibverbs.
+    let Some(queue) = (unsafe { (*ibsrq.cast::<Srq>()).queue.as_deref() }) else {
+        *bad_wr = wr;
+        return EINVAL;
+    };
+    // SAFETY: the verbs contract of `ibv_post_srq_recv` is the one
+    // `RecvQueue::post` requires.
+    unsafe { queue.post(wr, bad_wr) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mmap::testing::FakeDevice;
+    use crate::post::tests::{decode_recv, decode_sge, recv_wr, sge, List};
+    use rxud_abi::{RingInfo, RING_SLOTS_OFFSET};
+
+    #[test]
+    fn post_srq_recv_queues_in_the_mapped_ring() {
+        let mut dev = FakeDevice::new("srq", 2);
+        let info = RingInfo {
+            mmap_offset: 4096,
+            mmap_size: 4096,
+            slot_count: 2,
+            slot_size: 32,
+        };
+        // SAFETY: the fake device's context.
+        let ring = unsafe { map_ring(dev.ctx(), "create_srq", "SRQ", &info, 2, 32) }.unwrap();
+        let mut srq = Box::new(Srq {
+            // SAFETY: all-zero is a valid `verbs_srq`.
+            vsrq: unsafe { core::mem::zeroed() },
+            queue: Some(Box::new(RecvQueue::new(ring, 1))),
+        });
+        let one = [sge(0x1000, 10, 5)];
+        let two = [sge(0x1000, 10, 5); 2];
+        let post = |srq: &mut Srq, list: &List<ibv_recv_wr>| {
+            let mut bad = core::ptr::null_mut();
+            // SAFETY: an SRQ as `create_srq` makes it; a well-formed list.
+            let ret = unsafe { post_srq_recv(&raw mut srq.vsrq.srq, list.head(), &mut bad) };
+            (ret, list.index_of(bad))
+        };
+        let list = List::new(vec![recv_wr(1, &one), recv_wr(2, &two)]);
+        assert_eq!(post(&mut srq, &list), (EINVAL, Some(1)), "max_sge 1");
+        let list = List::new(vec![recv_wr(2, &[]), recv_wr(3, &one)]);
+        assert_eq!(post(&mut srq, &list), (ENOMEM, Some(1)), "2 slots");
+        let producer = u32::from_le_bytes(dev.read(4096, 4).try_into().unwrap());
+        assert_eq!(producer, 2);
+        let slots = dev.read(4096 + RING_SLOTS_OFFSET as u64, 64);
+        assert_eq!(
+            (decode_recv(&slots).wr_id, decode_recv(&slots).num_sge),
+            (1, 1)
+        );
+        assert_eq!(decode_sge(&slots, 16).addr, 0x1000);
+        assert_eq!(decode_recv(&slots[32..]).wr_id, 2);
+        assert_eq!(dev.read(0, 4096), [0; 4096], "no command");
     }
 }

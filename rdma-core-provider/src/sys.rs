@@ -249,6 +249,127 @@ pub struct ibv_wc {
     pub dlid_path_bits: u8,
 }
 
+/// `struct ibv_sge`: one scatter/gather element of a work request.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ibv_sge {
+    pub addr: u64,
+    pub length: u32,
+    pub lkey: u32,
+}
+
+/// `wr.rdma` of `struct ibv_send_wr`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ibv_send_wr_rdma {
+    pub remote_addr: u64,
+    pub rkey: u32,
+}
+
+/// `wr.atomic` of `struct ibv_send_wr`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ibv_send_wr_atomic {
+    pub remote_addr: u64,
+    pub compare_add: u64,
+    pub swap: u64,
+    pub rkey: u32,
+}
+
+/// `wr.ud` of `struct ibv_send_wr`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ibv_send_wr_ud {
+    pub ah: *mut ibv_ah,
+    pub remote_qpn: u32,
+    pub remote_qkey: u32,
+}
+
+/// The `wr` union of `struct ibv_send_wr`. Every member is integers and a
+/// pointer, so any bytes are a valid value of each: reading a member is
+/// sound whichever one the application wrote.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub union ibv_send_wr_wr {
+    pub rdma: ibv_send_wr_rdma,
+    pub atomic: ibv_send_wr_atomic,
+    pub ud: ibv_send_wr_ud,
+}
+
+/// `struct ibv_send_wr`. `opcode` and `send_flags` are plain integers: the
+/// application may store any value there.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ibv_send_wr {
+    pub wr_id: u64,
+    pub next: *mut ibv_send_wr,
+    pub sg_list: *mut ibv_sge,
+    pub num_sge: c_int,
+    /// `enum ibv_wr_opcode`.
+    pub opcode: ibv_enum,
+    /// `enum ibv_send_flags` bits.
+    pub send_flags: u32,
+    /// Union of `imm_data` (network byte order) and `invalidate_rkey`.
+    pub imm_data: u32,
+    pub wr: ibv_send_wr_wr,
+    /// `qp_type.xrc.remote_srqn`; unused (no XRC).
+    pub qp_type: u32,
+    /// The `bind_mw` and `tso` union; unused (neither is supported).
+    pub _tail: [u64; 6],
+}
+
+impl Default for ibv_send_wr {
+    /// All zero, NULL pointers.
+    fn default() -> Self {
+        Self {
+            wr_id: 0,
+            next: core::ptr::null_mut(),
+            sg_list: core::ptr::null_mut(),
+            num_sge: 0,
+            opcode: 0,
+            send_flags: 0,
+            imm_data: 0,
+            wr: ibv_send_wr_wr {
+                atomic: ibv_send_wr_atomic::default(),
+            },
+            qp_type: 0,
+            _tail: [0; 6],
+        }
+    }
+}
+
+/// `struct ibv_recv_wr`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ibv_recv_wr {
+    pub wr_id: u64,
+    pub next: *mut ibv_recv_wr,
+    pub sg_list: *mut ibv_sge,
+    pub num_sge: c_int,
+}
+
+impl Default for ibv_recv_wr {
+    /// All zero, NULL pointers.
+    fn default() -> Self {
+        Self {
+            wr_id: 0,
+            next: core::ptr::null_mut(),
+            sg_list: core::ptr::null_mut(),
+            num_sge: 0,
+        }
+    }
+}
+
+/// `enum ibv_qp_type` values of the QPs rxud makes.
+pub const IBV_QPT_RC: ibv_enum = 2;
+pub const IBV_QPT_UC: ibv_enum = 3;
+pub const IBV_QPT_UD: ibv_enum = 4;
+
+/// `enum ibv_qp_state` values before a QP can send.
+pub const IBV_QPS_RESET: ibv_enum = 0;
+pub const IBV_QPS_INIT: ibv_enum = 1;
+pub const IBV_QPS_RTR: ibv_enum = 2;
+
 /// `struct ibv_pd`.
 #[repr(C)]
 pub struct ibv_pd {
@@ -463,10 +584,14 @@ pub struct verbs_context_ops {
     pub open_qp: Unused,
     pub open_xrcd: Unused,
     pub poll_cq: Option<unsafe extern "C" fn(*mut ibv_cq, c_int, *mut ibv_wc) -> c_int>,
-    pub post_recv: Unused,
-    pub post_send: Unused,
+    pub post_recv:
+        Option<unsafe extern "C" fn(*mut ibv_qp, *mut ibv_recv_wr, *mut *mut ibv_recv_wr) -> c_int>,
+    pub post_send:
+        Option<unsafe extern "C" fn(*mut ibv_qp, *mut ibv_send_wr, *mut *mut ibv_send_wr) -> c_int>,
     pub post_srq_ops: Unused,
-    pub post_srq_recv: Unused,
+    pub post_srq_recv: Option<
+        unsafe extern "C" fn(*mut ibv_srq, *mut ibv_recv_wr, *mut *mut ibv_recv_wr) -> c_int,
+    >,
     pub query_device_ex:
         Option<unsafe extern "C" fn(*mut ibv_context, *const c_void, *mut c_void, usize) -> c_int>,
     pub query_ece: Unused,
@@ -686,6 +811,33 @@ pub struct ib_uverbs_create_ah_resp {
     pub ah_handle: u32,
 }
 
+/// `IB_USER_VERBS_CMD_POST_SEND` of `enum ib_uverbs_write_cmds`.
+pub const IB_USER_VERBS_CMD_POST_SEND: u32 = 28;
+
+/// `struct ibv_post_send`: `struct ib_uverbs_cmd_hdr` and `struct
+/// ib_uverbs_post_send` without work requests. With `wr_count` 0 it is a
+/// doorbell (what rdma-core's rxe provider sends).
+#[repr(C)]
+#[derive(Default)]
+pub struct ibv_post_send {
+    pub hdr: ib_uverbs_cmd_hdr,
+    /// Address of a `struct ib_uverbs_post_send_resp`.
+    pub response: u64,
+    pub qp_handle: u32,
+    pub wr_count: u32,
+    pub sge_count: u32,
+    /// Bytes per work request in the (empty) list that would follow.
+    pub wqe_size: u32,
+}
+
+/// `struct ib_uverbs_post_send_resp`.
+#[repr(C)]
+#[derive(Default)]
+pub struct ib_uverbs_post_send_resp {
+    /// How many work requests the kernel did not post.
+    pub bad_wr: u32,
+}
+
 #[link(name = "ibverbs")]
 extern "C" {
     pub fn verbs_register_driver_34(ops: *const verbs_device_ops);
@@ -850,6 +1002,10 @@ pub const EIO: core::ffi::c_int = 5;
 pub const EINVAL: core::ffi::c_int = 22;
 /// `EOPNOTSUPP`.
 pub const EOPNOTSUPP: core::ffi::c_int = 95;
+/// `ENOMEM`.
+pub const ENOMEM: core::ffi::c_int = 12;
+/// `EINTR`.
+pub const EINTR: core::ffi::c_int = 4;
 
 /// `IBV_SRQ_MAX_WR` of `enum ibv_srq_attr_mask`: resize the SRQ.
 pub const IBV_SRQ_MAX_WR: c_int = 1;
@@ -875,6 +1031,7 @@ extern "C" {
         offset: i64,
     ) -> *mut c_void;
     pub fn munmap(addr: *mut c_void, len: usize) -> c_int;
+    pub fn write(fd: c_int, buf: *const c_void, count: usize) -> isize;
 }
 
 /// Sizes and offsets of rdma-core 44 on x86_64.
@@ -1029,6 +1186,40 @@ mod layout {
     const _: () = assert!(offset_of!(ibv_ah_attr, port_num) == 30);
     const _: () = assert!(
         size_of::<ib_uverbs_create_ah_resp>() == 4 && align_of::<ib_uverbs_create_ah_resp>() == 4
+    );
+
+    // Work requests and the send doorbell.
+    const _: () = assert!(size_of::<ibv_sge>() == 16);
+    const _: () = assert!(size_of::<ibv_send_wr>() == 128 && align_of::<ibv_send_wr>() == 8);
+    const _: () = assert!(offset_of!(ibv_send_wr, next) == 8);
+    const _: () = assert!(offset_of!(ibv_send_wr, sg_list) == 16);
+    const _: () = assert!(offset_of!(ibv_send_wr, num_sge) == 24);
+    const _: () = assert!(offset_of!(ibv_send_wr, opcode) == 28);
+    const _: () = assert!(offset_of!(ibv_send_wr, send_flags) == 32);
+    const _: () = assert!(offset_of!(ibv_send_wr, imm_data) == 36);
+    const _: () = assert!(offset_of!(ibv_send_wr, wr) == 40);
+    const _: () = assert!(offset_of!(ibv_send_wr, wr.rdma.remote_addr) == 40);
+    const _: () = assert!(offset_of!(ibv_send_wr, wr.rdma.rkey) == 48);
+    const _: () = assert!(offset_of!(ibv_send_wr, wr.atomic.remote_addr) == 40);
+    const _: () = assert!(offset_of!(ibv_send_wr, wr.atomic.compare_add) == 48);
+    const _: () = assert!(offset_of!(ibv_send_wr, wr.atomic.swap) == 56);
+    const _: () = assert!(offset_of!(ibv_send_wr, wr.atomic.rkey) == 64);
+    const _: () = assert!(offset_of!(ibv_send_wr, wr.ud.ah) == 40);
+    const _: () = assert!(offset_of!(ibv_send_wr, wr.ud.remote_qpn) == 48);
+    const _: () = assert!(offset_of!(ibv_send_wr, wr.ud.remote_qkey) == 52);
+    const _: () = assert!(offset_of!(ibv_send_wr, qp_type) == 72);
+    const _: () = assert!(size_of::<ibv_recv_wr>() == 32 && align_of::<ibv_recv_wr>() == 8);
+    const _: () = assert!(offset_of!(ibv_recv_wr, next) == 8);
+    const _: () = assert!(offset_of!(ibv_recv_wr, sg_list) == 16);
+    const _: () = assert!(offset_of!(ibv_recv_wr, num_sge) == 24);
+    const _: () = assert!(size_of::<ibv_post_send>() == 32 && align_of::<ibv_post_send>() == 8);
+    const _: () = assert!(offset_of!(ibv_post_send, response) == 8);
+    const _: () = assert!(offset_of!(ibv_post_send, qp_handle) == 16);
+    const _: () = assert!(offset_of!(ibv_post_send, wr_count) == 20);
+    const _: () = assert!(offset_of!(ibv_post_send, sge_count) == 24);
+    const _: () = assert!(offset_of!(ibv_post_send, wqe_size) == 28);
+    const _: () = assert!(
+        size_of::<ib_uverbs_post_send_resp>() == 4 && align_of::<ib_uverbs_post_send_resp>() == 4
     );
 
     // The callbacks librxud sets.

@@ -4,7 +4,8 @@
 # Checks src/sys.rs against an rdma-core source tree (rdma-core 44.0 for
 # Debian 12): compiles tools/layout.c with the tree's own provider headers
 # (driver.h, kern-abi.h, which Debian does not install) and requires every
-# size, alignment and offset it prints to appear as an assertion in sys.rs.
+# size, alignment and offset it prints to appear as an assertion in sys.rs,
+# and every constant as a declaration there.
 #
 #   git clone --depth 1 -b v44.0 https://github.com/linux-rdma/rdma-core
 #   tools/check-layout.sh rdma-core

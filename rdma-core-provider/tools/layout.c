@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
 //
 // Prints, as the Rust expressions src/sys.rs asserts, the sizes, alignments
-// and offsets of the rdma-core structures librxud declares by hand. Built
-// against an rdma-core source tree by check-layout.sh, which then checks
-// that sys.rs asserts every one of them.
+// and offsets of the rdma-core structures librxud declares by hand, and as
+// the Rust declarations sys.rs makes, the values of the constants it copies.
+// Built against an rdma-core source tree by check-layout.sh, which then
+// checks that sys.rs contains every one of them.
 
 #include <stddef.h>
 #include <stdio.h>
@@ -16,6 +17,8 @@
 #define SA(n) do { S(n); ALIGN(n, struct n); } while (0)
 #define O(n, f) OFF(n, struct n, f)
 #define OP(f) O(verbs_context_ops, f)
+#define CONST(r, ty, c) printf("pub const %s: %s = %d;\n", #r, #ty, (int)(c))
+#define C(ty, c) CONST(c, ty, c)
 
 int main(void)
 {
@@ -150,6 +153,45 @@ int main(void)
 	O(ibv_ah_attr, is_global);
 	O(ibv_ah_attr, port_num);
 	SA(ib_uverbs_create_ah_resp);
+
+	/* Work requests and the send doorbell. */
+	S(ibv_sge);
+	SA(ibv_send_wr);
+	O(ibv_send_wr, next);
+	O(ibv_send_wr, sg_list);
+	O(ibv_send_wr, num_sge);
+	O(ibv_send_wr, opcode);
+	O(ibv_send_wr, send_flags);
+	O(ibv_send_wr, imm_data);
+	O(ibv_send_wr, wr);
+	O(ibv_send_wr, wr.rdma.remote_addr);
+	O(ibv_send_wr, wr.rdma.rkey);
+	O(ibv_send_wr, wr.atomic.remote_addr);
+	O(ibv_send_wr, wr.atomic.compare_add);
+	O(ibv_send_wr, wr.atomic.swap);
+	O(ibv_send_wr, wr.atomic.rkey);
+	O(ibv_send_wr, wr.ud.ah);
+	O(ibv_send_wr, wr.ud.remote_qpn);
+	O(ibv_send_wr, wr.ud.remote_qkey);
+	O(ibv_send_wr, qp_type);
+	SA(ibv_recv_wr);
+	O(ibv_recv_wr, next);
+	O(ibv_recv_wr, sg_list);
+	O(ibv_recv_wr, num_sge);
+	SA(ibv_post_send);
+	O(ibv_post_send, response);
+	O(ibv_post_send, qp_handle);
+	O(ibv_post_send, wr_count);
+	O(ibv_post_send, sge_count);
+	O(ibv_post_send, wqe_size);
+	SA(ib_uverbs_post_send_resp);
+	C(u32, IB_USER_VERBS_CMD_POST_SEND);
+	C(ibv_enum, IBV_QPT_RC);
+	C(ibv_enum, IBV_QPT_UC);
+	C(ibv_enum, IBV_QPT_UD);
+	C(ibv_enum, IBV_QPS_RESET);
+	C(ibv_enum, IBV_QPS_INIT);
+	C(ibv_enum, IBV_QPS_RTR);
 
 	/* The callbacks librxud sets. */
 	S(verbs_context_ops);

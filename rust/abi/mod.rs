@@ -122,6 +122,11 @@ pub const SGE_SIZE: u32 = 16;
 /// Bytes of one completion-queue entry.
 pub const CQE_SIZE: u32 = 64;
 
+// Work completions (`wc.rs`).
+mod wc;
+#[allow(unused_imports)]
+pub use wc::{network, status, wc_flags, wc_opcode};
+
 // Work-queue entries (`wqe.rs`).
 mod wqe;
 #[allow(unused_imports)]

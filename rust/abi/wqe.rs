@@ -78,6 +78,90 @@ pub struct RecvWqe {
     pub reserved: u32,
 }
 
+impl Sge {
+    /// An SGE from its 16 slot bytes (fewer: the missing ones read 0).
+    pub fn decode(b: &[u8]) -> Self {
+        Self {
+            addr: le_u64(b, 0),
+            length: le_u32(b, 8),
+            lkey: le_u32(b, 12),
+        }
+    }
+
+    pub fn encode(&self) -> [u8; 16] {
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&self.addr.to_le_bytes());
+        b[8..12].copy_from_slice(&self.length.to_le_bytes());
+        b[12..16].copy_from_slice(&self.lkey.to_le_bytes());
+        b
+    }
+}
+
+impl RecvWqe {
+    /// The header at the start of a receive slot.
+    pub fn decode(b: &[u8]) -> Self {
+        Self {
+            wr_id: le_u64(b, 0),
+            num_sge: le_u32(b, 8),
+            reserved: le_u32(b, 12),
+        }
+    }
+
+    pub fn encode(&self) -> [u8; 16] {
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&self.wr_id.to_le_bytes());
+        b[8..12].copy_from_slice(&self.num_sge.to_le_bytes());
+        b[12..16].copy_from_slice(&self.reserved.to_le_bytes());
+        b
+    }
+}
+
+impl SendWqe {
+    /// The header at the start of a send slot.
+    pub fn decode(b: &[u8]) -> Self {
+        let mut op = [0u8; 32];
+        if let Some(src) = b.get(32..64) {
+            op.copy_from_slice(src);
+        }
+        Self {
+            wr_id: le_u64(b, 0),
+            opcode: le_u32(b, 8),
+            send_flags: le_u32(b, 12),
+            num_sge: le_u32(b, 16),
+            inline_len: le_u32(b, 20),
+            imm_or_inv: le_u32(b, 24),
+            reserved: le_u32(b, 28),
+            op,
+        }
+    }
+
+    pub fn encode(&self) -> [u8; 64] {
+        let mut b = [0u8; 64];
+        b[0..8].copy_from_slice(&self.wr_id.to_le_bytes());
+        b[8..12].copy_from_slice(&self.opcode.to_le_bytes());
+        b[12..16].copy_from_slice(&self.send_flags.to_le_bytes());
+        b[16..20].copy_from_slice(&self.num_sge.to_le_bytes());
+        b[20..24].copy_from_slice(&self.inline_len.to_le_bytes());
+        b[24..28].copy_from_slice(&self.imm_or_inv.to_le_bytes());
+        b[28..32].copy_from_slice(&self.reserved.to_le_bytes());
+        b[32..64].copy_from_slice(&self.op);
+        b
+    }
+}
+
+/// Little-endian integers of a slot; bytes past its end read as 0.
+fn le_u32(b: &[u8], at: usize) -> u32 {
+    let mut w = [0u8; 4];
+    for (i, x) in w.iter_mut().enumerate() {
+        *x = b.get(at + i).copied().unwrap_or(0);
+    }
+    u32::from_le_bytes(w)
+}
+
+fn le_u64(b: &[u8], at: usize) -> u64 {
+    u64::from(le_u32(b, at)) | (u64::from(le_u32(b, at + 4)) << 32)
+}
+
 /// Little-endian field access within the 32-byte operand area.
 fn get_u32(b: &[u8; 32], at: usize) -> u32 {
     let mut w = [0u8; 4];

@@ -16,17 +16,33 @@ pub(crate) enum RxCounter {
     /// Dropped: too short, bad transport version, unknown opcode, or
     /// lengths that contradict the opcode.
     DropMalformed = 1,
-    /// Dropped: well formed, but for no QP of this port.
+    /// Dropped: well formed, but for no QP of this port (or a QP of
+    /// another type, or not in a receiving state).
     DropNoQp = 2,
+    /// Dropped: the ICRC does not match.
+    DropBadIcrc = 3,
+    /// Dropped: an opcode this port does not handle yet.
+    DropUnsupported = 4,
+    /// Dropped: a datagram whose Q_Key is not the QP's.
+    DropQkey = 5,
+    /// Dropped: a datagram that found no receive WQE posted.
+    DropNoRecv = 6,
+    /// Dropped: the completion queue was full.
+    DropCqFull = 7,
 }
 
-const RX_COUNTERS: usize = 3;
+const RX_COUNTERS: usize = 8;
 
 /// Counter names, as `rdma statistic` shows them.
 pub(crate) static RX_COUNTER_DESCS: [CounterDesc; RX_COUNTERS] = [
     CounterDesc::new(c_str!("rx_packets")),
     CounterDesc::new(c_str!("rx_drop_malformed")),
     CounterDesc::new(c_str!("rx_drop_no_qp")),
+    CounterDesc::new(c_str!("rx_drop_bad_icrc")),
+    CounterDesc::new(c_str!("rx_drop_unsupported")),
+    CounterDesc::new(c_str!("rx_drop_qkey")),
+    CounterDesc::new(c_str!("rx_drop_no_recv")),
+    CounterDesc::new(c_str!("rx_drop_cq_full")),
 ];
 
 /// The receive counters of one port.

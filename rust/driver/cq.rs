@@ -7,8 +7,10 @@
 use super::counter::Counted;
 use super::device::{RxudDevice, MAX_CQE};
 use super::ring::Ring;
-use crate::abi::{CreateCqReq, CreateCqResp, ResizeCqReq, ResizeCqResp, CQE_SIZE, CQ_SLOT_SIZE};
-use crate::ib::{CqArm, CqInitAttr, UData};
+use crate::abi::{
+    Cqe, CreateCqReq, CreateCqResp, ResizeCqReq, ResizeCqResp, CQE_SIZE, CQ_SLOT_SIZE,
+};
+use crate::ib::{CqArm, CqEvents, CqInitAttr, UData};
 use crate::sync::{new_spinlock_irq, SpinLockIrq};
 use core::sync::atomic::{AtomicU8, Ordering};
 use kernel::{prelude::*, sync::Arc};
@@ -28,6 +30,7 @@ pub(crate) struct CqCore {
     #[pin]
     ring: SpinLockIrq<CqRing>,
     armed: AtomicU8,
+    events: CqEvents,
 }
 
 struct CqRing {
@@ -42,7 +45,12 @@ pub(crate) struct RxudCq {
 }
 
 impl RxudCq {
-    pub(crate) fn new(dev: &RxudDevice, attr: &CqInitAttr, udata: &UData) -> Result<(Self, u32)> {
+    pub(crate) fn new(
+        dev: &RxudDevice,
+        attr: &CqInitAttr,
+        events: CqEvents,
+        udata: &UData,
+    ) -> Result<(Self, u32)> {
         let req: CreateCqReq = udata.read()?;
         if req.comp_mask != 0 || !attr.flags.is_empty() {
             return Err(crate::ib::eopnotsupp());
@@ -61,6 +69,7 @@ impl RxudCq {
             pin_init!(CqCore {
                 ring <- new_spinlock_irq!(CqRing { ring, producer: 0 }, "rxud:cq"),
                 armed: AtomicU8::new(DISARMED),
+                events,
             }),
             GFP_KERNEL,
         )?;
@@ -133,7 +142,46 @@ impl RxudCq {
     }
 }
 
+/// Why a completion could not be queued.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum CqFull {
+    /// Every slot holds an unconsumed entry: the CQ overflowed.
+    Overflow,
+    /// The consumer index claims more than was produced.
+    Broken,
+}
+
 impl CqCore {
+    /// Queues `cqe` and raises a completion event if the CQ is armed for
+    /// it (`solicited`: the completed message asked for one). Any context.
+    pub(crate) fn push(&self, cqe: &Cqe, solicited: bool) -> core::result::Result<(), CqFull> {
+        {
+            let mut r = self.ring.lock();
+            let consumer = r.ring.consumer();
+            let geometry = *r.ring.geometry();
+            let used = geometry
+                .occupancy(r.producer, consumer)
+                .ok_or(CqFull::Broken)?;
+            if used >= geometry.slot_count() {
+                return Err(CqFull::Overflow);
+            }
+            let at = r.producer;
+            r.ring
+                .write_slot(at, &cqe.to_bytes())
+                .map_err(|_| CqFull::Broken)?;
+            r.producer = at.wrapping_add(1);
+            r.ring.set_producer(r.producer);
+        }
+        let armed = self.armed.load(Ordering::Acquire);
+        if armed == ARMED_ANY || (armed == ARMED_SOLICITED && solicited) {
+            // One event per arming, however many completions race here.
+            if self.armed.swap(DISARMED, Ordering::AcqRel) != DISARMED {
+                self.events.notify();
+            }
+        }
+        Ok(())
+    }
+
     /// Whether the CQ holds unconsumed entries (a snapshot: the owner may
     /// consume concurrently; it only advises a re-poll).
     fn has_entries(&self) -> bool {

@@ -7,18 +7,20 @@ use super::context::RxudContext;
 use super::counter::ObjectCounter;
 use super::counters::RX_COUNTER_DESCS;
 use super::cq::RxudCq;
-use super::mr::{RxudMr, MAX_FAST_REG_PAGES};
+use super::mr::{MrTable, RxudMr, MAX_FAST_REG_PAGES};
 use super::pd::RxudPd;
 use super::qp::{QpCore, RxudQp, FIRST_QPN};
+use super::rx::RxPort;
 use super::srq::RxudSrq;
 use super::table::IndexTable;
-use super::transport::{Attachment, RxPort};
+use super::transport::{Attachment, Transports};
 use super::Registry;
 use crate::ib::{
-    AccessFlags, AddressVector, CounterDesc, CqArm, CqInitAttr, Device, DeviceAttr, DeviceOps,
-    LinkLayer, MrKind, PortAttr, PortCapFlags, PortImmutable, PortPhysState, PortState, QpAttr,
-    QpCap, QpInitAttr, QpQuery, SrqAttr, SrqModify, UData, Umem, UserRange,
+    AccessFlags, AddressVector, CounterDesc, CqArm, CqEvents, CqInitAttr, Device, DeviceAttr,
+    DeviceOps, LinkLayer, MrKind, PortAttr, PortCapFlags, PortImmutable, PortPhysState, PortState,
+    QpAttr, QpCap, QpInitAttr, QpQuery, SrqAttr, SrqModify, UData, Umem, UserRange,
 };
+use crate::net::NetDevice;
 use crate::proto::{mtu, wire::bth::DEFAULT_PKEY};
 use core::sync::atomic::{AtomicU32, Ordering};
 use kernel::{prelude::*, sync::Arc};
@@ -78,10 +80,13 @@ pub(crate) struct RxudDevice {
     pub(super) qps: Arc<IndexTable<QpCore>>,
     /// Address vectors by AH number.
     pub(super) ahs: Arc<IndexTable<AddressVector>>,
-    /// Source of MR keys. Keys are only names for now; the data path will
-    /// look MRs up by key through an index table that also guarantees
-    /// uniqueness among live MRs.
+    /// MRs by key (the data path's lkey/rkey lookup).
+    pub(super) mr_keys: Arc<MrTable>,
+    /// The 8-bit tag of the next MR key: a key reused for a new MR at the
+    /// same index differs from the old one.
     next_key: AtomicU32,
+    /// Identity of the next PD.
+    next_pd: AtomicU32,
     /// The receive side of the port: counters and (with the data path)
     /// delivery.
     rx: Arc<RxPort>,
@@ -91,12 +96,19 @@ pub(crate) struct RxudDevice {
 }
 
 impl RxudDevice {
+    /// The state of a new device on `ndev`: its tables, and its port on
+    /// the UDP socket of `ndev`'s namespace (`EADDRINUSE` if that port is
+    /// taken: then nothing else is made).
     pub(crate) fn new(
         registry: Arc<Registry>,
         guid: [u8; 8],
-        rx: Arc<RxPort>,
-        transport: Attachment,
+        transports: &Arc<Transports>,
+        ndev: &NetDevice,
     ) -> Result<Self> {
+        let qps = IndexTable::new(FIRST_QPN, MAX_QP)?;
+        let mr_keys = IndexTable::new(1, MAX_MR)?;
+        let rx = RxPort::new(qps.clone(), mr_keys.clone())?;
+        let transport = transports.attach(ndev, rx.clone())?;
         Ok(Self {
             registry,
             guid,
@@ -106,23 +118,20 @@ impl RxudDevice {
             mrs: ObjectCounter::new(MAX_MR)?,
             cqs: ObjectCounter::new(MAX_CQ)?,
             srqs: ObjectCounter::new(MAX_SRQ)?,
-            qps: IndexTable::new(FIRST_QPN, MAX_QP)?,
+            qps,
             // AH number 0 is never used (rust/abi: `CreateAhResp`).
             ahs: IndexTable::new(1, MAX_AH)?,
             next_key: AtomicU32::new(1),
+            next_pd: AtomicU32::new(1),
+            mr_keys,
         })
     }
 }
 
 impl RxudDevice {
-    /// A fresh MR key. Key 0 is never used: ULPs treat it as "no key".
+    /// The tag of a fresh MR key.
     fn new_key(&self) -> u32 {
-        loop {
-            let k = self.next_key.fetch_add(1, Ordering::Relaxed);
-            if k != 0 {
-                break k;
-            }
-        }
+        self.next_key.fetch_add(1, Ordering::Relaxed)
     }
 }
 
@@ -145,14 +154,18 @@ impl DeviceOps for RxudDevice {
     type Pd = RxudPd;
 
     fn alloc_pd(dev: &Device<Self>, _udata: &UData) -> Result<RxudPd> {
-        Ok(RxudPd::new(dev.data().pds.take()?))
+        let d = dev.data();
+        Ok(RxudPd::new(
+            d.next_pd.fetch_add(1, Ordering::Relaxed),
+            d.pds.take()?,
+        ))
     }
 
     type Mr = RxudMr;
 
     fn reg_user_mr(
         dev: &Device<Self>,
-        _pd: &RxudPd,
+        pd: &RxudPd,
         umem: Umem,
         _iova: u64,
         access: AccessFlags,
@@ -161,21 +174,23 @@ impl DeviceOps for RxudDevice {
         let counted = dev.data().mrs.take()?;
         let (start, len) = umem.range();
         let range = UserRange { start, len, access };
-        Ok((RxudMr::user(umem, range, counted), dev.data().new_key()))
+        let d = dev.data();
+        RxudMr::user(&d.mr_keys, d.new_key(), pd.id(), umem, range, counted)
     }
 
     fn user_range(mr: &RxudMr) -> Option<UserRange> {
         mr.user_range()
     }
 
-    fn get_dma_mr(dev: &Device<Self>, _pd: &RxudPd, access: AccessFlags) -> Result<(RxudMr, u32)> {
+    fn get_dma_mr(dev: &Device<Self>, pd: &RxudPd, access: AccessFlags) -> Result<(RxudMr, u32)> {
         let counted = dev.data().mrs.take()?;
-        Ok((RxudMr::dma(access, counted), dev.data().new_key()))
+        let d = dev.data();
+        RxudMr::dma(&d.mr_keys, d.new_key(), pd.id(), access, counted)
     }
 
     fn alloc_mr(
         dev: &Device<Self>,
-        _pd: &RxudPd,
+        pd: &RxudPd,
         kind: MrKind,
         max_pages: u32,
     ) -> Result<(RxudMr, u32)> {
@@ -184,7 +199,8 @@ impl DeviceOps for RxudDevice {
             return Err(EINVAL);
         }
         let counted = dev.data().mrs.take()?;
-        Ok((RxudMr::fast_reg(max_pages, counted)?, dev.data().new_key()))
+        let d = dev.data();
+        RxudMr::fast_reg(&d.mr_keys, d.new_key(), pd.id(), max_pages, counted)
     }
 
     fn mr_clear_pages(mr: &RxudMr) -> Result {
@@ -197,8 +213,13 @@ impl DeviceOps for RxudDevice {
 
     type Cq = RxudCq;
 
-    fn create_cq(dev: &Device<Self>, attr: &CqInitAttr, udata: &UData) -> Result<(RxudCq, u32)> {
-        RxudCq::new(dev.data(), attr, udata)
+    fn create_cq(
+        dev: &Device<Self>,
+        attr: &CqInitAttr,
+        events: CqEvents,
+        udata: &UData,
+    ) -> Result<(RxudCq, u32)> {
+        RxudCq::new(dev.data(), attr, events, udata)
     }
 
     fn resize_cq(_dev: &Device<Self>, cq: &RxudCq, cqe: u32, udata: &UData) -> Result<u32> {
@@ -238,11 +259,11 @@ impl DeviceOps for RxudDevice {
 
     fn create_qp(
         dev: &Device<Self>,
-        _pd: &RxudPd,
+        pd: &RxudPd,
         attr: &QpInitAttr<'_, Self>,
         udata: &UData,
     ) -> Result<(RxudQp, u32, QpCap)> {
-        RxudQp::new(dev.data(), attr, udata)
+        RxudQp::new(dev.data(), pd.id(), attr, udata)
     }
 
     fn modify_qp(_dev: &Device<Self>, qp: &RxudQp, attr: &QpAttr, _udata: &UData) -> Result {
@@ -339,6 +360,11 @@ impl DeviceOps for RxudDevice {
 
     fn link_layer(_dev: &Device<Self>, _port: u32) -> LinkLayer {
         LinkLayer::Ethernet
+    }
+
+    fn post_send_doorbell(dev: &Device<Self>, qp: &RxudQp) -> Result {
+        let ndev = dev.netdev(PORT).ok_or(ENODEV)?;
+        super::tx::doorbell(dev.data(), qp.core(), &ndev)
     }
 
     const PORT_COUNTERS: &'static [CounterDesc] = &RX_COUNTER_DESCS;

@@ -6,11 +6,20 @@
 use super::counter::Counted;
 
 pub(crate) struct RxudPd {
+    /// Unique among the device's live PDs: what MRs and QPs compare.
+    id: u32,
     _counted: Counted,
 }
 
 impl RxudPd {
-    pub(crate) fn new(counted: Counted) -> Self {
-        Self { _counted: counted }
+    pub(crate) fn new(id: u32, counted: Counted) -> Self {
+        Self {
+            id,
+            _counted: counted,
+        }
+    }
+
+    pub(crate) fn id(&self) -> u32 {
+        self.id
     }
 }

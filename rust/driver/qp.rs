@@ -7,18 +7,20 @@
 
 use super::cq::CqCore;
 use super::device::{RxudDevice, MAX_INLINE_DATA, MAX_QP_RD_ATOM, MAX_QP_WR, MAX_SGE, PORT};
-use super::ring::Ring;
+use super::mr::MrTable;
+use super::ring::{Ring, WorkQueue};
 use super::srq::SrqCore;
 use super::table::IndexTable;
 use crate::abi::{
-    recv_wqe_slot_size, send_wqe_slot_size, CreateQpReq, CreateQpResp, SEND_WQE_HEADER_SIZE,
-    SGE_SIZE,
+    recv_wqe_slot_size, send_wqe_slot_size, status, wc_opcode, Cqe, CreateQpReq, CreateQpResp,
+    RecvWqe, SendWqe, SEND_WQE_HEADER_SIZE, SGE_SIZE,
 };
 use crate::ib::{
     qp::transition_is_valid, AccessFlags, AddressVector, NetworkType, QpAttr, QpAttrMask, QpCap,
     QpInitAttr, QpQuery, QpState, QpType, UData,
 };
 use crate::proto::{mtu::IbMtu, psn::Psn, wire::QPN_MASK};
+use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use kernel::{
     new_mutex,
     prelude::*,
@@ -69,15 +71,115 @@ pub(crate) struct QpCore {
     qp_type: QpType,
     cap: QpCap,
     sq_sig_all: bool,
-    sq: Ring,
+    /// The PD's identity: MRs used by the QP must be of the same PD.
+    pub(super) pd: u32,
+    pub(super) sq: Pin<KBox<WorkQueue>>,
     /// `None` with an SRQ.
-    rq: Option<Ring>,
-    send_cq: Arc<CqCore>,
-    recv_cq: Arc<CqCore>,
-    srq: Option<Arc<SrqCore>>,
+    pub(super) rq: Option<Pin<KBox<WorkQueue>>>,
+    pub(super) send_cq: Arc<CqCore>,
+    pub(super) recv_cq: Arc<CqCore>,
+    pub(super) srq: Option<Arc<SrqCore>>,
     /// Serialises modify and query (ib_core lets them run concurrently).
     #[pin]
     config: Mutex<QpConfig>,
+    /// What the packet paths read of the configuration, without the
+    /// mutex (they may run in softirq): set by `modify` after each change.
+    pub(super) live: LiveConfig,
+    /// A sender is draining the send queue (see `tx.rs`).
+    pub(super) sq_active: AtomicBool,
+    /// The device's MRs, for the keys the QP's work requests name.
+    pub(super) mrs: Arc<MrTable>,
+    /// PSN of the next datagram (UD).
+    pub(super) next_psn: AtomicU32,
+}
+
+/// The configuration the packet paths need, readable in any context.
+pub(crate) struct LiveConfig {
+    can_receive: AtomicBool,
+    can_send: AtomicBool,
+    qkey: AtomicU32,
+}
+
+impl LiveConfig {
+    fn new() -> Self {
+        Self {
+            can_receive: AtomicBool::new(false),
+            can_send: AtomicBool::new(false),
+            qkey: AtomicU32::new(0),
+        }
+    }
+
+    fn publish(&self, cfg: &QpConfig) {
+        self.qkey.store(cfg.qkey, Ordering::Relaxed);
+        let receive = matches!(
+            cfg.state,
+            QpState::Rtr | QpState::Rts | QpState::Sqd | QpState::Sqe
+        );
+        self.can_receive.store(receive, Ordering::Release);
+        self.can_send
+            .store(cfg.state == QpState::Rts, Ordering::Release);
+    }
+
+    /// Receives are accepted (RTR and later, until ERROR or RESET).
+    pub(crate) fn can_receive(&self) -> bool {
+        self.can_receive.load(Ordering::Acquire)
+    }
+
+    /// Sends may go out (RTS).
+    pub(crate) fn can_send(&self) -> bool {
+        self.can_send.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn qkey(&self) -> u32 {
+        self.qkey.load(Ordering::Relaxed)
+    }
+}
+
+impl QpCore {
+    pub(crate) fn qpn(&self) -> u32 {
+        self.qpn
+    }
+
+    pub(crate) fn qp_type(&self) -> QpType {
+        self.qp_type
+    }
+
+    pub(crate) fn cap(&self) -> &QpCap {
+        &self.cap
+    }
+
+    pub(crate) fn sq_sig_all(&self) -> bool {
+        self.sq_sig_all
+    }
+
+    /// Completes every posted work request with a flush error, as a QP
+    /// entering the error state must (IBTA 10.3.1): sends on the send CQ,
+    /// receives (unless from an SRQ, which outlives the QP) on the receive
+    /// CQ. Context: process.
+    fn flush(&self) {
+        let mut slot = [0u8; 64];
+        let flushed = |wr_id: u64, opcode: u32| Cqe {
+            wr_id,
+            status: status::WR_FLUSH_ERR,
+            opcode,
+            qp_num: self.qpn,
+            ..Default::default()
+        };
+        while let Ok(true) = self.sq.pop(&mut slot) {
+            let _ = self.send_cq.push(
+                &flushed(SendWqe::decode(&slot).wr_id, wc_opcode::SEND),
+                false,
+            );
+        }
+        if let Some(rq) = &self.rq {
+            while let Ok(true) = rq.pop(&mut slot) {
+                let _ = self.recv_cq.push(
+                    &flushed(RecvWqe::decode(&slot).wr_id, wc_opcode::RECV),
+                    false,
+                );
+            }
+        }
+    }
 }
 
 pub(crate) struct RxudQp {
@@ -88,7 +190,11 @@ pub(crate) struct RxudQp {
 impl Drop for RxudQp {
     fn drop(&mut self) {
         // The number is free again; the core goes when its last user does.
+        // Receives that found the QP run in softirq under RCU: after a
+        // grace period none is still using it (or its CQs, which ib_core
+        // may destroy once this returns).
         drop(self.table.remove(self.core.qpn));
+        crate::sync::synchronize_rcu();
     }
 }
 
@@ -245,9 +351,9 @@ impl QpConfig {
 
 /// The send and receive rings of a new QP and the capacities they give.
 struct QpRings {
-    sq: Ring,
+    sq: Pin<KBox<WorkQueue>>,
     /// `None` with an SRQ.
-    rq: Option<Ring>,
+    rq: Option<Pin<KBox<WorkQueue>>>,
     cap: QpCap,
 }
 
@@ -294,16 +400,22 @@ impl QpRings {
                 )?;
                 cap.max_recv_wr = rq.geometry().slot_count();
                 cap.max_recv_sge = sges;
-                Some(rq)
+                Some(KBox::pin_init(WorkQueue::new(rq), GFP_KERNEL)?)
             }
         };
+        let sq = KBox::pin_init(WorkQueue::new(sq), GFP_KERNEL)?;
         Ok(Self { sq, rq, cap })
     }
 }
 
 impl RxudQp {
+    pub(crate) fn core(&self) -> &QpCore {
+        &self.core
+    }
+
     pub(crate) fn new(
         dev: &RxudDevice,
+        pd: u32,
         attr: &QpInitAttr<'_, RxudDevice>,
         udata: &UData,
     ) -> Result<(Self, u32, QpCap)> {
@@ -322,8 +434,8 @@ impl RxudQp {
         let QpRings { sq, rq, cap } = QpRings::new(attr, udata)?;
         let resp = CreateQpResp {
             comp_mask: 0,
-            sq: sq.info(),
-            rq: rq.as_ref().map(|r| r.info()).unwrap_or_default(),
+            sq: sq.ring().info(),
+            rq: rq.as_ref().map(|r| r.ring().info()).unwrap_or_default(),
         };
         let number = dev.qps.reserve()?;
         let qpn = number.id();
@@ -333,12 +445,17 @@ impl RxudQp {
                 qp_type: attr.qp_type,
                 cap,
                 sq_sig_all: attr.sq_sig_all,
+                pd,
                 sq,
                 rq,
                 send_cq: send_cq.core().clone(),
                 recv_cq: recv_cq.core().clone(),
                 srq: attr.srq.map(|s| s.core().clone()),
                 config <- new_mutex!(QpConfig::reset(), "rxud:qp_config"),
+                live: LiveConfig::new(),
+                sq_active: AtomicBool::new(false),
+                mrs: dev.mr_keys.clone(),
+                next_psn: AtomicU32::new(0),
             }),
             GFP_KERNEL,
         )?;
@@ -380,6 +497,11 @@ impl RxudQp {
             return Err(crate::ib::eopnotsupp());
         }
         *cfg = cfg.apply(attr, next)?;
+        self.core.live.publish(&cfg);
+        drop(cfg);
+        if next == QpState::Err {
+            self.core.flush();
+        }
         Ok(())
     }
 

@@ -11,7 +11,7 @@
 //! registration and synchronous unregistration happen outside it.
 
 use super::device::{RxudDevice, PORT};
-use super::transport::{RxPort, Transports};
+use super::transport::Transports;
 use crate::ib::{link::LinkOps, DeviceHandle, DeviceInfo, NewDevice, PortEvent};
 use crate::net::{
     netdev::NetDeviceId,
@@ -173,11 +173,9 @@ impl LinkOps for Arc<Registry> {
             phys_port_cnt: 1,
             num_comp_vectors: 1,
         };
-        // The port first: a namespace whose UDP port is taken refuses the
-        // device before anything exists.
-        let rx = RxPort::new()?;
-        let attachment = self.transports.attach(ndev, rx.clone())?;
-        let data = RxudDevice::new(self.clone(), guid, rx, attachment)?;
+        // A namespace whose UDP port is taken refuses the device here,
+        // before anything is registered.
+        let data = RxudDevice::new(self.clone(), guid, &self.transports, ndev)?;
         let dev = NewDevice::new(self.module, &info, data)?;
         dev.set_netdev(PORT, ndev)?;
         let handle = dev.handle();

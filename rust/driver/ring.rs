@@ -5,6 +5,7 @@
 
 use crate::abi::{RingControl, RingGeometry, RingInfo, RING_SLOTS_OFFSET};
 use crate::ib::{SharedMem, UContext};
+use crate::sync::{new_spinlock_irq, SpinLockIrq};
 use core::mem::offset_of;
 use kernel::prelude::*;
 
@@ -15,6 +16,7 @@ pub(crate) struct Ring {
 
 const PRODUCER: usize = offset_of!(RingControl, producer);
 const CONSUMER: usize = offset_of!(RingControl, consumer);
+const CONSUMER_FLAGS: usize = offset_of!(RingControl, consumer_flags);
 
 impl Ring {
     /// A ring with room for at least `entries` (at most `max`) slots of
@@ -68,6 +70,17 @@ impl Ring {
         self.mem.store_release::<CONSUMER>(index)
     }
 
+    /// Says whether the kernel's sender is draining this (send) ring
+    /// ([`crate::abi::ring_flags::SENDER_ACTIVE`]).
+    pub(crate) fn set_sender_active(&self, active: bool) {
+        let flags = if active {
+            crate::abi::ring_flags::SENDER_ACTIVE
+        } else {
+            0
+        };
+        self.mem.store_release::<CONSUMER_FLAGS>(flags)
+    }
+
     /// Copies the slot `index` refers to into `out` (at most a slot).
     pub(crate) fn read_slot(&self, index: u32, out: &mut [u8]) -> Result {
         let n = out.len().min(self.geometry.slot_size() as usize);
@@ -79,5 +92,55 @@ impl Ring {
     pub(crate) fn write_slot(&self, index: u32, data: &[u8]) -> Result {
         let n = data.len().min(self.geometry.slot_size() as usize);
         self.mem.write(self.geometry.slot_offset(index), &data[..n])
+    }
+}
+
+/// A ring user space produces and the kernel consumes (SQ, RQ, SRQ). The
+/// kernel's consumer index lives here; the ring's copy is only published
+/// for the producer, so a process cannot rewind the kernel.
+#[pin_data]
+pub(crate) struct WorkQueue {
+    ring: Ring,
+    /// Next index to consume. Receives consume in softirq, flushes and
+    /// sends in process context: interrupt-safe.
+    #[pin]
+    consumer: SpinLockIrq<u32>,
+}
+
+impl WorkQueue {
+    pub(crate) fn new(ring: Ring) -> impl PinInit<Self> {
+        pin_init!(Self {
+            ring,
+            consumer <- new_spinlock_irq!(0, "rxud:wq_consumer"),
+        })
+    }
+
+    pub(crate) fn ring(&self) -> &Ring {
+        &self.ring
+    }
+
+    /// Takes the oldest entry: copies its slot into `out` (at most a slot)
+    /// and publishes the new consumer index. `Ok(false)` if the queue is
+    /// empty; `EIO` if the producer index claims more entries than the
+    /// ring holds (a broken queue). Any context.
+    pub(crate) fn pop(&self, out: &mut [u8]) -> Result<bool> {
+        let mut consumer = self.consumer.lock();
+        let producer = self.ring.producer();
+        match self.ring.geometry().occupancy(producer, *consumer) {
+            None => Err(EIO),
+            Some(0) => Ok(false),
+            Some(_) => {
+                self.ring.read_slot(*consumer, out)?;
+                *consumer = consumer.wrapping_add(1);
+                self.ring.set_consumer(*consumer);
+                Ok(true)
+            }
+        }
+    }
+
+    /// Whether entries are waiting. Any context.
+    pub(crate) fn has_entries(&self) -> bool {
+        let consumer = *self.consumer.lock();
+        self.ring.producer() != consumer
     }
 }

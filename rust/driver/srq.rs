@@ -4,7 +4,7 @@
 
 use super::counter::Counted;
 use super::device::{RxudDevice, MAX_SRQ_SGE, MAX_SRQ_WR};
-use super::ring::Ring;
+use super::ring::{Ring, WorkQueue};
 use crate::abi::{recv_wqe_slot_size, CreateSrqReq, CreateSrqResp};
 use crate::ib::{SrqAttr, SrqModify, UData};
 use core::sync::atomic::{AtomicU32, Ordering};
@@ -12,7 +12,7 @@ use kernel::{prelude::*, sync::Arc};
 
 /// The part of an SRQ its QPs share.
 pub(crate) struct SrqCore {
-    ring: Ring,
+    pub(super) queue: Pin<KBox<WorkQueue>>,
     max_sge: u32,
     /// Raise the SRQ limit event when fewer WQEs remain; 0 when
     /// disarmed (the event disarms it).
@@ -49,7 +49,7 @@ impl RxudSrq {
         // The limit is not set at creation (IBTA 11.2.3.1); modify arms it.
         let core = Arc::new(
             SrqCore {
-                ring,
+                queue: KBox::pin_init(WorkQueue::new(ring), GFP_KERNEL)?,
                 max_sge,
                 limit: AtomicU32::new(0),
             },
@@ -78,7 +78,7 @@ impl RxudSrq {
             return Err(crate::ib::eopnotsupp());
         }
         if what.limit {
-            if attr.srq_limit > self.core.ring.geometry().slot_count() {
+            if attr.srq_limit > self.core.queue.ring().geometry().slot_count() {
                 return Err(EINVAL);
             }
             self.core.limit.store(attr.srq_limit, Ordering::Relaxed);
@@ -92,9 +92,14 @@ impl RxudSrq {
 }
 
 impl SrqCore {
+    /// Most SGEs of one of its WQEs.
+    pub(crate) fn max_sge(&self) -> u32 {
+        self.max_sge
+    }
+
     fn attr(&self) -> SrqAttr {
         SrqAttr {
-            max_wr: self.ring.geometry().slot_count(),
+            max_wr: self.queue.ring().geometry().slot_count(),
             max_sge: self.max_sge,
             srq_limit: self.limit.load(Ordering::Relaxed),
         }

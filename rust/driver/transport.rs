@@ -13,9 +13,9 @@
 //!
 //! Received datagrams arrive in softirq context ([`TunnelRx`]); the
 //! namespace's socket finds the rxud port by the ingress netdev under an
-//! interrupt-safe lock and hands the packet to it.
+//! interrupt-safe lock and hands the packet to it (`rx.rs`).
 
-use super::counters::{RxCounter, RxCounters};
+use super::rx::RxPort;
 use crate::net::{
     netdev::NetDeviceId,
     netns::NetNsRef,
@@ -23,7 +23,6 @@ use crate::net::{
     udp::{TunnelRx, TunnelSocket},
     NetDevice,
 };
-use crate::proto::wire::packet::Packet;
 use crate::sync::{new_spinlock_irq, SpinLockIrq};
 use kernel::{
     new_mutex,
@@ -33,57 +32,6 @@ use kernel::{
 
 /// The IANA port of RoCEv2.
 pub(crate) const ROCE_V2_UDP_PORT: u16 = 4791;
-
-/// Longest transport header rxud reads before the payload: BTH (12),
-/// RETH (16) or AtomicETH (28), with DETH (8) and ImmDt/IETH (4).
-const MAX_HEADERS: usize = 12 + 28 + 8 + 4;
-/// Shortest RoCEv2 payload: a BTH and the ICRC.
-const MIN_PACKET: usize = 12 + 4;
-
-/// The receive side of one rxud port: what its packets are counted in
-/// (and, with the data path, where they go).
-pub(crate) struct RxPort {
-    pub(crate) counters: RxCounters,
-}
-
-impl RxPort {
-    pub(crate) fn new() -> Result<Arc<Self>> {
-        Ok(Arc::new(
-            Self {
-                counters: RxCounters::new(),
-            },
-            GFP_KERNEL,
-        )?)
-    }
-
-    /// One datagram for this port. Context: softirq.
-    fn receive(&self, skb: SkBuff) {
-        self.counters.add(RxCounter::Packets, 1);
-        let len = skb.len();
-        if len < MIN_PACKET {
-            self.counters.add(RxCounter::DropMalformed, 1);
-            return;
-        }
-        // The headers, wherever they lie in the skb; the payload is read
-        // in place when it is placed.
-        let mut head = [0u8; MAX_HEADERS + 4];
-        let n = len.min(head.len());
-        if skb.copy_out(0, &mut head[..n]).is_err() {
-            self.counters.add(RxCounter::DropMalformed, 1);
-            return;
-        }
-        // Judge the layout on a view as long as the packet; bytes past
-        // what was copied are payload, which the check does not read.
-        match Packet::<&[u8]>::check_layout(&head[..n], len) {
-            Ok(_) => {
-                // Queue pairs come with the data path: nothing to deliver
-                // to yet.
-                self.counters.add(RxCounter::DropNoQp, 1);
-            }
-            Err(_) => self.counters.add(RxCounter::DropMalformed, 1),
-        }
-    }
-}
 
 /// One namespace's socket and the ports listening on it.
 struct Netns {

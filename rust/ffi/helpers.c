@@ -1,7 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 /* See helpers.h: forwarders for static inlines and macros. */
 
+#include <linux/highmem.h>
 #include <linux/if_vlan.h>
+#include <linux/ip.h>
+#include <net/ip.h>
+#include <net/route.h>
+#include <rdma/ib_umem.h>
 #include <linux/sysfs.h>
 #include <linux/vmalloc.h>
 #include <rdma/uverbs_ioctl.h>
@@ -207,4 +212,136 @@ u64 *rxud_hw_stats_values(struct rdma_hw_stats *stats, int *num)
 {
 	*num = stats->num_counters;
 	return stats->value;
+}
+
+/*
+ * The data path's sk_buff and IP plumbing: inline functions and macros of
+ * the skb, routing and IP layers, in the order rxe uses them
+ * (rxe_net.c), so that Rust builds packets and the kernel routes them.
+ */
+int rxud_skb_ip_udp_headers(const struct sk_buff *skb, u8 *buf, int max)
+{
+	int ip_len = skb_transport_header(skb) - skb_network_header(skb);
+
+	if (ip_len <= 0 || ip_len + (int)sizeof(struct udphdr) > max)
+		return -EINVAL;
+	memcpy(buf, skb_network_header(skb), ip_len);
+	memcpy(buf + ip_len, skb_transport_header(skb), sizeof(struct udphdr));
+	return ip_len + sizeof(struct udphdr);
+}
+
+int rxud_skb_copy_to_page(const struct sk_buff *skb, int offset,
+			  struct page *page, unsigned int pgoff, int len)
+{
+	void *addr = kmap_local_page(page);
+	int ret = skb_copy_bits(skb, offset, addr + pgoff, len);
+
+	kunmap_local(addr);
+	return ret;
+}
+
+void rxud_page_write(struct page *page, unsigned int pgoff, const void *src,
+		     unsigned int len)
+{
+	void *addr = kmap_local_page(page);
+
+	memcpy(addr + pgoff, src, len);
+	kunmap_local(addr);
+}
+
+void rxud_page_read(struct page *page, unsigned int pgoff, void *dst,
+		    unsigned int len)
+{
+	void *addr = kmap_local_page(page);
+
+	memcpy(dst, addr + pgoff, len);
+	kunmap_local(addr);
+}
+
+int rxud_umem_pages(struct ib_umem *umem, struct page **pages, int max)
+{
+	struct sg_page_iter iter;
+	int n = 0;
+
+	for_each_sgtable_page(&umem->sgt_append.sgt, &iter, 0) {
+		if (n == max)
+			return -EINVAL;
+		pages[n++] = sg_page_iter_page(&iter);
+	}
+	return n;
+}
+
+unsigned long rxud_umem_offset(struct ib_umem *umem)
+{
+	return ib_umem_offset(umem);
+}
+
+struct sk_buff *rxud_tx_skb_alloc(struct net_device *ndev, unsigned int len,
+				  void **data)
+{
+	unsigned int room = LL_RESERVED_SPACE(ndev) + sizeof(struct ipv6hdr) +
+			    sizeof(struct udphdr);
+	struct sk_buff *skb = alloc_skb(room + len, GFP_ATOMIC);
+
+	if (!skb)
+		return NULL;
+	skb_reserve(skb, room);
+	skb->dev = ndev;
+	*data = skb_put(skb, len);
+	return skb;
+}
+
+int rxud_tx_push_udp4(struct sk_buff *skb, __be32 saddr, __be32 daddr,
+		      __be16 sport, u8 tos, u8 ttl, u8 **datagram)
+{
+	struct net_device *ndev = skb->dev;
+	struct flowi4 fl = {
+		.flowi4_oif = ndev->ifindex,
+		.flowi4_proto = IPPROTO_UDP,
+		.saddr = saddr,
+		.daddr = daddr,
+	};
+	struct rtable *rt = ip_route_output_key(dev_net(ndev), &fl);
+	struct udphdr *uh;
+	struct iphdr *iph;
+
+	if (IS_ERR(rt))
+		return PTR_ERR(rt);
+	skb->protocol = htons(ETH_P_IP);
+	__skb_push(skb, sizeof(*uh));
+	skb_reset_transport_header(skb);
+	uh = udp_hdr(skb);
+	uh->source = sport;
+	uh->dest = htons(4791);
+	uh->len = htons(skb->len);
+	uh->check = 0;
+	skb_clear_hash(skb);
+	skb_dst_set(skb, &rt->dst);
+	memset(IPCB(skb), 0, sizeof(*IPCB(skb)));
+	__skb_push(skb, sizeof(*iph));
+	skb_reset_network_header(skb);
+	iph = ip_hdr(skb);
+	iph->version = IPVERSION;
+	iph->ihl = sizeof(*iph) >> 2;
+	iph->tot_len = htons(skb->len);
+	iph->frag_off = htons(IP_DF);
+	iph->protocol = IPPROTO_UDP;
+	iph->tos = tos;
+	iph->ttl = ttl;
+	iph->saddr = saddr;
+	iph->daddr = daddr;
+	__ip_select_ident(dev_net(ndev), iph, 1);
+	*datagram = skb->data;
+	return 0;
+}
+
+int rxud_tx_send(struct sk_buff *skb)
+{
+	return ip_local_out(dev_net(skb_dst(skb)->dev), NULL, skb);
+}
+
+void rxud_ib_cq_event(struct ib_cq *cq)
+{
+	if (cq->comp_handler)
+		cq->comp_handler(cq, cq->cq_context);
 }

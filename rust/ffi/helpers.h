@@ -64,6 +64,23 @@ struct net_device *rxud_skb_dev(const struct sk_buff *skb);
 /* Drops the UDP header an encap_rcv skb starts with; false if too short. */
 bool rxud_skb_pull_udp_header(struct sk_buff *skb);
 
+/* Data path: see helpers.c. */
+int rxud_skb_ip_udp_headers(const struct sk_buff *skb, u8 *buf, int max);
+int rxud_skb_copy_to_page(const struct sk_buff *skb, int offset,
+			  struct page *page, unsigned int pgoff, int len);
+void rxud_page_write(struct page *page, unsigned int pgoff, const void *src,
+		     unsigned int len);
+void rxud_page_read(struct page *page, unsigned int pgoff, void *dst,
+		    unsigned int len);
+int rxud_umem_pages(struct ib_umem *umem, struct page **pages, int max);
+unsigned long rxud_umem_offset(struct ib_umem *umem);
+struct sk_buff *rxud_tx_skb_alloc(struct net_device *ndev, unsigned int len,
+				  void **data);
+int rxud_tx_push_udp4(struct sk_buff *skb, __be32 saddr, __be32 daddr,
+		      __be16 sport, u8 tos, u8 ttl, u8 **datagram);
+int rxud_tx_send(struct sk_buff *skb);
+void rxud_ib_cq_event(struct ib_cq *cq);
+
 /* The counter array of hardware statistics and its length. */
 u64 *rxud_hw_stats_values(struct rdma_hw_stats *stats, int *num);
 

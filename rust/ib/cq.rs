@@ -24,6 +24,33 @@ pub(crate) struct CqInitAttr {
     pub(crate) flags: CqCreateFlags,
 }
 
+/// Raises completion events on one CQ: calls its owner's completion
+/// handler (uverbs wakes `ibv_get_cq_event`; kernel ULPs poll).
+///
+/// # Invariants
+///
+/// `cq` is the `ib_cq` the driver's CQ object belongs to; it is valid
+/// while that object exists, and the driver only uses a `CqEvents` while
+/// it does (its queue pairs, which ib_core destroys first, and receive
+/// paths that end before a QP's destruction returns).
+pub(crate) struct CqEvents {
+    cq: core::ptr::NonNull<bindings::ib_cq>,
+}
+
+// SAFETY: the completion handler may be called from any context (ib_core's
+// contract for `comp_handler`); the pointer is only passed to it.
+unsafe impl Send for CqEvents {}
+// SAFETY: as above.
+unsafe impl Sync for CqEvents {}
+
+impl CqEvents {
+    /// Calls the CQ's completion handler. Any context.
+    pub(crate) fn notify(&self) {
+        // SAFETY: the CQ is live (type invariant).
+        unsafe { bindings::rxud_ib_cq_event(self.cq.as_ptr()) };
+    }
+}
+
 /// Which completions should raise the next completion event
 /// (`ib_req_notify_cq`).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -60,7 +87,10 @@ impl<T: DeviceOps> Adapter<T> {
                 UData::from_raw(bindings::rxud_attrs_udata(attrs)),
             )
         };
-        let r = T::create_cq(dev, &a, &udata).map(|(data, cqe)| {
+        // SAFETY: `cq` is a valid, non-NULL object pointer (contract).
+        let cq_ptr = unsafe { core::ptr::NonNull::new_unchecked(cq) };
+        let events = CqEvents { cq: cq_ptr };
+        let r = T::create_cq(dev, &a, events, &udata).map(|(data, cqe)| {
             // SAFETY: the CQ object is ours to fill during the call.
             unsafe { (*cq).cqe = cqe as i32 };
             data

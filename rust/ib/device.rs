@@ -19,7 +19,7 @@
 
 use super::ah::AddressVector;
 use super::attr::{DeviceAttr, LinkLayer, PortAttr, PortImmutable};
-use super::cq::{CqArm, CqInitAttr};
+use super::cq::{CqArm, CqEvents, CqInitAttr};
 use super::mr::{AccessFlags, MrKind, UserRange};
 use super::qp::{QpAttr, QpCap, QpInitAttr, QpQuery};
 use super::srq::{SrqAttr, SrqModify};
@@ -134,7 +134,12 @@ pub(crate) trait DeviceOps: Sized + Send + Sync {
     /// Creates a CQ; returns it and the number of entries it holds.
     ///
     /// Context: process (uverbs or `ib_create_cq`), may sleep.
-    fn create_cq(dev: &Device<Self>, attr: &CqInitAttr, udata: &UData) -> Result<(Self::Cq, u32)>;
+    fn create_cq(
+        dev: &Device<Self>,
+        attr: &CqInitAttr,
+        events: CqEvents,
+        udata: &UData,
+    ) -> Result<(Self::Cq, u32)>;
 
     /// Resizes a CQ to hold at least `cqe` entries, keeping the ones it
     /// holds; returns the new number of entries.
@@ -201,6 +206,14 @@ pub(crate) trait DeviceOps: Sized + Send + Sync {
     /// Context: process (uverbs, `ib_modify_qp`, the CM's work items), may
     /// sleep.
     fn modify_qp(dev: &Device<Self>, qp: &Self::Qp, attr: &QpAttr, udata: &UData) -> Result;
+
+    /// Work requests were written to a user QP's send ring (librxud's
+    /// doorbell: a POST_SEND command with no work requests): send them.
+    ///
+    /// Context: process (uverbs), may sleep.
+    fn post_send_doorbell(_dev: &Device<Self>, _qp: &Self::Qp) -> Result {
+        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
 
     /// Context: process (uverbs or `ib_query_qp`), may sleep.
     fn query_qp(_dev: &Device<Self>, _qp: &Self::Qp) -> Result<QpQuery> {
@@ -482,6 +495,7 @@ impl<T: DeviceOps> Adapter<T> {
         modify_qp: Some(Self::modify_qp),
         query_qp: wired!(T::HAS_QUERY_QP, Self::query_qp),
         destroy_qp: Some(Self::destroy_qp),
+        post_send: wired!(T::HAS_POST_SEND_DOORBELL, Self::post_send),
         size_ib_qp: mem::size_of::<Object<bindings::ib_qp, T::Qp>>(),
         create_ah: wired!(T::HAS_CREATE_AH, Self::create_ah),
         create_user_ah: wired!(T::HAS_CREATE_AH, Self::create_ah),
@@ -748,6 +762,9 @@ impl<T: DeviceOps> NewDevice<T> {
             // above implement.
             if T::HAS_REQ_NOTIFY_CQ {
                 (*raw).uverbs_cmd_mask |= 1u64 << bindings::IB_USER_VERBS_CMD_REQ_NOTIFY_CQ;
+            }
+            if T::HAS_POST_SEND_DOORBELL {
+                (*raw).uverbs_cmd_mask |= 1u64 << bindings::IB_USER_VERBS_CMD_POST_SEND;
             }
             bindings::rxud_ib_mark_name_assigned_by_user(raw);
             bindings::ib_set_device_ops(raw, &ops);

@@ -392,6 +392,34 @@ impl<T: DeviceOps> Adapter<T> {
         to_c(T::modify_qp(dev, data, &a, &udata))
     }
 
+    /// `ib_device_ops.post_send`. User QPs ring the doorbell with no work
+    /// request (their WQEs are in the shared send ring); work request
+    /// lists from kernel ULPs are not taken yet.
+    ///
+    /// # Safety
+    ///
+    /// Called by ib_core with a live QP of ours, `wr` NULL or a list of
+    /// valid work requests, and `bad_wr` valid for a write.
+    pub(super) unsafe extern "C" fn post_send(
+        qp: *mut bindings::ib_qp,
+        wr: *const bindings::ib_send_wr,
+        bad_wr: *mut *const bindings::ib_send_wr,
+    ) -> kernel::ffi::c_int {
+        if !wr.is_null() {
+            // SAFETY: per the function's contract.
+            unsafe { *bad_wr = wr };
+            return super::eopnotsupp().to_errno();
+        }
+        // SAFETY: per the function's contract.
+        let (dev, data) = unsafe {
+            (
+                Device::<T>::from_raw((*qp).device),
+                Object::<bindings::ib_qp, T::Qp>::data_of(qp),
+            )
+        };
+        to_c(T::post_send_doorbell(dev, data))
+    }
+
     /// `ib_device_ops.query_qp`.
     ///
     /// # Safety

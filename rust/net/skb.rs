@@ -57,6 +57,40 @@ impl SkBuff {
         kernel::error::to_result(ret)
     }
 
+    /// Copies the IP header (IPv4 without options or IPv6) and the UDP
+    /// header the datagram arrived with into `out`; returns their length.
+    pub(crate) fn ip_udp_headers(&self, out: &mut [u8; 48]) -> Result<usize> {
+        // SAFETY: the skb is live; the receive path left its network and
+        // transport headers in the linear area; `out` has 48 bytes.
+        let n =
+            unsafe { bindings::rxud_skb_ip_udp_headers(self.ptr.as_ptr(), out.as_mut_ptr(), 48) };
+        usize::try_from(n).map_err(|_| EINVAL)
+    }
+
+    /// Copies `len` bytes at `offset` into `page` at `pgoff`.
+    ///
+    /// # Safety
+    ///
+    /// `page` is a live page the caller may write (pinned user memory of an
+    /// MR), and `pgoff + len` is at most a page.
+    pub(crate) unsafe fn copy_to_page(
+        &self,
+        offset: usize,
+        page: *mut bindings::page,
+        pgoff: usize,
+        len: usize,
+    ) -> Result {
+        let (Ok(off), Ok(n)) = (i32::try_from(offset), i32::try_from(len)) else {
+            return Err(EINVAL);
+        };
+        // SAFETY: the skb is live; the page is writable for the range per
+        // the caller; `skb_copy_bits` checks the skb range itself.
+        let ret = unsafe {
+            bindings::rxud_skb_copy_to_page(self.ptr.as_ptr(), off, page, pgoff as u32, n)
+        };
+        kernel::error::to_result(ret)
+    }
+
     /// The device the packet arrived on, if any.
     pub(crate) fn ingress(&self) -> Option<NetDeviceId> {
         // SAFETY: the skb is live; `dev` is read, not dereferenced.
@@ -68,6 +102,115 @@ impl SkBuff {
 impl Drop for SkBuff {
     fn drop(&mut self) {
         // SAFETY: we own the skb (type invariant).
+        unsafe { bindings::rxud_kfree_skb(self.ptr.as_ptr()) };
+    }
+}
+
+/// A packet being built for transmission: a linear skb with room in front
+/// for the UDP and IP headers. Dropping it unsent frees it.
+///
+/// # Invariants
+///
+/// `ptr` is a live skb we own; `payload` points to its `len` bytes of UDP
+/// payload (until the headers are pushed, `datagram` is `None`), or, once
+/// pushed, `datagram` to its whole IP datagram of `datagram_len` bytes.
+pub(crate) struct TxSkb {
+    ptr: NonNull<bindings::sk_buff>,
+    payload: NonNull<u8>,
+    len: usize,
+    datagram: Option<(NonNull<u8>, usize)>,
+}
+
+// SAFETY: an owned skb may be built and sent from any context.
+unsafe impl Send for TxSkb {}
+
+impl TxSkb {
+    /// A packet of `len` bytes of UDP payload out of `ndev` (zeroed
+    /// later by the builder: every byte is written before sending).
+    /// Allocates atomically.
+    pub(crate) fn new(ndev: &super::NetDevice, len: usize) -> Result<Self> {
+        let n = u32::try_from(len).map_err(|_| EINVAL)?;
+        let mut data = core::ptr::null_mut();
+        // SAFETY: the device is live for the borrow; the skb holds a
+        // pointer to it, and the caller keeps the device until `send`.
+        let skb = unsafe { bindings::rxud_tx_skb_alloc(ndev.as_raw(), n, &mut data) };
+        let ptr = NonNull::new(skb).ok_or(ENOMEM)?;
+        let payload = NonNull::new(data.cast::<u8>()).ok_or(ENOMEM)?;
+        Ok(Self {
+            ptr,
+            payload,
+            len,
+            datagram: None,
+        })
+    }
+
+    /// The UDP payload, to be written in full.
+    pub(crate) fn payload_mut(&mut self) -> &mut [u8] {
+        // SAFETY: `payload` points to `len` bytes of the skb's linear
+        // data, ours to write (type invariant); the borrow of `self`
+        // keeps the skb alive and unshared.
+        unsafe { core::slice::from_raw_parts_mut(self.payload.as_ptr(), self.len) }
+    }
+
+    /// Routes the packet from `saddr` to `daddr` and puts the UDP (source
+    /// port `sport`, destination 4791, no checksum) and IPv4 headers in
+    /// front of the payload. `EHOSTUNREACH`-like errors when there is no
+    /// route.
+    pub(crate) fn push_udp4(
+        &mut self,
+        saddr: [u8; 4],
+        daddr: [u8; 4],
+        sport: u16,
+        tos: u8,
+        ttl: u8,
+    ) -> Result {
+        if self.datagram.is_some() {
+            return Err(EINVAL);
+        }
+        let mut d = core::ptr::null_mut();
+        // SAFETY: the skb is ours, with room for the headers (allocated
+        // so); addresses are in network order as the C side expects.
+        let ret = unsafe {
+            bindings::rxud_tx_push_udp4(
+                self.ptr.as_ptr(),
+                u32::from_ne_bytes(saddr),
+                u32::from_ne_bytes(daddr),
+                sport.to_be(),
+                tos,
+                ttl,
+                &mut d,
+            )
+        };
+        kernel::error::to_result(ret)?;
+        let d = NonNull::new(d).ok_or(EINVAL)?;
+        self.datagram = Some((d, self.len + 20 + 8));
+        Ok(())
+    }
+
+    /// The whole IP datagram once the headers are pushed.
+    pub(crate) fn datagram_mut(&mut self) -> Option<&mut [u8]> {
+        let (d, n) = self.datagram?;
+        // SAFETY: `d` points to the `n` linear bytes from the IP header to
+        // the end of the payload (type invariant), ours to write.
+        Some(unsafe { core::slice::from_raw_parts_mut(d.as_ptr(), n) })
+    }
+
+    /// Hands the packet to the IP layer (`ip_local_out`); it is consumed
+    /// whatever happens.
+    pub(crate) fn send(self) -> Result {
+        if self.datagram.is_none() {
+            return Err(EINVAL);
+        }
+        let ptr = self.ptr;
+        core::mem::forget(self);
+        // SAFETY: the skb is complete and routed; the IP layer takes it.
+        kernel::error::to_result(unsafe { bindings::rxud_tx_send(ptr.as_ptr()) })
+    }
+}
+
+impl Drop for TxSkb {
+    fn drop(&mut self) {
+        // SAFETY: we own the unsent skb (type invariant).
         unsafe { bindings::rxud_kfree_skb(self.ptr.as_ptr()) };
     }
 }

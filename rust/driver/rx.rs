@@ -1,0 +1,268 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The receive path: a datagram from the port's UDP socket, in softirq
+//! context, to a completion. Everything is read from the skb in place
+//! (headers copied out once, payload copied once, straight into the
+//! receive buffer's pages); nothing is queued to a work item. Objects
+//! found here (QP, MRs, CQ) are used only until this returns: their
+//! destruction waits for an RCU grace period, which softirq processing
+//! holds off.
+//!
+//! Per packet: headers out of the skb (one `skb_copy_bits` of <= 56
+//! bytes), layout check, ICRC (IP/UDP/BTH headers masked, then the rest in
+//! 256-byte pieces), QP lookup (an interrupt-safe spinlock), receive WQE
+//! copied out of the ring, MR lookups and checks per SGE, payload copy,
+//! CQE written, completion event if armed.
+
+use super::counters::{RxCounter, RxCounters};
+use super::mr::{self, MrCore, MrTable};
+use super::qp::QpCore;
+use super::table::IndexTable;
+use crate::abi::{
+    network, status, wc_flags, wc_opcode, Cqe, RecvWqe, Sge, RECV_WQE_HEADER_SIZE, SGE_SIZE,
+};
+use crate::ib::{AccessFlags, QpType};
+use crate::net::skb::SkBuff;
+use crate::proto::wire::{bth, deth, icrc::Icrc, immdt, opcode::Opcode, packet::Packet};
+use kernel::{prelude::*, sync::Arc};
+
+/// Longest transport header rxud reads before the payload: BTH (12),
+/// RETH (16) or AtomicETH (28), with DETH (8) and ImmDt/IETH (4).
+const MAX_HEADERS: usize = 12 + 28 + 8 + 4;
+/// Shortest RoCEv2 payload: a BTH and the ICRC.
+const MIN_PACKET: usize = 12 + 4;
+/// The GRH a UD receive buffer starts with.
+const GRH_LEN: usize = 40;
+/// The receive WQE with the most SGEs rxud grants (32).
+const MAX_RECV_SLOT: usize = RECV_WQE_HEADER_SIZE as usize + 32 * SGE_SIZE as usize;
+
+/// The receive side of one rxud port.
+pub(crate) struct RxPort {
+    pub(crate) counters: RxCounters,
+    qps: Arc<IndexTable<QpCore>>,
+    mrs: Arc<MrTable>,
+}
+
+/// What happens to a datagram: delivered, or dropped and counted.
+type Verdict = core::result::Result<(), RxCounter>;
+
+impl RxPort {
+    pub(crate) fn new(qps: Arc<IndexTable<QpCore>>, mrs: Arc<MrTable>) -> Result<Arc<Self>> {
+        Ok(Arc::new(
+            Self {
+                counters: RxCounters::new(),
+                qps,
+                mrs,
+            },
+            GFP_KERNEL,
+        )?)
+    }
+
+    /// One datagram for this port. Context: softirq.
+    pub(crate) fn receive(&self, skb: SkBuff) {
+        self.counters.add(RxCounter::Packets, 1);
+        if let Err(why) = self.deliver(&skb) {
+            self.counters.add(why, 1);
+        }
+    }
+
+    fn deliver(&self, skb: &SkBuff) -> Verdict {
+        let len = skb.len();
+        if len < MIN_PACKET {
+            return Err(RxCounter::DropMalformed);
+        }
+        let mut head = [0u8; MAX_HEADERS];
+        let n = len.min(head.len());
+        skb.copy_out(0, &mut head[..n])
+            .map_err(|_| RxCounter::DropMalformed)?;
+        let head = &head[..n];
+        let (info, pad) =
+            Packet::<&[u8]>::check_layout(head, len).map_err(|_| RxCounter::DropMalformed)?;
+        check_icrc(skb, head, len)?;
+        let bth = bth::Header::new_checked(head).map_err(|_| RxCounter::DropMalformed)?;
+        let qp = self.qps.get(bth.dest_qp()).ok_or(RxCounter::DropNoQp)?;
+        let payload = info.header_len..len - pad - 4;
+        match bth.opcode() {
+            Opcode::UD_SEND_ONLY | Opcode::UD_SEND_ONLY_WITH_IMMEDIATE => {
+                self.receive_ud(skb, &qp, head, bth.solicited(), payload)
+            }
+            _ => Err(RxCounter::DropUnsupported),
+        }
+    }
+
+    /// A UD SEND: into the next receive WQE, after a 40-byte GRH.
+    fn receive_ud(
+        &self,
+        skb: &SkBuff,
+        qp: &QpCore,
+        head: &[u8],
+        solicited: bool,
+        payload: core::ops::Range<usize>,
+    ) -> Verdict {
+        if qp.qp_type() != QpType::Ud || !qp.live.can_receive() {
+            return Err(RxCounter::DropNoQp);
+        }
+        let deth = deth::Header::new_checked(head.get(bth::HEADER_LEN..).unwrap_or(&[]))
+            .map_err(|_| RxCounter::DropMalformed)?;
+        if deth.qkey() != qp.live.qkey() {
+            return Err(RxCounter::DropQkey);
+        }
+        let imm = head
+            .get(bth::HEADER_LEN + deth::HEADER_LEN..)
+            .and_then(|b| immdt::Header::new_checked(b).ok())
+            .map(|h| h.imm_data())
+            .filter(|_| head.first() == Some(&Opcode::UD_SEND_ONLY_WITH_IMMEDIATE.0));
+        let mut slot = [0u8; MAX_RECV_SLOT];
+        let queue = match (&qp.rq, &qp.srq) {
+            (Some(rq), _) => rq,
+            (None, Some(srq)) => &srq.queue,
+            (None, None) => return Err(RxCounter::DropNoQp),
+        };
+        // UD drops what finds no receive buffer.
+        match queue.pop(&mut slot) {
+            Ok(true) => {}
+            Ok(false) => return Err(RxCounter::DropNoRecv),
+            Err(_) => return Err(RxCounter::DropNoRecv),
+        }
+        let wqe = RecvWqe::decode(&slot);
+        let mut grh = [0u8; GRH_LEN];
+        let mut ip = [0u8; 48];
+        let (net, ip_len) = match skb.ip_udp_headers(&mut ip) {
+            Ok(28) => (network::IPV4, 20),
+            Ok(48) => (network::IPV6, 40),
+            _ => return Err(RxCounter::DropMalformed),
+        };
+        // As rxe and hardware do: an IPv4 header goes in the GRH's last
+        // 20 bytes, an IPv6 header fills it.
+        grh[GRH_LEN - ip_len..].copy_from_slice(&ip[..ip_len]);
+        let status = self.place(qp, &slot, wqe.num_sge, &grh, skb, payload.clone());
+        let mut cqe = Cqe {
+            wr_id: wqe.wr_id,
+            status,
+            opcode: wc_opcode::RECV,
+            byte_len: (GRH_LEN + payload.len()) as u32,
+            qp_num: qp.qpn(),
+            src_qp: deth.src_qp(),
+            wc_flags: wc_flags::GRH,
+            network_hdr_type: net,
+            ..Default::default()
+        };
+        if let Some(imm) = imm {
+            cqe.imm_data = u32::from_ne_bytes(imm);
+            cqe.wc_flags |= wc_flags::WITH_IMM;
+        }
+        if qp.recv_cq.push(&cqe, solicited).is_err() {
+            return Err(RxCounter::DropCqFull);
+        }
+        Ok(())
+    }
+
+    /// Copies the GRH and the payload into the receive WQE's SGEs; the
+    /// completion status.
+    fn place(
+        &self,
+        qp: &QpCore,
+        slot: &[u8],
+        num_sge: u32,
+        grh: &[u8],
+        skb: &SkBuff,
+        payload: core::ops::Range<usize>,
+    ) -> u32 {
+        let max = qp
+            .cap()
+            .max_recv_sge
+            .max(qp.srq.as_ref().map(|s| s.max_sge()).unwrap_or(0));
+        if num_sge > max {
+            return status::LOC_QP_OP_ERR;
+        }
+        let need = grh.len() + payload.len();
+        let mut placed = 0usize;
+        for i in 0..num_sge as usize {
+            if placed == need {
+                break;
+            }
+            let at = RECV_WQE_HEADER_SIZE as usize + i * SGE_SIZE as usize;
+            let Some(sge) = slot.get(at..at + SGE_SIZE as usize).map(Sge::decode) else {
+                return status::LOC_QP_OP_ERR;
+            };
+            let n = (sge.length as usize).min(need - placed);
+            if n == 0 {
+                continue;
+            }
+            let Some(mr) = mr::lookup(&self.mrs, sge.lkey) else {
+                return status::LOC_PROT_ERR;
+            };
+            let Ok(off) = mr.check(qp.pd, sge.addr, n, AccessFlags::LOCAL_WRITE) else {
+                return status::LOC_PROT_ERR;
+            };
+            if copy_piece(&mr, off, grh, skb, &payload, placed, n).is_err() {
+                return status::LOC_PROT_ERR;
+            }
+            placed += n;
+        }
+        if placed < need {
+            return status::LOC_LEN_ERR;
+        }
+        status::SUCCESS
+    }
+}
+
+/// Copies bytes `[from, from + n)` of GRH-then-payload to offset `off` of
+/// `mr`.
+fn copy_piece(
+    mr: &MrCore,
+    off: u64,
+    grh: &[u8],
+    skb: &SkBuff,
+    payload: &core::ops::Range<usize>,
+    from: usize,
+    n: usize,
+) -> Result {
+    let umem = mr.umem().ok_or(EINVAL)?;
+    let mut done = 0;
+    if from < grh.len() {
+        let k = (grh.len() - from).min(n);
+        umem.write(off, grh.get(from..from + k).ok_or(EINVAL)?)?;
+        done = k;
+    }
+    if done < n {
+        let p = from + done - grh.len();
+        umem.copy_from_skb(off + done as u64, skb, payload.start + p, n - done)?;
+    }
+    Ok(())
+}
+
+/// Checks the ICRC of the datagram: its IP and UDP headers (as received),
+/// the BTH, then everything up to the trailer.
+fn check_icrc(skb: &SkBuff, head: &[u8], len: usize) -> Verdict {
+    let mut hdrs = [0u8; 48 + bth::HEADER_LEN];
+    let mut ip = [0u8; 48];
+    let n = skb
+        .ip_udp_headers(&mut ip)
+        .map_err(|_| RxCounter::DropMalformed)?;
+    hdrs[..n].copy_from_slice(&ip[..n]);
+    hdrs[n..n + bth::HEADER_LEN].copy_from_slice(
+        head.get(..bth::HEADER_LEN)
+            .ok_or(RxCounter::DropMalformed)?,
+    );
+    let (mut icrc, _) =
+        Icrc::begin(&hdrs[..n + bth::HEADER_LEN]).map_err(|_| RxCounter::DropMalformed)?;
+    let end = len - 4;
+    let mut pos = bth::HEADER_LEN;
+    let mut piece = [0u8; 256];
+    while pos < end {
+        let k = (end - pos).min(piece.len());
+        skb.copy_out(pos, &mut piece[..k])
+            .map_err(|_| RxCounter::DropMalformed)?;
+        icrc.update(&piece[..k]);
+        pos += k;
+    }
+    let mut trailer = [0u8; 4];
+    skb.copy_out(end, &mut trailer)
+        .map_err(|_| RxCounter::DropMalformed)?;
+    if icrc.finish() == u32::from_le_bytes(trailer) {
+        Ok(())
+    } else {
+        Err(RxCounter::DropBadIcrc)
+    }
+}

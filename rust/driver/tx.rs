@@ -1,0 +1,284 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The send path: work requests from a QP's send ring to packets, in the
+//! poster's context (the doorbell system call).
+//!
+//! One sender drains a send queue at a time: `QpCore::sq_active` is taken
+//! with an atomic swap, and while it is held the ring's consumer flags say
+//! `SENDER_ACTIVE`, so librxud posts without a doorbell. Before giving up
+//! the queue the sender clears the flag, then looks at the producer index
+//! again (after a full fence), so an entry published in between is either
+//! seen here or answered by a doorbell: never stranded.
+//!
+//! Per UD packet: WQE copied out of the ring and checked, AH looked up,
+//! one linear skb (headroom for IP and UDP), BTH and DETH written in place,
+//! payload copied once from the MR pages into the skb, IP and UDP headers
+//! pushed after a route lookup, ICRC over the datagram, `ip_local_out`.
+
+use super::device::RxudDevice;
+use super::mr;
+use super::qp::QpCore;
+use crate::abi::{
+    opcode, send_flags, status, wc_opcode, Cqe, SendWqe, Sge, UdOp, SEND_WQE_HEADER_SIZE, SGE_SIZE,
+};
+use crate::ib::{AccessFlags, AddressVector, NetworkType, QpType};
+use crate::net::{skb::TxSkb, NetDevice};
+use crate::proto::{
+    mtu::IbMtu,
+    psn::Psn,
+    wire::{bth, deth, icrc, immdt, opcode::Opcode},
+};
+use core::sync::atomic::Ordering;
+use kernel::prelude::*;
+
+/// A send slot with the most SGEs or inline bytes rxud grants.
+const MAX_SEND_SLOT: usize = SEND_WQE_HEADER_SIZE as usize + 32 * SGE_SIZE as usize;
+/// Hop limit when the address vector leaves it 0.
+const DEFAULT_TTL: u8 = 64;
+
+/// Runs the sender of `qp` until its send queue is empty, unless another
+/// sender is already at it. Context: process.
+pub(crate) fn doorbell(dev: &RxudDevice, qp: &QpCore, ndev: &NetDevice) -> Result {
+    loop {
+        if qp.sq_active.swap(true, Ordering::AcqRel) {
+            // The running sender will see what was posted.
+            return Ok(());
+        }
+        qp.sq.ring().set_sender_active(true);
+        let r = drain(dev, qp, ndev);
+        qp.sq.ring().set_sender_active(false);
+        qp.sq_active.store(false, Ordering::SeqCst);
+        core::sync::atomic::fence(Ordering::SeqCst);
+        r?;
+        if !qp.sq.has_entries() {
+            return Ok(());
+        }
+    }
+}
+
+fn drain(dev: &RxudDevice, qp: &QpCore, ndev: &NetDevice) -> Result {
+    let mut slot = [0u8; MAX_SEND_SLOT];
+    while qp.sq.pop(&mut slot)? {
+        let wqe = SendWqe::decode(&slot);
+        let (st, len) = match qp.qp_type() {
+            QpType::Ud if qp.live.can_send() => send_ud(dev, qp, ndev, &wqe, &slot),
+            QpType::Ud => (status::WR_FLUSH_ERR, 0),
+            _ => (status::LOC_QP_OP_ERR, 0),
+        };
+        let signaled = qp.sq_sig_all() || wqe.send_flags & send_flags::SIGNALED != 0;
+        if signaled || st != status::SUCCESS {
+            let cqe = Cqe {
+                wr_id: wqe.wr_id,
+                status: st,
+                opcode: wc_opcode::SEND,
+                byte_len: len,
+                qp_num: qp.qpn(),
+                ..Default::default()
+            };
+            // A full CQ loses the completion (the CQ's owner sees the
+            // overflow as an error event once that exists).
+            let _ = qp.send_cq.push(&cqe, false);
+        }
+    }
+    Ok(())
+}
+
+/// Sends one UD WQE; returns the completion status and byte count.
+fn send_ud(
+    dev: &RxudDevice,
+    qp: &QpCore,
+    ndev: &NetDevice,
+    wqe: &SendWqe,
+    slot: &[u8],
+) -> (u32, u32) {
+    let imm = match wqe.opcode {
+        opcode::SEND => None,
+        opcode::SEND_WITH_IMM => Some(wqe.imm_or_inv),
+        _ => return (status::LOC_QP_OP_ERR, 0),
+    };
+    if wqe.send_flags & !send_flags::KNOWN != 0 {
+        return (status::LOC_QP_OP_ERR, 0);
+    }
+    let inline = wqe.send_flags & send_flags::INLINE != 0;
+    let cap = qp.cap();
+    let body = slot.get(SEND_WQE_HEADER_SIZE as usize..).unwrap_or(&[]);
+    let len = if inline {
+        if wqe.inline_len > cap.max_inline_data || wqe.inline_len as usize > body.len() {
+            return (status::LOC_LEN_ERR, 0);
+        }
+        wqe.inline_len as usize
+    } else {
+        if wqe.num_sge > cap.max_send_sge {
+            return (status::LOC_QP_OP_ERR, 0);
+        }
+        let mut total = 0usize;
+        for i in 0..wqe.num_sge as usize {
+            let sge = Sge::decode(body.get(i * SGE_SIZE as usize..).unwrap_or(&[]));
+            total = total.saturating_add(sge.length as usize);
+        }
+        total
+    };
+    let mtu = IbMtu::for_link_mtu(ndev.mtu())
+        .map(IbMtu::bytes)
+        .unwrap_or(0) as usize;
+    if len > mtu {
+        return (status::LOC_LEN_ERR, 0);
+    }
+    let dest = UdOp::decode(&wqe.op);
+    let Some(av) = dev.ahs.get(dest.ah_num) else {
+        return (status::LOC_QP_OP_ERR, 0);
+    };
+    // A Q_Key with the high bit set means "the QP's own" (IBTA 10.2.5).
+    let qkey = if dest.remote_qkey & 0x8000_0000 != 0 {
+        qp.live.qkey()
+    } else {
+        dest.remote_qkey
+    };
+    let st = build_and_send(
+        qp,
+        ndev,
+        &av,
+        wqe,
+        body,
+        inline,
+        len,
+        imm,
+        dest.remote_qpn,
+        qkey,
+    );
+    (st, len as u32)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn build_and_send(
+    qp: &QpCore,
+    ndev: &NetDevice,
+    av: &AddressVector,
+    wqe: &SendWqe,
+    body: &[u8],
+    inline: bool,
+    len: usize,
+    imm: Option<u32>,
+    dest_qpn: u32,
+    qkey: u32,
+) -> u32 {
+    if av.network != NetworkType::Ipv4 {
+        // IPv6 transmission is not written yet.
+        return status::LOC_QP_OP_ERR;
+    }
+    let pad = (4 - len % 4) % 4;
+    let hdr =
+        bth::HEADER_LEN + deth::HEADER_LEN + if imm.is_some() { immdt::HEADER_LEN } else { 0 };
+    let Ok(mut skb) = TxSkb::new(ndev, hdr + len + pad + icrc::ICRC_LEN) else {
+        return status::GENERAL_ERR;
+    };
+    let p = skb.payload_mut();
+    p.fill(0);
+    let psn = Psn::new(qp.next_psn.fetch_add(1, Ordering::Relaxed));
+    let bth_repr = bth::Repr {
+        opcode: if imm.is_some() {
+            Opcode::UD_SEND_ONLY_WITH_IMMEDIATE
+        } else {
+            Opcode::UD_SEND_ONLY
+        },
+        solicited: wqe.send_flags & send_flags::SOLICITED != 0,
+        mig_req: false,
+        pad_count: pad as u8,
+        pkey: bth::DEFAULT_PKEY,
+        fecn: false,
+        becn: false,
+        dest_qp: dest_qpn,
+        ack_req: false,
+        psn,
+    };
+    let Ok(mut h) = bth::Header::new_checked(&mut p[..]) else {
+        return status::GENERAL_ERR;
+    };
+    bth_repr.emit(&mut h);
+    let Ok(mut d) = deth::Header::new_checked(&mut p[bth::HEADER_LEN..]) else {
+        return status::GENERAL_ERR;
+    };
+    deth::Repr {
+        qkey,
+        src_qp: qp.qpn(),
+    }
+    .emit(&mut d);
+    if let Some(imm) = imm {
+        let Ok(mut i) = immdt::Header::new_checked(&mut p[bth::HEADER_LEN + deth::HEADER_LEN..])
+        else {
+            return status::GENERAL_ERR;
+        };
+        i.set_imm_data(imm.to_ne_bytes());
+    }
+    let data = &mut p[hdr..hdr + len];
+    if inline {
+        data.copy_from_slice(&body[..len]);
+    } else if let Err(st) = gather(qp, wqe, body, data) {
+        return st;
+    }
+    let (Some(saddr), Some(daddr)) = (ipv4_of(&av.sgid), ipv4_of(&av.dgid)) else {
+        return status::LOC_QP_OP_ERR;
+    };
+    let ttl = if av.hop_limit == 0 {
+        DEFAULT_TTL
+    } else {
+        av.hop_limit
+    };
+    if skb
+        .push_udp4(saddr, daddr, source_port(qp.qpn()), av.traffic_class, ttl)
+        .is_err()
+    {
+        return status::GENERAL_ERR;
+    }
+    let Some(datagram) = skb.datagram_mut() else {
+        return status::GENERAL_ERR;
+    };
+    if icrc::icrc_fill(datagram).is_err() {
+        return status::GENERAL_ERR;
+    }
+    // UD is unreliable: handed to IP, the send is complete.
+    match skb.send() {
+        Ok(()) => status::SUCCESS,
+        Err(_) => status::GENERAL_ERR,
+    }
+}
+
+/// Copies the WQE's SGEs from their MRs into `out`.
+fn gather(
+    qp: &QpCore,
+    wqe: &SendWqe,
+    body: &[u8],
+    out: &mut [u8],
+) -> core::result::Result<(), u32> {
+    let mut done = 0;
+    for i in 0..wqe.num_sge as usize {
+        let sge = Sge::decode(body.get(i * SGE_SIZE as usize..).unwrap_or(&[]));
+        let n = sge.length as usize;
+        if n == 0 {
+            continue;
+        }
+        let mr = mr::lookup(&qp.mrs, sge.lkey).ok_or(status::LOC_PROT_ERR)?;
+        let off = mr
+            .check(qp.pd, sge.addr, n, AccessFlags::EMPTY)
+            .map_err(|_| status::LOC_PROT_ERR)?;
+        let umem = mr.umem().ok_or(status::LOC_PROT_ERR)?;
+        let dst = out.get_mut(done..done + n).ok_or(status::LOC_LEN_ERR)?;
+        umem.read(off, dst).map_err(|_| status::LOC_PROT_ERR)?;
+        done += n;
+    }
+    Ok(())
+}
+
+/// The IPv4 address of an IPv4-mapped GID (`::ffff:a.b.c.d`).
+fn ipv4_of(gid: &[u8; 16]) -> Option<[u8; 4]> {
+    let (prefix, addr) = gid.split_at(12);
+    (prefix == [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff])
+        .then(|| [addr[0], addr[1], addr[2], addr[3]])
+}
+
+/// The UDP source port of a QP's packets: fixed per QP (a flow's packets
+/// stay in order through ECMP) and spread over 49152-65535 across QPs, as
+/// RoCEv2 recommends for entropy.
+fn source_port(qpn: u32) -> u16 {
+    0xc000 | ((qpn.wrapping_mul(0x9e37_79b1) >> 18) & 0x3fff) as u16
+}

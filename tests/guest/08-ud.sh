@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# UD traffic: ibv_ud_pingpong between two rxud devices (each in a network
+# namespace of its own, joined by a veth pair), then between rxud and rxe
+# (interop: rxe's packets reach rxud's QPs and the reverse), with the
+# ports' counters showing what crossed.
+. "$(dirname "$0")/../lib/tap.sh"
+. "$(dirname "$0")/../lib/rxud.sh"
+TAP_PLANNED=8
+tap_begin $TAP_PLANNED
+export RDMAV_DRIVERS=$RXUD_TOP/rdma-core-provider/build/librxud
+
+# v2_gid_index DEV: the GID index of DEV's RoCE v2 IPv4 GID.
+v2_gid_index() {
+	local f i
+	for f in /sys/class/infiniband/"$1"/ports/1/gids/*; do
+		i=${f##*/}
+		grep -q '^0000:0000:0000:0000:0000:ffff:' "$f" || continue
+		[ "$(cat "/sys/class/infiniband/$1/ports/1/gid_attrs/types/$i" 2>/dev/null)" = "RoCE v2" ] && { echo "$i"; return; }
+	done
+	return 1
+}
+
+# inns NS CMD...: CMD in network namespace NS ("-": this one).
+inns() {
+	local ns=$1
+	shift
+	if [ "$ns" = - ]; then "$@"; else ip netns exec "$ns" "$@"; fi
+}
+
+# pingpong SERVER_NS SERVER_DEV CLIENT_NS CLIENT_DEV SERVER_IP: a short
+# ibv_ud_pingpong run; prints the client's output, then the server's.
+pingpong() {
+	local sns=$1 sdev=$2 cns=$3 cdev=$4 sip=$5 sg cg spid rc
+	sg=$(v2_gid_index "$sdev") && cg=$(v2_gid_index "$cdev") || { echo "no RoCE v2 GID"; return 1; }
+	inns "$sns" timeout 30 ibv_ud_pingpong -d "$sdev" -g "$sg" -s 256 -n 20 >/tmp/ud-server.out 2>&1 &
+	spid=$!
+	sleep 1
+	inns "$cns" timeout 30 ibv_ud_pingpong -d "$cdev" -g "$cg" -s 256 -n 20 "$sip" 2>&1
+	rc=$?
+	wait $spid
+	echo "-- server:"
+	cat /tmp/ud-server.out
+	return $rc
+}
+
+rxud_load
+modprobe rdma_rxe
+ip netns add rxa
+ip netns add rxb
+ip link add rxudv0 type veth peer name rxudv1
+ip link set rxudv0 netns rxa
+ip link set rxudv1 netns rxb
+for ns in rxa rxb; do ip netns exec $ns ip link set lo up; done
+ip netns exec rxa ip addr add 169.254.210.1/24 dev rxudv0
+ip netns exec rxb ip addr add 169.254.210.2/24 dev rxudv1
+ip netns exec rxa ip link set rxudv0 up
+ip netns exec rxb ip link set rxudv1 up
+ip netns exec rxa rdma link add rxud0 type rxud netdev rxudv0
+ip netns exec rxb rdma link add rxud1 type rxud netdev rxudv1
+wait_for 10 ip netns exec rxb ping -c1 -W1 169.254.210.1 >/dev/null
+wait_for 10 v2_gid_index rxud0
+wait_for 10 v2_gid_index rxud1
+
+out=$(pingpong rxa rxud0 rxb rxud1 169.254.210.1)
+printf '%s\n' "$out" | tap_diag
+check "ibv_ud_pingpong between two rxud devices" grep -q 'iters in' <<<"$out"
+check "rxud0 received the datagrams" test "$(cat /sys/class/infiniband/rxud0/ports/1/hw_counters/rx_packets)" -ge 20
+check_eq "no ICRC errors" "0 0" \
+	"$(cat /sys/class/infiniband/rxud0/ports/1/hw_counters/rx_drop_bad_icrc) $(cat /sys/class/infiniband/rxud1/ports/1/hw_counters/rx_drop_bad_icrc)"
+
+# Interop: rxe on a veth end in the initial namespace, rxud in rxb.
+ip netns exec rxb rdma link delete rxud1
+ip netns exec rxb ip link set rxudv1 netns 1
+ip addr add 169.254.210.2/24 dev rxudv1
+ip link set rxudv1 up
+rdma link add rxe0 type rxe netdev rxudv1
+wait_for 10 ping -c1 -W1 169.254.210.1 >/dev/null
+wait_for 10 v2_gid_index rxe0
+out=$(pingpong rxa rxud0 - rxe0 169.254.210.1)
+printf '%s\n' "$out" | tap_diag
+check "ibv_ud_pingpong: rxe client, rxud server" grep -q 'iters in' <<<"$out"
+out=$(pingpong - rxe0 rxa rxud0 169.254.210.2)
+printf '%s\n' "$out" | tap_diag
+check "ibv_ud_pingpong: rxud client, rxe server" grep -q 'iters in' <<<"$out"
+check_eq "no ICRC errors on rxe's packets" 0 "$(cat /sys/class/infiniband/rxud0/ports/1/hw_counters/rx_drop_bad_icrc)"
+
+rdma link delete rxe0
+ip netns exec rxa rdma link delete rxud0
+ip link del rxudv1
+ip netns del rxa
+ip netns del rxb
+rmmod rdma_rxe
+check "no rxud device left" test "$(ib_count)" = 0
+check "rmmod rxud" rxud_unload
+tap_end
