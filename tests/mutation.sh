@@ -7,18 +7,35 @@
 # replacement, the test to run (with kmemleak on), and a pattern that must
 # appear in that run's results (its TAP output, kmemleak's report or the
 # kernel log).
+#
+#   tests/mutation.sh              build and run every mutant
+#   tests/mutation.sh build DIR    only build them into DIR (make check does
+#                                  this while the one-vCPU suite runs)
+#   tests/mutation.sh run DIR      run and judge the mutants built in DIR
 set -uo pipefail
 TOP=$(cd "$(dirname "$0")/.." && pwd)
 . "$TOP/qemu/lib.sh"
 need_kernel
 
-work=$(mktemp -d /tmp/rxud-mutant.XXXXXX)
-trap 'rm -rf "$work"' EXIT
+mode=${1:-all}
+case "$mode" in
+all)
+	work=$(mktemp -d /tmp/rxud-mutant.XXXXXX)
+	trap 'rm -rf "$work"' EXIT
+	;;
+build | run) work=${2:?usage: $0 [build DIR | run DIR]} ;;
+*) die "usage: $0 [build DIR | run DIR]" ;;
+esac
+mkdir -p "$work"
 failed=0
 
-# mutant NAME FILE FROM TO TEST WANT
+# Mutants are built one after the other, then run two at a time: each VM
+# has one vCPU and the machine two cores.
+names=() tests=() wants=()
+
+# mutant NAME FILE FROM TO TEST WANT: builds the mutant now; runs later.
 mutant() {
-	local name=$1 file=$2 from=$3 to=$4 test=$5 want=$6 src out
+	local name=$1 file=$2 from=$3 to=$4 test=$5 want=$6 src
 	src=$work/$name
 	mkdir -p "$src"
 	cp -r "$TOP/Kbuild" "$TOP/rust" "$src/"
@@ -37,56 +54,92 @@ mutant() {
 		failed=1
 		return
 	fi
-	out=$src/run
-	"$TOP/qemu/vm.sh" --append kmemleak=on --timeout 600 --out "$out" -- \
-		env RXUD_KO="$src/rxud.ko" "$TOP/tests/guest-runner.sh" "$TOP/$test" >/dev/null 2>&1
+	names+=("$name") tests+=("$test") wants+=("$want")
+	printf '%s\t%s\t%s\n' "$name" "$test" "$want" >>"$work/mutants.tsv"
+}
+
+# run_mutant I: boots a VM with mutant I and runs its test.
+run_mutant() {
+	local src=$work/${names[$1]}
+	"$TOP/qemu/vm.sh" --append kmemleak=on --timeout 600 --out "$src/run" -- \
+		env RXUD_KO="$src/rxud.ko" "$TOP/tests/guest-runner.sh" "$TOP/${tests[$1]}" >/dev/null 2>&1
+}
+
+# judge I: whether mutant I's run shows what must catch it.
+judge() {
+	local name=${names[$1]} out=$work/${names[$1]}/run
 	# grep reads the files itself: with pipefail, `cat | grep -q` fails
 	# when grep stops early and cat dies of SIGPIPE.
-	if grep -qsE -- "$want" "$out"/vm0/tap.txt "$out"/vm0/kmemleak.txt "$out"/vm0/dmesg.txt; then
-		echo "ok - mutant $name is caught by $(basename "$test")"
+	if grep -qsE -- "${wants[$1]}" "$out"/vm0/tap.txt "$out"/vm0/kmemleak.txt "$out"/vm0/dmesg.txt; then
+		echo "ok - mutant $name is caught by $(basename "${tests[$1]}")"
 	else
-		echo "not ok - mutant $name survived $(basename "$test") (looked for: $want)"
+		echo "not ok - mutant $name survived $(basename "${tests[$1]}") (looked for: ${wants[$1]})"
 		cp -r "$out" "/tmp/rxud-mutant-$name-$$"
 		failed=1
 	fi
 }
 
-# newlink stops refusing non-Ethernet netdevs: `netdev lo` succeeds.
-mutant allow-non-ethernet driver/registry.rs \
-	'if !ndev.is_ethernet() || ndev.is_vlan() {' 'if ndev.is_vlan() {' \
-	tests/guest/02-link-errors.sh '^# not ok [0-9]+ - loopback \(not Ethernet\)'
+build_all() {
+	: >"$work/mutants.tsv"
+	# newlink stops refusing non-Ethernet netdevs: `netdev lo` succeeds.
+	mutant allow-non-ethernet driver/registry.rs \
+		'if !ndev.is_ethernet() || ndev.is_vlan() {' 'if ndev.is_vlan() {' \
+		tests/guest/02-link-errors.sh '^# not ok [0-9]+ - loopback \(not Ethernet\)'
 
-# Every PD leaks a reference to its device's object counter.
-mutant leak-pd-counter driver/counter.rs \
-	'Ok(Counted(self.clone()))' '{ core::mem::forget(self.clone()); Ok(Counted(self.clone())) }' \
-	tests/guest/05-verbs.sh 'unreferenced object'
+	# Every PD leaks a reference to its device's object counter.
+	mutant leak-pd-counter driver/counter.rs \
+		'Ok(Counted(self.clone()))' '{ core::mem::forget(self.clone()); Ok(Counted(self.clone())) }' \
+		tests/guest/05-verbs.sh 'unreferenced object'
 
-# modify_qp stops consulting the IB state machine.
-mutant any-qp-transition driver/qp.rs \
-	'if !transition_is_valid(cur, next, self.core.qp_type, mask) {' 'if false {' \
-	tests/guest/05-verbs.sh 'not ok [0-9]+ - RC QP RESET->RTS is illegal'
+	# modify_qp stops consulting the IB state machine.
+	mutant any-qp-transition driver/qp.rs \
+		'if !transition_is_valid(cur, next, self.core.qp_type, mask) {' 'if false {' \
+		tests/guest/05-verbs.sh 'not ok [0-9]+ - RC QP RESET->RTS is illegal'
 
-# Ring memory is never freed once its mmap entry goes.
-mutant leak-ring-memory ib/mmap.rs \
-	'unsafe { bindings::vfree(entry.buf.as_ptr().cast()) };' '' \
-	tests/guest/05-verbs.sh 'unreferenced object'
+	# Ring memory is never freed once its mmap entry goes.
+	mutant leak-ring-memory ib/mmap.rs \
+		'unsafe { bindings::vfree(entry.buf.as_ptr().cast()) };' '' \
+		tests/guest/05-verbs.sh 'unreferenced object'
 
-# Interrupt-safe locks become plain spinlocks: the CQ lock, taken in
-# process context with interrupts on and by req_notify_cq in hard irq, is
-# then a deadlock that lockdep reports.
-mutant plain-spinlocks sync.rs \
-	'pub(crate) type SpinLockIrq<T> = Lock<T, SpinLockIrqBackend>;' \
-	'pub(crate) type SpinLockIrq<T> = kernel::sync::SpinLock<T>;' \
-	tests/guest/06-kernel-verbs.sh 'inconsistent lock state'
+	# Interrupt-safe locks become plain spinlocks: the CQ lock, taken in
+	# process context with interrupts on and by req_notify_cq in hard irq, is
+	# then a deadlock that lockdep reports.
+	mutant plain-spinlocks sync.rs \
+		'pub(crate) type SpinLockIrq<T> = Lock<T, SpinLockIrqBackend>;' \
+		'pub(crate) type SpinLockIrq<T> = kernel::sync::SpinLock<T>;' \
+		tests/guest/06-kernel-verbs.sh 'inconsistent lock state'
 
-# Received packets are no longer checked against their ICRC.
-mutant no-icrc-check driver/rx.rs \
-	'if icrc.finish() == u32::from_le_bytes(trailer) {' 'if true {' \
-	tests/guest/07-transport.sh 'not ok [0-9]+ - the one with a bad ICRC is dropped'
+	# Received packets are no longer checked against their ICRC.
+	mutant no-icrc-check driver/rx.rs \
+		'if icrc.finish() == u32::from_le_bytes(trailer) {' 'if true {' \
+		tests/guest/07-transport.sh 'not ok [0-9]+ - the one with a bad ICRC is dropped'
 
-# Sent packets go out without their ICRC: peers (rxud and rxe) drop them.
-mutant no-icrc-fill driver/tx.rs \
-	'if icrc::icrc_fill(datagram).is_err() {' 'if false {' \
-	tests/guest/08-ud.sh 'not ok [0-9]+ - ibv_ud_pingpong between two rxud devices'
+	# Sent packets go out without their ICRC: peers (rxud and rxe) drop them.
+	mutant no-icrc-fill driver/tx.rs \
+		'if icrc::icrc_fill(datagram).is_err() {' 'if false {' \
+		tests/guest/08-ud.sh 'not ok [0-9]+ - ibv_ud_pingpong between two rxud devices'
+}
+
+if [ "$mode" != run ]; then
+	build_all
+fi
+if [ "$mode" = build ]; then
+	exit $failed
+fi
+if [ "$mode" = run ]; then
+	[ -f "$work/mutants.tsv" ] || die "no mutants built in $work"
+	while IFS=$'\t' read -r n t w; do
+		names+=("$n") tests+=("$t") wants+=("$w")
+	done <"$work/mutants.tsv"
+fi
+for ((i = 0; i < ${#names[@]}; i += 2)); do
+	run_mutant $i &
+	first=$!
+	[ $((i + 1)) -lt ${#names[@]} ] && run_mutant $((i + 1))
+	wait $first
+done
+for i in "${!names[@]}"; do
+	judge "$i"
+done
 
 exit $failed

@@ -13,7 +13,8 @@
 //! Per UD packet: WQE copied out of the ring and checked, AH looked up,
 //! one linear skb (headroom for IP and UDP), BTH and DETH written in place,
 //! payload copied once from the MR pages into the skb, IP and UDP headers
-//! pushed after a route lookup, ICRC over the datagram, `ip_local_out`.
+//! (IPv4 or IPv6) pushed after a route lookup, ICRC over the datagram,
+//! `ip_local_out`.
 
 use super::device::RxudDevice;
 use super::mr;
@@ -162,8 +163,7 @@ fn build_and_send(
     dest_qpn: u32,
     qkey: u32,
 ) -> u32 {
-    if av.network != NetworkType::Ipv4 {
-        // IPv6 transmission is not written yet.
+    if av.network == NetworkType::RoceV1 {
         return status::LOC_QP_OP_ERR;
     }
     let pad = (4 - len % 4) % 4;
@@ -216,18 +216,26 @@ fn build_and_send(
     } else if let Err(st) = gather(qp, wqe, body, data) {
         return st;
     }
-    let (Some(saddr), Some(daddr)) = (ipv4_of(&av.sgid), ipv4_of(&av.dgid)) else {
-        return status::LOC_QP_OP_ERR;
-    };
     let ttl = if av.hop_limit == 0 {
         DEFAULT_TTL
     } else {
         av.hop_limit
     };
-    if skb
-        .push_udp4(saddr, daddr, source_port(qp.qpn()), av.traffic_class, ttl)
-        .is_err()
-    {
+    let sport = source_port(qp.qpn());
+    let pushed = match (ipv4_of(&av.sgid), ipv4_of(&av.dgid)) {
+        (Some(saddr), Some(daddr)) => skb.push_udp4(saddr, daddr, sport, av.traffic_class, ttl),
+        (None, None) => skb.push_udp6(
+            av.sgid,
+            av.dgid,
+            sport,
+            av.traffic_class,
+            ttl,
+            av.flow_label,
+        ),
+        // One IPv4 end and one IPv6 end: no route between them.
+        _ => return status::LOC_QP_OP_ERR,
+    };
+    if pushed.is_err() {
         return status::GENERAL_ERR;
     }
     let Some(datagram) = skb.datagram_mut() else {

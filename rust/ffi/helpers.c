@@ -6,6 +6,9 @@
 #include <linux/ip.h>
 #include <net/ip.h>
 #include <net/route.h>
+#include <net/ipv6.h>
+#include <net/ipv6_stubs.h>
+#include <net/ip6_route.h>
 #include <rdma/ib_umem.h>
 #include <linux/sysfs.h>
 #include <linux/vmalloc.h>
@@ -344,4 +347,57 @@ void rxud_ib_cq_event(struct ib_cq *cq)
 {
 	if (cq->comp_handler)
 		cq->comp_handler(cq, cq->cq_context);
+}
+
+int rxud_tx_push_udp6(struct sk_buff *skb, const struct in6_addr *saddr,
+		      const struct in6_addr *daddr, __be16 sport, u8 tclass,
+		      u8 hop_limit, u32 flow_label, u8 **datagram)
+{
+	struct net_device *ndev = skb->dev;
+	struct flowi6 fl6 = {
+		.flowi6_oif = ndev->ifindex,
+		.flowi6_proto = IPPROTO_UDP,
+		.saddr = *saddr,
+		.daddr = *daddr,
+	};
+	struct dst_entry *dst;
+	struct ipv6hdr *ip6h;
+	struct udphdr *uh;
+
+	dst = ipv6_stub->ipv6_dst_lookup_flow(dev_net(ndev), NULL, &fl6, NULL);
+	if (IS_ERR(dst))
+		return PTR_ERR(dst);
+	if (dst->error) {
+		int err = dst->error;
+
+		dst_release(dst);
+		return err;
+	}
+	skb->protocol = htons(ETH_P_IPV6);
+	__skb_push(skb, sizeof(*uh));
+	skb_reset_transport_header(skb);
+	uh = udp_hdr(skb);
+	uh->source = sport;
+	uh->dest = htons(4791);
+	uh->len = htons(skb->len);
+	uh->check = 0;
+	skb_clear_hash(skb);
+	skb_dst_set(skb, dst);
+	memset(IP6CB(skb), 0, sizeof(*IP6CB(skb)));
+	__skb_push(skb, sizeof(*ip6h));
+	skb_reset_network_header(skb);
+	ip6h = ipv6_hdr(skb);
+	ip6_flow_hdr(ip6h, tclass, htonl(flow_label & 0xfffff));
+	ip6h->payload_len = htons(skb->len - sizeof(*ip6h));
+	ip6h->nexthdr = IPPROTO_UDP;
+	ip6h->hop_limit = hop_limit;
+	ip6h->saddr = *saddr;
+	ip6h->daddr = *daddr;
+	*datagram = skb->data;
+	return 0;
+}
+
+int rxud_tx_send6(struct sk_buff *skb)
+{
+	return ip6_local_out(dev_net(skb_dst(skb)->dev), NULL, skb);
 }

@@ -79,6 +79,10 @@ struct sk_buff *rxud_tx_skb_alloc(struct net_device *ndev, unsigned int len,
 int rxud_tx_push_udp4(struct sk_buff *skb, __be32 saddr, __be32 daddr,
 		      __be16 sport, u8 tos, u8 ttl, u8 **datagram);
 int rxud_tx_send(struct sk_buff *skb);
+int rxud_tx_push_udp6(struct sk_buff *skb, const struct in6_addr *saddr,
+		      const struct in6_addr *daddr, __be16 sport, u8 tclass,
+		      u8 hop_limit, u32 flow_label, u8 **datagram);
+int rxud_tx_send6(struct sk_buff *skb);
 void rxud_ib_cq_event(struct ib_cq *cq);
 
 /* The counter array of hardware statistics and its length. */

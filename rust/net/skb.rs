@@ -119,6 +119,7 @@ pub(crate) struct TxSkb {
     payload: NonNull<u8>,
     len: usize,
     datagram: Option<(NonNull<u8>, usize)>,
+    ipv6: bool,
 }
 
 // SAFETY: an owned skb may be built and sent from any context.
@@ -141,6 +142,7 @@ impl TxSkb {
             payload,
             len,
             datagram: None,
+            ipv6: false,
         })
     }
 
@@ -187,6 +189,48 @@ impl TxSkb {
         Ok(())
     }
 
+    /// As [`TxSkb::push_udp4`], over IPv6 (`tclass`, `hop_limit` and the
+    /// 20-bit `flow_label` in the IPv6 header).
+    pub(crate) fn push_udp6(
+        &mut self,
+        saddr: [u8; 16],
+        daddr: [u8; 16],
+        sport: u16,
+        tclass: u8,
+        hop_limit: u8,
+        flow_label: u32,
+    ) -> Result {
+        if self.datagram.is_some() {
+            return Err(EINVAL);
+        }
+        let mut d = core::ptr::null_mut();
+        let s = bindings::in6_addr {
+            in6_u: bindings::in6_addr__bindgen_ty_1 { u6_addr8: saddr },
+        };
+        let t = bindings::in6_addr {
+            in6_u: bindings::in6_addr__bindgen_ty_1 { u6_addr8: daddr },
+        };
+        // SAFETY: the skb is ours, with room for the headers (allocated
+        // so); the addresses are valid for the call.
+        let ret = unsafe {
+            bindings::rxud_tx_push_udp6(
+                self.ptr.as_ptr(),
+                &s,
+                &t,
+                sport.to_be(),
+                tclass,
+                hop_limit,
+                flow_label,
+                &mut d,
+            )
+        };
+        kernel::error::to_result(ret)?;
+        let d = NonNull::new(d).ok_or(EINVAL)?;
+        self.datagram = Some((d, self.len + 40 + 8));
+        self.ipv6 = true;
+        Ok(())
+    }
+
     /// The whole IP datagram once the headers are pushed.
     pub(crate) fn datagram_mut(&mut self) -> Option<&mut [u8]> {
         let (d, n) = self.datagram?;
@@ -201,10 +245,17 @@ impl TxSkb {
         if self.datagram.is_none() {
             return Err(EINVAL);
         }
-        let ptr = self.ptr;
+        let (ptr, ipv6) = (self.ptr, self.ipv6);
         core::mem::forget(self);
         // SAFETY: the skb is complete and routed; the IP layer takes it.
-        kernel::error::to_result(unsafe { bindings::rxud_tx_send(ptr.as_ptr()) })
+        let ret = unsafe {
+            if ipv6 {
+                bindings::rxud_tx_send6(ptr.as_ptr())
+            } else {
+                bindings::rxud_tx_send(ptr.as_ptr())
+            }
+        };
+        kernel::error::to_result(ret)
     }
 }
 

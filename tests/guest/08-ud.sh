@@ -5,16 +5,17 @@
 # ports' counters showing what crossed.
 . "$(dirname "$0")/../lib/tap.sh"
 . "$(dirname "$0")/../lib/rxud.sh"
-TAP_PLANNED=8
+TAP_PLANNED=10
 tap_begin $TAP_PLANNED
 export RDMAV_DRIVERS=$RXUD_TOP/rdma-core-provider/build/librxud
 
-# v2_gid_index DEV: the GID index of DEV's RoCE v2 IPv4 GID.
+# v2_gid_index DEV [PREFIX]: the GID index of DEV's RoCE v2 GID that
+# starts with PREFIX (default: an IPv4 address's).
 v2_gid_index() {
-	local f i
+	local f i prefix=${2:-0000:0000:0000:0000:0000:ffff:}
 	for f in /sys/class/infiniband/"$1"/ports/1/gids/*; do
 		i=${f##*/}
-		grep -q '^0000:0000:0000:0000:0000:ffff:' "$f" || continue
+		grep -q "^$prefix" "$f" || continue
 		[ "$(cat "/sys/class/infiniband/$1/ports/1/gid_attrs/types/$i" 2>/dev/null)" = "RoCE v2" ] && { echo "$i"; return; }
 	done
 	return 1
@@ -31,11 +32,13 @@ inns() {
 # ibv_ud_pingpong run; prints the client's output, then the server's.
 pingpong() {
 	local sns=$1 sdev=$2 cns=$3 cdev=$4 sip=$5 sg cg spid rc
-	sg=$(v2_gid_index "$sdev") && cg=$(v2_gid_index "$cdev") || { echo "no RoCE v2 GID"; return 1; }
-	inns "$sns" timeout 30 ibv_ud_pingpong -d "$sdev" -g "$sg" -s 256 -n 20 >/tmp/ud-server.out 2>&1 &
+	shift 5
+	sg=$(v2_gid_index "$sdev" ${GID_PREFIX:-}) && cg=$(v2_gid_index "$cdev" ${GID_PREFIX:-}) ||
+		{ echo "no RoCE v2 GID"; return 1; }
+	inns "$sns" timeout 30 ibv_ud_pingpong -d "$sdev" -g "$sg" -s 256 -n 20 "$@" >/tmp/ud-server.out 2>&1 &
 	spid=$!
 	sleep 1
-	inns "$cns" timeout 30 ibv_ud_pingpong -d "$cdev" -g "$cg" -s 256 -n 20 "$sip" 2>&1
+	inns "$cns" timeout 30 ibv_ud_pingpong -d "$cdev" -g "$cg" -s 256 -n 20 "$@" "$sip" 2>&1
 	rc=$?
 	wait $spid
 	echo "-- server:"
@@ -65,6 +68,19 @@ out=$(pingpong rxa rxud0 rxb rxud1 169.254.210.1)
 printf '%s\n' "$out" | tap_diag
 check "ibv_ud_pingpong between two rxud devices" grep -q 'iters in' <<<"$out"
 check "rxud0 received the datagrams" test "$(cat /sys/class/infiniband/rxud0/ports/1/hw_counters/rx_packets)" -ge 20
+# With completion events: req_notify_cq, the CQ's event and
+# ibv_get_cq_event instead of busy polling.
+out=$(pingpong rxa rxud0 rxb rxud1 169.254.210.1 -e)
+printf '%s\n' "$out" | tap_diag
+check "ibv_ud_pingpong -e (completion channel events) between two rxud devices" grep -q 'iters in' <<<"$out"
+# Over IPv6: the same, between the devices' RoCE v2 GIDs of fd00:210::/64.
+ip netns exec rxa ip -6 addr add fd00:210::1/64 dev rxudv0 nodad
+ip netns exec rxb ip -6 addr add fd00:210::2/64 dev rxudv1 nodad
+wait_for 10 v2_gid_index rxud0 fd00:0210:
+wait_for 10 v2_gid_index rxud1 fd00:0210:
+out=$(GID_PREFIX=fd00:0210: pingpong rxa rxud0 rxb rxud1 169.254.210.1)
+printf '%s\n' "$out" | tap_diag
+check "ibv_ud_pingpong over IPv6 between two rxud devices" grep -q 'iters in' <<<"$out"
 check_eq "no ICRC errors" "0 0" \
 	"$(cat /sys/class/infiniband/rxud0/ports/1/hw_counters/rx_drop_bad_icrc) $(cat /sys/class/infiniband/rxud1/ports/1/hw_counters/rx_drop_bad_icrc)"
 

@@ -62,7 +62,11 @@ barrier() {
 rxud_beside_rxe() {
 	ip netns add rxudns &&
 		ip link add rxudv0 type veth peer name rxudv1 &&
-		ip link set rxudv1 address "$(cat /sys/class/net/rxudv0/address)" &&
+		# udev may give new veths a MAC of its own after they appear:
+		# let it finish, then set both ends.
+		{ udevadm settle 2>/dev/null || true; } &&
+		ip link set rxudv0 address 02:52:58:55:44:01 &&
+		ip link set rxudv1 address 02:52:58:55:44:01 &&
 		ip link set rxudv1 netns rxudns &&
 		ip addr add 169.254.200.1/24 dev rxudv0 &&
 		ip link set rxudv0 up &&

@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# Teardown with UD traffic in flight, both directions: the processes killed
+# (-9), the device deleted (rdma link delete), its netdev unregistered, and
+# rmmod, each while ibv_ud_pingpong runs. The kernel must survive every one
+# (the runner fails on any oops, lockdep report or leak) and leave nothing
+# behind. rxud, like rxe, has no disassociate_ucontext, so ib_core finishes
+# removing a device only once the processes using it have closed it: the
+# deletions are started with traffic running, then the processes killed.
+. "$(dirname "$0")/../lib/tap.sh"
+. "$(dirname "$0")/../lib/rxud.sh"
+TAP_PLANNED=10
+tap_begin $TAP_PLANNED
+export RDMAV_DRIVERS=$RXUD_TOP/rdma-core-provider/build/librxud
+
+v2_gid_index() {
+	local f i
+	for f in /sys/class/infiniband/"$1"/ports/1/gids/*; do
+		i=${f##*/}
+		grep -q '^0000:0000:0000:0000:0000:ffff:' "$f" || continue
+		[ "$(cat "/sys/class/infiniband/$1/ports/1/gid_attrs/types/$i" 2>/dev/null)" = "RoCE v2" ] && { echo "$i"; return; }
+	done
+	return 1
+}
+
+# setup: rxud0 in rxa and rxud1 in rxb, joined by a veth pair.
+setup() {
+	ip netns add rxa
+	ip netns add rxb
+	ip link add rxudv0 type veth peer name rxudv1
+	ip link set rxudv0 netns rxa
+	ip link set rxudv1 netns rxb
+	ip netns exec rxa ip addr add 169.254.210.1/24 dev rxudv0
+	ip netns exec rxb ip addr add 169.254.210.2/24 dev rxudv1
+	ip netns exec rxa ip link set rxudv0 up
+	ip netns exec rxb ip link set rxudv1 up
+	ip netns exec rxa rdma link add rxud0 type rxud netdev rxudv0
+	ip netns exec rxb rdma link add rxud1 type rxud netdev rxudv1
+	wait_for 10 v2_gid_index rxud0 && wait_for 10 v2_gid_index rxud1
+}
+
+# teardown_ns: whatever is left of setup.
+teardown_ns() {
+	ip netns pids rxa 2>/dev/null | xargs -r kill -9
+	ip netns pids rxb 2>/dev/null | xargs -r kill -9
+	sleep 0.5
+	for d in rxud0 rxud1; do ib_exists $d && rdma link delete $d; done
+	ip netns del rxa 2>/dev/null
+	ip netns del rxb 2>/dev/null
+	wait_for 10 test "$(ib_count)" = 0
+}
+
+# traffic: a long ping-pong between the two devices, in the background.
+traffic() {
+	ip netns exec rxa ibv_ud_pingpong -d rxud0 -g "$(v2_gid_index rxud0)" -s 512 -n 1000000 \
+		>"$RXUD_OUT/pp-server.txt" 2>&1 </dev/null &
+	sleep 2
+	ip netns exec rxb ibv_ud_pingpong -d rxud1 -g "$(v2_gid_index rxud1)" -s 512 -n 1000000 169.254.210.1 \
+		>"$RXUD_OUT/pp-client.txt" 2>&1 </dev/null &
+	# Running once packets flow.
+	wait_for 30 received_more_than rxud0 50
+}
+
+received_more_than() { [ "$(cat "/sys/class/infiniband/$1/ports/1/hw_counters/rx_packets")" -gt "$2" ]; }
+
+count() { rdma resource show | sed -n "s/.* $1: .*\\bqp \\([0-9]*\\).*/\\1/p"; }
+
+# kill_traffic: the ping-pong processes, -9.
+kill_traffic() {
+	pkill -9 -x ibv_ud_pingpong
+}
+
+rxud_load
+
+setup
+check "traffic flows" traffic
+kill_traffic
+check "killed mid-transfer: every QP released" wait_for 10 test "$(count rxud0)$(count rxud1)" = 00
+teardown_ns
+
+setup
+check "traffic flows again" traffic
+ip netns exec rxa rdma link delete rxud0 &
+del=$!
+sleep 2
+kill_traffic
+wait $del
+check_eq "rdma link delete rxud0 mid-transfer completes" 0 $?
+check "the device is gone" wait_for 10 ib_gone rxud0
+teardown_ns
+
+setup
+traffic
+ip netns exec rxb ip link del rxudv1 &
+del=$!
+sleep 2
+kill_traffic
+wait $del
+check_eq "netdev unregistered mid-transfer" 0 $?
+check "its device is gone" wait_for 10 ib_gone rxud1
+teardown_ns
+
+setup
+traffic
+# Open contexts hold the module (rxud has no disassociate_ucontext): rmmod
+# must either be refused with everything still working, or succeed with
+# every device gone.
+rmmod_outcome() {
+	if rxud_loaded; then
+		ib_exists rxud0 && rdma link show rxud0/1 >/dev/null
+	else
+		[ "$(ib_count)" = 0 ]
+	fi
+}
+rmmod rxud 2>/dev/null
+check "rmmod mid-transfer is refused (devices intact) or complete (devices gone)" rmmod_outcome
+teardown_ns
+check "no device left" test "$(ib_count)" = 0
+check "rmmod rxud" rxud_unload
+tap_end
