@@ -5,7 +5,7 @@
 # ports' counters showing what crossed.
 . "$(dirname "$0")/../lib/tap.sh"
 . "$(dirname "$0")/../lib/rxud.sh"
-TAP_PLANNED=10
+TAP_PLANNED=11
 tap_begin $TAP_PLANNED
 export RDMAV_DRIVERS=$RXUD_TOP/rdma-core-provider/build/librxud
 
@@ -35,10 +35,10 @@ pingpong() {
 	shift 5
 	sg=$(v2_gid_index "$sdev" ${GID_PREFIX:-}) && cg=$(v2_gid_index "$cdev" ${GID_PREFIX:-}) ||
 		{ echo "no RoCE v2 GID"; return 1; }
-	inns "$sns" timeout 30 ibv_ud_pingpong -d "$sdev" -g "$sg" -s 256 -n 20 "$@" >/tmp/ud-server.out 2>&1 &
+	inns "$sns" timeout 15 ibv_ud_pingpong -d "$sdev" -g "$sg" -s 256 -n 20 "$@" >/tmp/ud-server.out 2>&1 &
 	spid=$!
 	sleep 1
-	inns "$cns" timeout 30 ibv_ud_pingpong -d "$cdev" -g "$cg" -s 256 -n 20 "$@" "$sip" 2>&1
+	inns "$cns" timeout 15 ibv_ud_pingpong -d "$cdev" -g "$cg" -s 256 -n 20 "$@" "$sip" 2>&1
 	rc=$?
 	wait $spid
 	echo "-- server:"
@@ -73,6 +73,16 @@ check "rxud0 received the datagrams" test "$(cat /sys/class/infiniband/rxud0/por
 out=$(pingpong rxa rxud0 rxb rxud1 169.254.210.1 -e)
 printf '%s\n' "$out" | tap_diag
 check "ibv_ud_pingpong -e (completion channel events) between two rxud devices" grep -q 'iters in' <<<"$out"
+# perftest: ib_send_bw over UD, 500 messages of 1 KB.
+g0=$(v2_gid_index rxud0) g1=$(v2_gid_index rxud1)
+ip netns exec rxa timeout 60 ib_send_bw -d rxud0 -x "$g0" -c UD -s 1024 -n 500 >/tmp/bw-server.out 2>&1 &
+bw=$!
+sleep 2
+out=$(ip netns exec rxb timeout 60 ib_send_bw -d rxud1 -x "$g1" -c UD -s 1024 -n 500 169.254.210.1 2>&1)
+wait $bw
+printf '%s\n' "$out" | tap_diag
+check "ib_send_bw -c UD between two rxud devices" grep -qE '^ *1024 +500 ' <<<"$out"
+
 # Over IPv6: the same, between the devices' RoCE v2 GIDs of fd00:210::/64.
 ip netns exec rxa ip -6 addr add fd00:210::1/64 dev rxudv0 nodad
 ip netns exec rxb ip -6 addr add fd00:210::2/64 dev rxudv1 nodad
