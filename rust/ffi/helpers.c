@@ -294,6 +294,22 @@ struct sk_buff *rxud_tx_skb_alloc(struct net_device *ndev, unsigned int len,
 	return skb;
 }
 
+/* The UDP header of a RoCEv2 packet from @sport; no checksum (the ICRC
+ * covers the payload). */
+static void push_udp(struct sk_buff *skb, __be16 sport)
+{
+	struct udphdr *uh;
+
+	__skb_push(skb, sizeof(*uh));
+	skb_reset_transport_header(skb);
+	uh = udp_hdr(skb);
+	uh->source = sport;
+	uh->dest = htons(4791);
+	uh->len = htons(skb->len);
+	uh->check = 0;
+	skb_clear_hash(skb);
+}
+
 int rxud_tx_push_udp4(struct sk_buff *skb, __be32 saddr, __be32 daddr,
 		      __be16 sport, u8 tos, u8 ttl, u8 **datagram)
 {
@@ -305,20 +321,12 @@ int rxud_tx_push_udp4(struct sk_buff *skb, __be32 saddr, __be32 daddr,
 		.daddr = daddr,
 	};
 	struct rtable *rt = ip_route_output_key(dev_net(ndev), &fl);
-	struct udphdr *uh;
 	struct iphdr *iph;
 
 	if (IS_ERR(rt))
 		return PTR_ERR(rt);
 	skb->protocol = htons(ETH_P_IP);
-	__skb_push(skb, sizeof(*uh));
-	skb_reset_transport_header(skb);
-	uh = udp_hdr(skb);
-	uh->source = sport;
-	uh->dest = htons(4791);
-	uh->len = htons(skb->len);
-	uh->check = 0;
-	skb_clear_hash(skb);
+	push_udp(skb, sport);
 	skb_dst_set(skb, &rt->dst);
 	memset(IPCB(skb), 0, sizeof(*IPCB(skb)));
 	__skb_push(skb, sizeof(*iph));
@@ -362,7 +370,6 @@ int rxud_tx_push_udp6(struct sk_buff *skb, const struct in6_addr *saddr,
 	};
 	struct dst_entry *dst;
 	struct ipv6hdr *ip6h;
-	struct udphdr *uh;
 
 	dst = ipv6_stub->ipv6_dst_lookup_flow(dev_net(ndev), NULL, &fl6, NULL);
 	if (IS_ERR(dst))
@@ -374,14 +381,7 @@ int rxud_tx_push_udp6(struct sk_buff *skb, const struct in6_addr *saddr,
 		return err;
 	}
 	skb->protocol = htons(ETH_P_IPV6);
-	__skb_push(skb, sizeof(*uh));
-	skb_reset_transport_header(skb);
-	uh = udp_hdr(skb);
-	uh->source = sport;
-	uh->dest = htons(4791);
-	uh->len = htons(skb->len);
-	uh->check = 0;
-	skb_clear_hash(skb);
+	push_udp(skb, sport);
 	skb_dst_set(skb, dst);
 	memset(IP6CB(skb), 0, sizeof(*IP6CB(skb)));
 	__skb_push(skb, sizeof(*ip6h));

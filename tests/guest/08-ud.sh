@@ -9,18 +9,6 @@ TAP_PLANNED=11
 tap_begin $TAP_PLANNED
 export RDMAV_DRIVERS=$RXUD_TOP/rdma-core-provider/build/librxud
 
-# v2_gid_index DEV [PREFIX]: the GID index of DEV's RoCE v2 GID that
-# starts with PREFIX (default: an IPv4 address's).
-v2_gid_index() {
-	local f i prefix=${2:-0000:0000:0000:0000:0000:ffff:}
-	for f in /sys/class/infiniband/"$1"/ports/1/gids/*; do
-		i=${f##*/}
-		grep -q "^$prefix" "$f" || continue
-		[ "$(cat "/sys/class/infiniband/$1/ports/1/gid_attrs/types/$i" 2>/dev/null)" = "RoCE v2" ] && { echo "$i"; return; }
-	done
-	return 1
-}
-
 # inns NS CMD...: CMD in network namespace NS ("-": this one).
 inns() {
 	local ns=$1

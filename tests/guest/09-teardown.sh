@@ -12,16 +12,6 @@ TAP_PLANNED=10
 tap_begin $TAP_PLANNED
 export RDMAV_DRIVERS=$RXUD_TOP/rdma-core-provider/build/librxud
 
-v2_gid_index() {
-	local f i
-	for f in /sys/class/infiniband/"$1"/ports/1/gids/*; do
-		i=${f##*/}
-		grep -q '^0000:0000:0000:0000:0000:ffff:' "$f" || continue
-		[ "$(cat "/sys/class/infiniband/$1/ports/1/gid_attrs/types/$i" 2>/dev/null)" = "RoCE v2" ] && { echo "$i"; return; }
-	done
-	return 1
-}
-
 # setup: rxud0 in rxa and rxud1 in rxb, joined by a veth pair.
 setup() {
 	ip netns add rxa

@@ -86,3 +86,15 @@ rxud_beside_rxe_end() {
 	ip netns del rxudns
 	rmmod rdma_rxe
 }
+
+# v2_gid_index DEV [PREFIX]: the GID index of DEV's RoCE v2 GID that starts
+# with PREFIX (default: an IPv4 address's, ::ffff:a.b.c.d).
+v2_gid_index() {
+	local f i prefix=${2:-0000:0000:0000:0000:0000:ffff:}
+	for f in /sys/class/infiniband/"$1"/ports/1/gids/*; do
+		i=${f##*/}
+		grep -q "^$prefix" "$f" || continue
+		[ "$(cat "/sys/class/infiniband/$1/ports/1/gid_attrs/types/$i" 2>/dev/null)" = "RoCE v2" ] && { echo "$i"; return; }
+	done
+	return 1
+}
