@@ -18,7 +18,7 @@ APT_PACKAGES=(
 	rdma-core ibverbs-utils ibverbs-providers libibverbs-dev librdmacm-dev
 	perftest rdmacm-utils iperf3 iproute2 iputils-ping
 	# Tests.
-	jq
+	jq procps  # procps: pkill in the teardown test
 )
 
 install_apt() {
