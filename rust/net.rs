@@ -9,7 +9,7 @@ pub(crate) mod notifier;
 pub(crate) mod skb;
 pub(crate) mod udp;
 
-pub(crate) use netdev::NetDevice;
+pub(crate) use netdev::{NetDevice, NetDeviceRef};
 
 /// Whether `e` is `EADDRINUSE` (which 6.12's `kernel::error::code` lacks).
 pub(crate) fn is_addr_in_use(e: kernel::error::Error) -> bool {

@@ -4,9 +4,13 @@
 //!
 //! `rdma link add rxud0 type rxud netdev eth0` creates an ib_device on
 //! `eth0`. The crate has two floors (see Documentation/design.rst): the
-//! boundary (`ffi`, `ib`, `net`, `sync`: every `unsafe` block) and the driver
+//! boundary (`ffi`, `ib`, `net`, `sync`, `timer`: every `unsafe` block) and the driver
 //! (`driver`: safe Rust), over the kernel-independent protocol core
 //! (`proto`).
+
+// pin_init! of the larger driver objects (QpCore) nests deeper than the
+// default allows.
+#![recursion_limit = "256"]
 
 use kernel::{prelude::*, sync::Arc};
 
@@ -23,6 +27,7 @@ mod net;
 #[allow(dead_code, unreachable_pub)]
 mod proto;
 mod sync;
+mod timer;
 
 use driver::{transport::Transports, Registry};
 use ib::link;

@@ -29,9 +29,12 @@ pub(crate) enum RxCounter {
     DropNoRecv = 6,
     /// Dropped: the completion queue was full.
     DropCqFull = 7,
+    /// Not delivered: an RC packet out of sequence, a duplicate or a
+    /// stale response (the protocol answers it; nothing is placed).
+    DropSequence = 8,
 }
 
-const RX_COUNTERS: usize = 8;
+const RX_COUNTERS: usize = 9;
 
 /// Counter names, as `rdma statistic` shows them.
 pub(crate) static RX_COUNTER_DESCS: [CounterDesc; RX_COUNTERS] = [
@@ -43,6 +46,7 @@ pub(crate) static RX_COUNTER_DESCS: [CounterDesc; RX_COUNTERS] = [
     CounterDesc::new(c_str!("rx_drop_qkey")),
     CounterDesc::new(c_str!("rx_drop_no_recv")),
     CounterDesc::new(c_str!("rx_drop_cq_full")),
+    CounterDesc::new(c_str!("rx_drop_sequence")),
 ];
 
 /// The receive counters of one port.

@@ -96,6 +96,12 @@ pub(crate) struct RxudDevice {
 }
 
 impl RxudDevice {
+    /// The netdev is being unregistered: connected QPs stop sending and
+    /// drop their references to it (they are flushed with the device).
+    pub(crate) fn release_netdev(&self) {
+        self.qps.for_each(|qp| qp.release_netdev());
+    }
+
     /// The state of a new device on `ndev`: its tables, and its port on
     /// the UDP socket of `ndev`'s namespace (`EADDRINUSE` if that port is
     /// taken: then nothing else is made).
@@ -266,8 +272,8 @@ impl DeviceOps for RxudDevice {
         RxudQp::new(dev.data(), pd.id(), attr, udata)
     }
 
-    fn modify_qp(_dev: &Device<Self>, qp: &RxudQp, attr: &QpAttr, _udata: &UData) -> Result {
-        qp.modify(attr)
+    fn modify_qp(dev: &Device<Self>, qp: &RxudQp, attr: &QpAttr, _udata: &UData) -> Result {
+        qp.modify(attr, dev.netdev(PORT))
     }
 
     fn query_qp(_dev: &Device<Self>, qp: &RxudQp) -> Result<QpQuery> {

@@ -8,6 +8,7 @@
 use super::cq::CqCore;
 use super::device::{RxudDevice, MAX_INLINE_DATA, MAX_QP_RD_ATOM, MAX_QP_WR, MAX_SGE, PORT};
 use super::mr::MrTable;
+use super::rc::{self, Path, RcAttrs, RcState};
 use super::ring::{Ring, WorkQueue};
 use super::srq::SrqCore;
 use super::table::IndexTable;
@@ -19,7 +20,10 @@ use crate::ib::{
     qp::transition_is_valid, AccessFlags, AddressVector, NetworkType, QpAttr, QpAttrMask, QpCap,
     QpInitAttr, QpQuery, QpState, QpType, UData,
 };
+use crate::net::NetDeviceRef;
 use crate::proto::{mtu::IbMtu, psn::Psn, wire::QPN_MASK};
+use crate::sync::{new_spinlock_irq, SpinLockIrq};
+use crate::timer::{impl_has_timer, Timer};
 use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use kernel::{
     new_mutex,
@@ -64,9 +68,12 @@ struct QpConfig {
     en_sqd_async_notify: bool,
 }
 
-/// The part of a QP the data path will share (looked up by QP number).
+/// The part of a QP the data path shares (looked up by QP number).
 #[pin_data]
 pub(crate) struct QpCore {
+    /// RC retransmission and RNR waits.
+    #[pin]
+    pub(super) rto: Timer<QpCore>,
     qpn: u32,
     qp_type: QpType,
     cap: QpCap,
@@ -91,7 +98,12 @@ pub(crate) struct QpCore {
     pub(super) mrs: Arc<MrTable>,
     /// PSN of the next datagram (UD).
     pub(super) next_psn: AtomicU32,
+    /// RC connection state, from RTR until RESET (see `rc.rs`).
+    #[pin]
+    pub(super) rc: SpinLockIrq<Option<KBox<RcState>>>,
 }
+
+impl_has_timer!(QpCore, rto, rc::timer_fired);
 
 /// The configuration the packet paths need, readable in any context.
 pub(crate) struct LiveConfig {
@@ -152,6 +164,13 @@ impl QpCore {
         self.sq_sig_all
     }
 
+    /// Gives back the netdev an RC QP sends on (see
+    /// `RxudDevice::release_netdev`). Any context.
+    pub(crate) fn release_netdev(&self) {
+        let gone = self.rc.lock().as_deref_mut().and_then(RcState::detach);
+        drop(gone);
+    }
+
     /// Completes every posted work request with a flush error, as a QP
     /// entering the error state must (IBTA 10.3.1): sends on the send CQ,
     /// receives (unless from an SRQ, which outlives the QP) on the receive
@@ -195,6 +214,11 @@ impl Drop for RxudQp {
         // may destroy once this returns).
         drop(self.table.remove(self.core.qpn));
         crate::sync::synchronize_rcu();
+        // No receive can arm the timer now, nor a doorbell (ib_core does
+        // not post to a QP being destroyed): stop it for good.
+        Timer::shutdown(&self.core);
+        let state = self.core.rc.lock().take();
+        drop(state);
     }
 }
 
@@ -409,7 +433,7 @@ impl QpRings {
 }
 
 impl RxudQp {
-    pub(crate) fn core(&self) -> &QpCore {
+    pub(crate) fn core(&self) -> &Arc<QpCore> {
         &self.core
     }
 
@@ -456,6 +480,8 @@ impl RxudQp {
                 sq_active: AtomicBool::new(false),
                 mrs: dev.mr_keys.clone(),
                 next_psn: AtomicU32::new(0),
+                rto <- Timer::new(),
+                rc <- new_spinlock_irq!(None, "rxud:qp_rc"),
             }),
             GFP_KERNEL,
         )?;
@@ -474,7 +500,7 @@ impl RxudQp {
     /// Applies a `modify_qp`: the transition must be one the IB state
     /// machine allows with exactly these attributes, and every value must
     /// be in range; otherwise nothing changes.
-    pub(crate) fn modify(&self, attr: &QpAttr) -> Result {
+    pub(crate) fn modify(&self, attr: &QpAttr, ndev: Option<NetDeviceRef>) -> Result {
         let mut cfg = self.core.config.lock();
         let mask = attr.mask;
         let cur = if mask.contains(QpAttrMask::CUR_STATE) {
@@ -496,7 +522,11 @@ impl RxudQp {
         {
             return Err(crate::ib::eopnotsupp());
         }
-        *cfg = cfg.apply(attr, next)?;
+        let new = cfg.apply(attr, next)?;
+        if matches!(self.core.qp_type, QpType::Rc) {
+            self.connect(cur, &new, attr, ndev)?;
+        }
+        *cfg = new;
         self.core.live.publish(&cfg);
         drop(cfg);
         if next == QpState::Err {
@@ -505,16 +535,89 @@ impl RxudQp {
         Ok(())
     }
 
+    /// The RC side of a transition: the connection state is made at RTR,
+    /// the send side added at RTS, flushed at ERROR, dropped at RESET.
+    /// Fails (changing nothing) only while allocating, or without an
+    /// address vector or netdev at RTR.
+    fn connect(
+        &self,
+        cur: QpState,
+        new: &QpConfig,
+        attr: &QpAttr,
+        ndev: Option<NetDeviceRef>,
+    ) -> Result {
+        let attrs = RcAttrs {
+            mtu: new.path_mtu,
+            access: new.access,
+            sq_psn: new.sq_psn,
+            rq_psn: new.rq_psn,
+            retry_cnt: new.retry_cnt,
+            rnr_retry: new.rnr_retry,
+            timeout: new.timeout,
+            min_rnr_timer: new.min_rnr_timer,
+            max_rd_atomic: new.max_rd_atomic,
+            max_dest_rd_atomic: new.max_dest_rd_atomic,
+        };
+        let made = if cur == QpState::Init && new.state == QpState::Rtr {
+            let av = new.av.ok_or(EINVAL)?;
+            let path = Path {
+                av,
+                dest_qpn: new.dest_qpn,
+                sport: super::tx::source_port(self.core.qpn),
+            };
+            Some(RcState::new(path, ndev.ok_or(ENODEV)?, &attrs)?)
+        } else {
+            None
+        };
+        let mut sender = if cur == QpState::Rtr && new.state == QpState::Rts {
+            let slot = self.core.sq.ring().geometry().slot_size();
+            Some(rc::Sender::new(&attrs, self.core.cap.max_send_wr, slot)?)
+        } else {
+            None
+        };
+        let (mut old, mut gone) = (None, None);
+        let mut guard = self.core.rc.lock();
+        if let Some(st) = made {
+            old = guard.replace(st);
+        }
+        if let Some(st) = guard.as_deref_mut() {
+            if let Some(s) = sender.take() {
+                st.start_sending(s);
+            }
+            if attr.mask.contains(QpAttrMask::ACCESS_FLAGS) {
+                st.set_access(new.access);
+            }
+            if new.state == QpState::Err {
+                rc::enter_error(&self.core, st);
+                gone = st.detach();
+            }
+        }
+        if new.state == QpState::Reset {
+            old = guard.take();
+        }
+        // Freed with the lock dropped (and interrupts back on).
+        drop(guard);
+        drop((old, gone, sender));
+        Ok(())
+    }
+
     pub(crate) fn query(&self) -> QpQuery {
         let cfg = *self.core.config.lock();
+        let psns = match self.core.rc.lock().as_deref() {
+            Some(st) => {
+                let (sq, rq) = st.psns();
+                (sq, Some(rq))
+            }
+            None => (None, None),
+        };
         let attr = QpAttr {
             mask: QpAttrMask::EMPTY,
             state: Some(cfg.state),
             cur_state: Some(cfg.state),
             path_mtu: Some(cfg.path_mtu),
             qkey: cfg.qkey,
-            rq_psn: cfg.rq_psn.value(),
-            sq_psn: cfg.sq_psn.value(),
+            rq_psn: psns.1.unwrap_or(cfg.rq_psn).value(),
+            sq_psn: psns.0.unwrap_or(cfg.sq_psn).value(),
             dest_qp_num: cfg.dest_qpn,
             access: cfg.access,
             cap: self.core.cap,

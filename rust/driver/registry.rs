@@ -205,6 +205,10 @@ impl NetdevEvents for Arc<Registry> {
                             // we hold RTNL here.
                             if let Some(r) = b.dev.try_get() {
                                 r.unregister_queued();
+                                // Connected QPs hold the netdev: give it
+                                // back now, or unregistering it waits for
+                                // their owners to exit.
+                                r.data().release_netdev();
                             }
                         }
                         BindState::Registering => b.state = BindState::NetdevGone,

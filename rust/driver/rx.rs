@@ -17,13 +17,21 @@
 use super::counters::{RxCounter, RxCounters};
 use super::mr::{self, MrCore, MrTable};
 use super::qp::QpCore;
+use super::rc;
 use super::table::IndexTable;
 use crate::abi::{
     network, status, wc_flags, wc_opcode, Cqe, RecvWqe, Sge, RECV_WQE_HEADER_SIZE, SGE_SIZE,
 };
 use crate::ib::{AccessFlags, QpType};
 use crate::net::skb::SkBuff;
-use crate::proto::wire::{bth, deth, icrc::Icrc, immdt, opcode::Opcode, packet::Packet};
+use crate::proto::wire::{
+    bth, deth,
+    icrc::Icrc,
+    immdt,
+    opcode::{Opcode, Transport},
+    packet::Packet,
+};
+use crate::sync::{new_spinlock_irq, SpinLockIrq};
 use kernel::{prelude::*, sync::Arc};
 
 /// Longest transport header rxud reads before the payload: BTH (12),
@@ -37,8 +45,13 @@ const GRH_LEN: usize = 40;
 const MAX_RECV_SLOT: usize = RECV_WQE_HEADER_SIZE as usize + 32 * SGE_SIZE as usize;
 
 /// The receive side of one rxud port.
+#[pin_data]
 pub(crate) struct RxPort {
     pub(crate) counters: RxCounters,
+    /// Serialises the atomic operations peers execute on this device's
+    /// memory (IB atomics are atomic with respect to each other).
+    #[pin]
+    atomics: SpinLockIrq<()>,
     qps: Arc<IndexTable<QpCore>>,
     mrs: Arc<MrTable>,
 }
@@ -48,14 +61,15 @@ type Verdict = core::result::Result<(), RxCounter>;
 
 impl RxPort {
     pub(crate) fn new(qps: Arc<IndexTable<QpCore>>, mrs: Arc<MrTable>) -> Result<Arc<Self>> {
-        Ok(Arc::new(
-            Self {
+        Arc::pin_init(
+            pin_init!(Self {
                 counters: RxCounters::new(),
+                atomics <- new_spinlock_irq!((), "rxud:atomics"),
                 qps,
                 mrs,
-            },
+            }),
             GFP_KERNEL,
-        )?)
+        )
     }
 
     /// One datagram for this port. Context: softirq.
@@ -85,6 +99,25 @@ impl RxPort {
         match bth.opcode() {
             Opcode::UD_SEND_ONLY | Opcode::UD_SEND_ONLY_WITH_IMMEDIATE => {
                 self.receive_ud(skb, &qp, head, bth.solicited(), payload)
+            }
+            op if op.transport() == Some(Transport::Rc) => {
+                if qp.qp_type() != QpType::Rc || !qp.live.can_receive() {
+                    return Err(RxCounter::DropNoQp);
+                }
+                let p = rc::RxPacket {
+                    skb,
+                    head,
+                    opcode: op,
+                    psn: bth.psn(),
+                    ack_req: bth.ack_req(),
+                    solicited: bth.solicited(),
+                    payload,
+                };
+                rc::receive(&qp, &self.atomics, &p).map_err(|e| match e {
+                    rc::RcDrop::NotConnected => RxCounter::DropNoQp,
+                    rc::RcDrop::Malformed => RxCounter::DropMalformed,
+                    rc::RcDrop::Sequence => RxCounter::DropSequence,
+                })
             }
             _ => Err(RxCounter::DropUnsupported),
         }

@@ -112,6 +112,16 @@ impl<T: Send + Sync> IndexTable<T> {
     /// The object numbered `id`, if any. (For the data path: packets and
     /// work requests name QPs and AHs by number.)
     #[allow(dead_code)]
+    /// Calls `f` on every object in the table, under the table's lock
+    /// (so `f` must not use the table). Any context.
+    pub(crate) fn for_each(&self, mut f: impl FnMut(&Arc<T>)) {
+        for slot in self.slots.lock().entries.iter() {
+            if let Slot::Used(v) = slot {
+                f(v);
+            }
+        }
+    }
+
     pub(crate) fn get(&self, id: u32) -> Option<Arc<T>> {
         let index = id.checked_sub(self.base)? as usize;
         match self.slots.lock().entries.get(index)? {

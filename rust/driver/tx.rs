@@ -17,12 +17,12 @@
 //! `ip_local_out`.
 
 use super::device::RxudDevice;
-use super::mr;
 use super::qp::QpCore;
+use super::sgl::{Sgl, SglError};
 use crate::abi::{
     opcode, send_flags, status, wc_opcode, Cqe, SendWqe, Sge, UdOp, SEND_WQE_HEADER_SIZE, SGE_SIZE,
 };
-use crate::ib::{AccessFlags, AddressVector, NetworkType, QpType};
+use crate::ib::{AddressVector, NetworkType, QpType};
 use crate::net::{skb::TxSkb, NetDevice};
 use crate::proto::{
     mtu::IbMtu,
@@ -30,16 +30,20 @@ use crate::proto::{
     wire::{bth, deth, icrc, immdt, opcode::Opcode},
 };
 use core::sync::atomic::Ordering;
-use kernel::prelude::*;
+use kernel::{prelude::*, sync::Arc};
 
 /// A send slot with the most SGEs or inline bytes rxud grants.
-const MAX_SEND_SLOT: usize = SEND_WQE_HEADER_SIZE as usize + 32 * SGE_SIZE as usize;
+pub(crate) const MAX_SEND_SLOT: usize = SEND_WQE_HEADER_SIZE as usize + 32 * SGE_SIZE as usize;
 /// Hop limit when the address vector leaves it 0.
 const DEFAULT_TTL: u8 = 64;
 
 /// Runs the sender of `qp` until its send queue is empty, unless another
 /// sender is already at it. Context: process.
-pub(crate) fn doorbell(dev: &RxudDevice, qp: &QpCore, ndev: &NetDevice) -> Result {
+pub(crate) fn doorbell(dev: &RxudDevice, qp: &Arc<QpCore>, ndev: &NetDevice) -> Result {
+    if qp.qp_type() == QpType::Rc {
+        super::rc::doorbell(qp);
+        return Ok(());
+    }
     loop {
         if qp.sq_active.swap(true, Ordering::AcqRel) {
             // The running sender will see what was posted.
@@ -213,15 +217,38 @@ fn build_and_send(
     let data = &mut p[hdr..hdr + len];
     if inline {
         data.copy_from_slice(&body[..len]);
-    } else if let Err(st) = gather(qp, wqe, body, data) {
+    } else if let Err(e) = Sgl::new(&qp.mrs, qp.pd, body, wqe.num_sge).read(0, data) {
+        return match e {
+            SglError::Protection => status::LOC_PROT_ERR,
+            SglError::Length => status::LOC_LEN_ERR,
+        };
+    }
+    if let Err(st) = finish(&mut skb, av, source_port(qp.qpn())) {
         return st;
+    }
+    // UD is unreliable: handed to IP, the send is complete.
+    match skb.send() {
+        Ok(()) => status::SUCCESS,
+        Err(_) => status::GENERAL_ERR,
+    }
+}
+
+/// Routes a built packet along `av` (UDP source port `sport`) and
+/// fills in its ICRC: ready for IP. Returns the completion status of a
+/// failure.
+pub(crate) fn finish(
+    skb: &mut TxSkb,
+    av: &AddressVector,
+    sport: u16,
+) -> core::result::Result<(), u32> {
+    if av.network == NetworkType::RoceV1 {
+        return Err(status::LOC_QP_OP_ERR);
     }
     let ttl = if av.hop_limit == 0 {
         DEFAULT_TTL
     } else {
         av.hop_limit
     };
-    let sport = source_port(qp.qpn());
     let pushed = match (ipv4_of(&av.sgid), ipv4_of(&av.dgid)) {
         (Some(saddr), Some(daddr)) => skb.push_udp4(saddr, daddr, sport, av.traffic_class, ttl),
         (None, None) => skb.push_udp6(
@@ -233,48 +260,15 @@ fn build_and_send(
             av.flow_label,
         ),
         // One IPv4 end and one IPv6 end: no route between them.
-        _ => return status::LOC_QP_OP_ERR,
+        _ => return Err(status::LOC_QP_OP_ERR),
     };
     if pushed.is_err() {
-        return status::GENERAL_ERR;
+        return Err(status::GENERAL_ERR);
     }
-    let Some(datagram) = skb.datagram_mut() else {
-        return status::GENERAL_ERR;
-    };
-    if icrc::icrc_fill(datagram).is_err() {
-        return status::GENERAL_ERR;
-    }
-    // UD is unreliable: handed to IP, the send is complete.
-    match skb.send() {
-        Ok(()) => status::SUCCESS,
-        Err(_) => status::GENERAL_ERR,
-    }
-}
-
-/// Copies the WQE's SGEs from their MRs into `out`.
-fn gather(
-    qp: &QpCore,
-    wqe: &SendWqe,
-    body: &[u8],
-    out: &mut [u8],
-) -> core::result::Result<(), u32> {
-    let mut done = 0;
-    for i in 0..wqe.num_sge as usize {
-        let sge = Sge::decode(body.get(i * SGE_SIZE as usize..).unwrap_or(&[]));
-        let n = sge.length as usize;
-        if n == 0 {
-            continue;
-        }
-        let mr = mr::lookup(&qp.mrs, sge.lkey).ok_or(status::LOC_PROT_ERR)?;
-        let off = mr
-            .check(qp.pd, sge.addr, n, AccessFlags::EMPTY)
-            .map_err(|_| status::LOC_PROT_ERR)?;
-        let umem = mr.umem().ok_or(status::LOC_PROT_ERR)?;
-        let dst = out.get_mut(done..done + n).ok_or(status::LOC_LEN_ERR)?;
-        umem.read(off, dst).map_err(|_| status::LOC_PROT_ERR)?;
-        done += n;
-    }
-    Ok(())
+    let datagram = skb.datagram_mut().ok_or(status::GENERAL_ERR)?;
+    icrc::icrc_fill(datagram)
+        .map(|_| ())
+        .map_err(|_| status::GENERAL_ERR)
 }
 
 /// The IPv4 address of an IPv4-mapped GID (`::ffff:a.b.c.d`).
@@ -287,6 +281,6 @@ fn ipv4_of(gid: &[u8; 16]) -> Option<[u8; 4]> {
 /// The UDP source port of a QP's packets: fixed per QP (a flow's packets
 /// stay in order through ECMP) and spread over 49152-65535 across QPs, as
 /// RoCEv2 recommends for entropy.
-fn source_port(qpn: u32) -> u16 {
+pub(crate) fn source_port(qpn: u32) -> u16 {
     0xc000 | ((qpn.wrapping_mul(0x9e37_79b1) >> 18) & 0x3fff) as u16
 }

@@ -401,3 +401,21 @@ int rxud_tx_send6(struct sk_buff *skb)
 {
 	return ip6_local_out(dev_net(skb_dst(skb)->dev), NULL, skb);
 }
+
+void rxud_timer_setup(struct timer_list *timer,
+		      void (*fn)(struct timer_list *))
+{
+	timer_setup(timer, fn, 0);
+}
+
+/* Fires @timer @delay_ns from now, rounded up to the next jiffy. Returns
+ * 1 if it was already pending (and has been moved), 0 if it was idle. */
+int rxud_timer_arm_ns(struct timer_list *timer, u64 delay_ns)
+{
+	return mod_timer(timer, jiffies + nsecs_to_jiffies(delay_ns) + 1);
+}
+
+u64 rxud_now_ns(void)
+{
+	return ktime_get_ns();
+}

@@ -94,3 +94,9 @@ extern const struct attribute_group rxud_device_attr_group;
 u32 rxud_uverbs_abi_version(void);
 
 #endif
+
+/* One-shot timers (rust/timer.rs). */
+void rxud_timer_setup(struct timer_list *timer,
+		      void (*fn)(struct timer_list *));
+int rxud_timer_arm_ns(struct timer_list *timer, u64 delay_ns);
+u64 rxud_now_ns(void);

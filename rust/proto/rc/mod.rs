@@ -261,6 +261,10 @@ pub enum Status {
     /// reported by the caller through
     /// [`requester::Requester::fail_wqe`].
     LocalProtection,
+    /// The work request itself is invalid (opcode, flags, SGE count,
+    /// length; `IB_WC_LOC_QP_OP_ERR`); reported by the caller through
+    /// [`requester::Requester::fail_wqe`].
+    LocalQpOperation,
     /// Not executed because the QP went to the error state first
     /// (`IB_WC_WR_FLUSH_ERR`).
     Flushed,

@@ -1,0 +1,1090 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! RC on the wire: the kernel side of [`crate::proto::rc`]. The state
+//! machines decide; this module moves bytes between packets, memory
+//! regions, rings and completion queues, and keeps the timer.
+//!
+//! # Contexts and locking
+//!
+//! One QP's RC state ([`RcState`]) is driven from the doorbell (process
+//! context), the receive softirq (requests and responses) and the
+//! retransmit timer (softirq), under the QP's interrupt-safe `rc` lock.
+//! Packets are built under the lock (the state machines say what goes
+//! in them) into the QP's small transmit queue, and handed to IP after
+//! the lock is dropped: `ip_local_out` must not run with interrupts off.
+//! One context at a time sends a QP's queue (`RcState::sending`); a
+//! context that finds another sending leaves its packets to it. So
+//! packets leave in the order they were built, which is PSN order.
+//!
+//! # Per packet
+//!
+//! Request out: WQE slot already copied into the QP's saved-WQE array at
+//! posting (the ring slot may be reused once consumed), headers from
+//! `wire::packet::Repr`, payload copied once from the MR pages (or the
+//! inline bytes) into the skb, IP/UDP pushed, ICRC. Request in: headers
+//! parsed once in `rx.rs`, the responder plan checked against the MR or
+//! the receive WQE, payload copied once from the skb into the pages,
+//! commit; responses (coalesced ACKs, READ data, atomic ACKs) built at the
+//! end of the packet. Response in: READ data copied from the skb into
+//! the READ's SGEs, completions written to the send CQ.
+//!
+//! The netdev the QP sends on is held from RTR until the QP leaves the
+//! connected states or the netdev goes away ([`RcState::detach`]).
+
+use super::mr::{self, MrError};
+use super::qp::QpCore;
+use super::ring::WorkQueue;
+use super::sgl::{Sgl, SglError};
+use super::tx;
+use crate::abi::{
+    opcode, send_flags, status, wc_flags, wc_opcode, AtomicOp, Cqe, RdmaOp, RecvWqe, SendWqe,
+    RECV_WQE_HEADER_SIZE, SEND_WQE_HEADER_SIZE,
+};
+use crate::ib::{AccessFlags, AddressVector};
+use crate::net::{
+    skb::{SkBuff, TxSkb},
+    NetDevice, NetDeviceRef,
+};
+use crate::proto::{
+    mtu::IbMtu,
+    psn::Psn,
+    rc::{
+        Action, Completion, Config, Incoming, Message, MsgKind, Outcome, Plan, PostError, Request,
+        Requester, Resource, Responder, Response, Slot, Status, TxPacket, WqeRef,
+    },
+    wire::{
+        aeth::{self, NakCode},
+        atomic, bth, ieth, immdt,
+        opcode::{ExtHeader, Opcode},
+        packet, reth,
+    },
+};
+use kernel::{prelude::*, sync::Arc};
+
+/// Packets built and not yet handed to IP, per QP: a batch.
+const TXQ_LEN: usize = 32;
+/// The receive WQE with the most SGEs rxud grants (32).
+const MAX_RECV_SLOT: usize = RECV_WQE_HEADER_SIZE as usize + 32 * 16;
+
+/// Caller-provided storage for the state machines.
+struct Store<T>(KVVec<T>);
+
+impl<T> AsRef<[T]> for Store<T> {
+    fn as_ref(&self) -> &[T] {
+        &self.0
+    }
+}
+
+impl<T> AsMut<[T]> for Store<T> {
+    fn as_mut(&mut self) -> &mut [T] {
+        &mut self.0
+    }
+}
+
+impl<T: Clone> Store<T> {
+    /// `n` copies of `v`, `n` rounded up to a power of two (the state
+    /// machines use the largest power-of-two prefix).
+    fn new(v: T, n: u32) -> Result<Self> {
+        let n = n.max(1).checked_next_power_of_two().ok_or(EINVAL)? as usize;
+        Ok(Self(KVVec::from_elem(v, n, GFP_KERNEL)?))
+    }
+}
+
+/// Where a connected QP's packets go.
+pub(crate) struct Path {
+    pub(crate) av: AddressVector,
+    pub(crate) dest_qpn: u32,
+    pub(crate) sport: u16,
+}
+
+/// The send side: the requester and a copy of each WQE it holds.
+pub(crate) struct Sender {
+    req: Requester<Store<Slot>>,
+    /// Send WQE slots by requester ring position (`slot_size` bytes
+    /// each, as many as the requester's ring).
+    wqes: KVVec<u8>,
+    slot_size: usize,
+}
+
+impl Sender {
+    /// A requester whose first PSN is `sq_psn`, with room for `depth`
+    /// work requests of `slot_size` bytes. Context: process.
+    pub(crate) fn new(a: &RcAttrs, depth: u32, slot_size: u32) -> Result<Self> {
+        let slots = Store::new(Slot::EMPTY, depth)?;
+        let bytes = slots
+            .0
+            .len()
+            .checked_mul(slot_size as usize)
+            .ok_or(EINVAL)?;
+        Ok(Self {
+            req: Requester::new(&a.config(), a.sq_psn, slots),
+            wqes: KVVec::from_elem(0u8, bytes, GFP_KERNEL)?,
+            slot_size: slot_size as usize,
+        })
+    }
+
+    fn wqe(&self, w: WqeRef) -> &[u8] {
+        let mask = self.req.capacity().wrapping_sub(1) as usize;
+        let at = (w.0 as usize & mask) * self.slot_size;
+        self.wqes.get(at..at + self.slot_size).unwrap_or(&[])
+    }
+
+    fn wqe_mut(&mut self, w: WqeRef) -> &mut [u8] {
+        let mask = self.req.capacity().wrapping_sub(1) as usize;
+        let at = (w.0 as usize & mask) * self.slot_size;
+        self.wqes
+            .get_mut(at..at + self.slot_size)
+            .unwrap_or(&mut [])
+    }
+}
+
+/// The receive side: the responder and the receive WQE a SEND (or a
+/// WRITE with immediate) is being placed into.
+struct Receiver {
+    resp: Responder<Store<Resource>>,
+    recv: KVec<u8>,
+    recv_held: bool,
+}
+
+/// Built packets waiting for IP, oldest first.
+struct TxQueue {
+    slots: [Option<TxSkb>; TXQ_LEN],
+    head: usize,
+    len: usize,
+}
+
+impl TxQueue {
+    fn new() -> Self {
+        Self {
+            slots: core::array::from_fn(|_| None),
+            head: 0,
+            len: 0,
+        }
+    }
+
+    fn is_full(&self) -> bool {
+        self.len == TXQ_LEN
+    }
+
+    fn push(&mut self, skb: TxSkb) {
+        if self.is_full() {
+            return;
+        }
+        self.slots[(self.head + self.len) % TXQ_LEN] = Some(skb);
+        self.len += 1;
+    }
+
+    fn pop(&mut self) -> Option<TxSkb> {
+        if self.len == 0 {
+            return None;
+        }
+        let skb = self.slots[self.head].take();
+        self.head = (self.head + 1) % TXQ_LEN;
+        self.len -= 1;
+        skb
+    }
+}
+
+/// Per-QP counters the data path keeps (for `rdma statistic` later).
+#[derive(Default)]
+pub(crate) struct RcCounters {
+    pub(crate) retransmits: u64,
+    pub(crate) duplicates: u64,
+    pub(crate) out_of_sequence: u64,
+}
+
+/// One RC QP's connection state (from RTR on).
+pub(crate) struct RcState {
+    path: Path,
+    ndev: Option<NetDeviceRef>,
+    mtu: IbMtu,
+    /// Rights the QP grants its peer (modify_qp's access flags).
+    access: AccessFlags,
+    receiver: Receiver,
+    /// From RTS on.
+    sender: Option<Sender>,
+    txq: TxQueue,
+    sending: bool,
+    /// The deadline the timer is armed for.
+    armed: Option<u64>,
+    counters: RcCounters,
+}
+
+/// The QP attributes RC needs, from modify_qp.
+pub(crate) struct RcAttrs {
+    pub(crate) mtu: IbMtu,
+    pub(crate) access: AccessFlags,
+    pub(crate) sq_psn: Psn,
+    pub(crate) rq_psn: Psn,
+    pub(crate) retry_cnt: u8,
+    pub(crate) rnr_retry: u8,
+    pub(crate) timeout: u8,
+    pub(crate) min_rnr_timer: u8,
+    pub(crate) max_rd_atomic: u8,
+    pub(crate) max_dest_rd_atomic: u8,
+}
+
+impl RcAttrs {
+    fn config(&self) -> Config {
+        Config {
+            mtu: self.mtu,
+            retry_cnt: self.retry_cnt,
+            rnr_retry: self.rnr_retry,
+            timeout: self.timeout,
+            min_rnr_timer: self.min_rnr_timer,
+            max_rd_atomic: self.max_rd_atomic,
+            max_dest_rd_atomic: self.max_dest_rd_atomic,
+            ..Config::DEFAULT
+        }
+    }
+}
+
+/// The current time for the state machines.
+fn now() -> u64 {
+    crate::timer::now_ns()
+}
+
+impl RcState {
+    /// The state of a QP entering RTR: a responder expecting `rq_psn`.
+    /// Context: process (allocates).
+    pub(crate) fn new(path: Path, ndev: NetDeviceRef, a: &RcAttrs) -> Result<KBox<Self>> {
+        let res = Store::new(Resource::EMPTY, u32::from(a.max_dest_rd_atomic))?;
+        let mut recv = KVec::with_capacity(MAX_RECV_SLOT, GFP_KERNEL)?;
+        recv.extend_with(MAX_RECV_SLOT, 0, GFP_KERNEL)?;
+        Ok(KBox::new(
+            Self {
+                path,
+                ndev: Some(ndev),
+                mtu: a.mtu,
+                access: a.access,
+                receiver: Receiver {
+                    resp: Responder::new(&a.config(), a.rq_psn, res),
+                    recv,
+                    recv_held: false,
+                },
+                sender: None,
+                txq: TxQueue::new(),
+                sending: false,
+                armed: None,
+                counters: RcCounters::default(),
+            },
+            GFP_KERNEL,
+        )?)
+    }
+
+    /// Entering RTS: the send side starts.
+    pub(crate) fn start_sending(&mut self, s: Sender) {
+        if self.sender.is_none() {
+            self.sender = Some(s);
+        }
+    }
+
+    /// modify_qp changed the rights granted to the peer.
+    pub(crate) fn set_access(&mut self, access: AccessFlags) {
+        self.access = access;
+    }
+
+    /// The next PSNs, for query_qp: (sq_psn, rq_psn).
+    pub(crate) fn psns(&self) -> (Option<Psn>, Psn) {
+        (
+            self.sender.as_ref().map(|s| s.req.next_psn()),
+            self.receiver.resp.expected_psn(),
+        )
+    }
+
+    /// The netdev is going away (or the QP leaves the connected states):
+    /// no more packets; gives back the netdev.
+    pub(crate) fn detach(&mut self) -> Option<NetDeviceRef> {
+        while self.txq.pop().is_some() {}
+        self.ndev.take()
+    }
+}
+
+/// The QP entered the error state: every outstanding send WQE completes
+/// flushed, the receive in progress too, nothing more is accepted.
+/// Context: any (under the QP's `rc` lock).
+pub(crate) fn enter_error(qp: &QpCore, st: &mut RcState) {
+    st.receiver.resp.set_error();
+    if st.receiver.recv_held {
+        st.receiver.recv_held = false;
+        let w = RecvWqe::decode(&st.receiver.recv);
+        complete_recv(qp, w.wr_id, status::WR_FLUSH_ERR, wc_opcode::RECV, 0, None);
+    }
+    if let Some(s) = &mut st.sender {
+        s.req.flush();
+    }
+    complete_sends(qp, st);
+}
+
+/// Rings the doorbell of an RC QP: admits posted WQEs, transmits what the
+/// window allows. Context: process.
+pub(crate) fn doorbell(qp: &Arc<QpCore>) {
+    kick(qp, true);
+}
+
+/// The retransmit/RNR timer of `qp` fired. Context: softirq.
+pub(crate) fn timer_fired(qp: Arc<QpCore>) {
+    {
+        let mut g = qp.rc.lock();
+        if let Some(st) = g.as_deref_mut() {
+            st.armed = None;
+            if let Some(s) = &mut st.sender {
+                if matches!(
+                    s.req.on_timeout(now()),
+                    crate::proto::rc::TimerOutcome::Retransmit
+                ) {
+                    st.counters.retransmits += 1;
+                }
+            }
+        }
+    }
+    kick(&qp, true);
+}
+
+/// Generates what is due (WQEs from the ring when `admit`, packets the
+/// window allows, completions), then sends the QP's queue unless another
+/// context is at it. Any context.
+fn kick(qp: &Arc<QpCore>, admit: bool) {
+    let mut batch: [Option<TxSkb>; TXQ_LEN] = core::array::from_fn(|_| None);
+    loop {
+        let n = {
+            let mut g = qp.rc.lock();
+            let Some(st) = g.as_deref_mut() else {
+                return;
+            };
+            pump(qp, st, admit);
+            if st.sending {
+                return;
+            }
+            let mut n = 0;
+            while let Some(skb) = st.txq.pop() {
+                batch[n] = Some(skb);
+                n += 1;
+            }
+            if n == 0 {
+                return;
+            }
+            st.sending = true;
+            n
+        };
+        for skb in batch.iter_mut().take(n) {
+            if let Some(skb) = skb.take() {
+                // A packet IP refuses is a lost packet: RC recovers it.
+                let _ = skb.send();
+            }
+        }
+        if let Some(st) = qp.rc.lock().as_deref_mut() {
+            st.sending = false;
+        }
+    }
+}
+
+/// Admits WQEs, builds packets into the queue, drains completions and
+/// re-arms the timer. Under the `rc` lock.
+fn pump(qp: &Arc<QpCore>, st: &mut RcState, admit: bool) {
+    let Some(s) = st.sender.as_mut() else {
+        return;
+    };
+    if admit {
+        admit_wqes(qp, s, st.mtu);
+    }
+    let t = now();
+    while !st.txq.is_full() {
+        let Some(s) = st.sender.as_mut() else {
+            break;
+        };
+        let Some(p) = s.req.next_packet(t) else {
+            break;
+        };
+        if p.retransmit {
+            st.counters.retransmits += 1;
+        }
+        match build_request(qp, st, &p) {
+            Ok(skb) => st.txq.push(skb),
+            // Not built (no memory, no route): as if lost, the timer
+            // resends it. A local fault fails the WQE.
+            Err(Some(status)) => {
+                if let Some(s) = st.sender.as_mut() {
+                    let _ = s.req.fail_wqe(p.wqe, status);
+                }
+            }
+            Err(None) => {}
+        }
+    }
+    complete_sends(qp, st);
+    let deadline = st.sender.as_ref().and_then(|s| s.req.next_deadline());
+    if let Some(d) = deadline {
+        if st.armed != Some(d) {
+            st.armed = Some(d);
+            crate::timer::Timer::arm(qp, d.saturating_sub(t));
+        }
+    }
+}
+
+/// Moves WQEs from the send ring into the requester while it has room.
+fn admit_wqes(qp: &QpCore, s: &mut Sender, mtu: IbMtu) {
+    while s.req.len() < s.req.capacity() {
+        let mut slot = [0u8; tx::MAX_SEND_SLOT];
+        let body = &mut slot[..s.slot_size.min(tx::MAX_SEND_SLOT)];
+        match qp.sq.pop(body) {
+            Ok(true) => {}
+            _ => return,
+        }
+        let hdr = SendWqe::decode(body);
+        let checked = check_wqe(qp, &hdr, body, mtu);
+        let msg = match checked {
+            Ok(m) => m,
+            Err(_) => Message {
+                id: 0,
+                kind: MsgKind::Send,
+                len: 0,
+            },
+        };
+        let w = match s.req.post(msg) {
+            Ok(w) => w,
+            Err(PostError::Full) => return,
+            Err(_) => {
+                // Too long or READ without max_rd_atomic: post an empty
+                // stand-in to fail it in order.
+                match s.req.post(Message {
+                    id: 0,
+                    kind: MsgKind::Send,
+                    len: 0,
+                }) {
+                    Ok(w) => {
+                        let _ = s.req.fail_wqe(w, Status::LocalQpOperation);
+                        w
+                    }
+                    Err(_) => return,
+                }
+            }
+        };
+        let dst = s.wqe_mut(w);
+        let n = dst.len().min(body.len());
+        dst[..n].copy_from_slice(&body[..n]);
+        if let Err(status) = checked {
+            let _ = s.req.fail_wqe(w, status);
+        }
+    }
+}
+
+/// Checks a send WQE from the ring: what the requester is to do with it.
+fn check_wqe(
+    qp: &QpCore,
+    w: &SendWqe,
+    slot: &[u8],
+    _mtu: IbMtu,
+) -> core::result::Result<Message, Status> {
+    let kind = match w.opcode {
+        opcode::SEND => MsgKind::Send,
+        opcode::SEND_WITH_IMM => MsgKind::SendImm,
+        opcode::SEND_WITH_INV => MsgKind::SendInv,
+        opcode::RDMA_WRITE => MsgKind::Write,
+        opcode::RDMA_WRITE_WITH_IMM => MsgKind::WriteImm,
+        opcode::RDMA_READ => MsgKind::Read,
+        opcode::ATOMIC_CMP_AND_SWP => MsgKind::CmpSwap,
+        opcode::ATOMIC_FETCH_AND_ADD => MsgKind::FetchAdd,
+        _ => return Err(Status::LocalQpOperation),
+    };
+    if w.send_flags & !send_flags::KNOWN != 0 {
+        return Err(Status::LocalQpOperation);
+    }
+    let cap = qp.cap();
+    let inline = w.send_flags & send_flags::INLINE != 0;
+    let body = slot.get(SEND_WQE_HEADER_SIZE as usize..).unwrap_or(&[]);
+    let len = if inline {
+        if !kind.carries_payload()
+            || w.inline_len > cap.max_inline_data
+            || w.inline_len as usize > body.len()
+        {
+            return Err(Status::LocalQpOperation);
+        }
+        u64::from(w.inline_len)
+    } else {
+        if w.num_sge > cap.max_send_sge {
+            return Err(Status::LocalQpOperation);
+        }
+        Sgl::new(&qp.mrs, qp.pd, body, w.num_sge).total_len()
+    };
+    if kind.is_atomic() {
+        let a = AtomicOp::decode(&w.op);
+        // An atomic works on 8 aligned bytes at both ends.
+        if len != 8 || a.remote_addr % 8 != 0 {
+            return Err(Status::LocalQpOperation);
+        }
+    }
+    let len = u32::try_from(len).map_err(|_| Status::LocalQpOperation)?;
+    Ok(Message { id: 0, kind, len })
+}
+
+/// Builds the request packet `p` of the requester's WQE. `Err(Some)`:
+/// the WQE fails with that status; `Err(None)`: not sent now (resent
+/// later).
+fn build_request(
+    qp: &QpCore,
+    st: &RcState,
+    p: &TxPacket,
+) -> core::result::Result<TxSkb, Option<Status>> {
+    let s = st.sender.as_ref().ok_or(None)?;
+    let slot = s.wqe(p.wqe);
+    let w = SendWqe::decode(slot);
+    let info = p.opcode.info().map_err(|_| None)?;
+    let ends = info.position.ends_message();
+    let mut repr = packet::Repr::new(bth::Repr {
+        opcode: p.opcode,
+        solicited: ends && w.send_flags & send_flags::SOLICITED != 0,
+        mig_req: false,
+        pad_count: 0,
+        pkey: bth::DEFAULT_PKEY,
+        fecn: false,
+        becn: false,
+        dest_qp: st.path.dest_qpn,
+        ack_req: p.ack_req,
+        psn: p.psn,
+    });
+    if info.has(ExtHeader::Reth) {
+        let op = RdmaOp::decode(&w.op);
+        repr.reth = Some(reth::Repr {
+            va: op.remote_addr.wrapping_add(u64::from(p.offset)),
+            rkey: op.rkey,
+            dma_len: p.dma_len,
+        });
+    }
+    if info.has(ExtHeader::ImmDt) {
+        repr.immdt = Some(immdt::Repr {
+            imm_data: w.imm_or_inv.to_ne_bytes(),
+        });
+    }
+    if info.has(ExtHeader::Ieth) {
+        repr.ieth = Some(ieth::Repr { rkey: w.imm_or_inv });
+    }
+    if info.has(ExtHeader::AtomicEth) {
+        let a = AtomicOp::decode(&w.op);
+        repr.atomic_eth = Some(atomic::Repr {
+            va: a.remote_addr,
+            rkey: a.rkey,
+            swap_add: if w.opcode == opcode::ATOMIC_CMP_AND_SWP {
+                a.swap
+            } else {
+                a.compare_add
+            },
+            compare: a.compare_add,
+        });
+    }
+    let payload = if info.payload { p.len as usize } else { 0 };
+    let ndev = st.ndev.as_deref().ok_or(None)?;
+    let mut skb = new_packet(ndev, &repr, payload).ok_or(None)?;
+    {
+        let Ok(mut pkt) = packet::Packet::new_checked(skb.payload_mut()) else {
+            return Err(None);
+        };
+        let data = pkt.payload_mut();
+        let data = data.get_mut(..payload).ok_or(None)?;
+        if w.send_flags & send_flags::INLINE != 0 {
+            let from = SEND_WQE_HEADER_SIZE as usize + p.offset as usize;
+            let src = slot
+                .get(from..from + payload)
+                .ok_or(Some(Status::LocalQpOperation))?;
+            data.copy_from_slice(src);
+        } else if payload > 0 {
+            let body = slot.get(SEND_WQE_HEADER_SIZE as usize..).unwrap_or(&[]);
+            Sgl::new(&qp.mrs, qp.pd, body, w.num_sge.min(qp.cap().max_send_sge))
+                .read(u64::from(p.offset), data)
+                .map_err(|_| Some(Status::LocalProtection))?;
+        }
+    }
+    tx::finish(&mut skb, &st.path.av, st.path.sport).map_err(|_| None)?;
+    Ok(skb)
+}
+
+/// A packet of `repr` with `payload` bytes of (unwritten) payload: the
+/// skb with the headers in place.
+fn new_packet(ndev: &NetDevice, repr: &packet::Repr, payload: usize) -> Option<TxSkb> {
+    let total = repr.buffer_len(payload).ok()?;
+    let mut skb = TxSkb::new(ndev, total).ok()?;
+    repr.emit(skb.payload_mut(), payload).ok()?;
+    Some(skb)
+}
+
+/// Writes the send CQ entries of the requester's finished WQEs.
+fn complete_sends(qp: &QpCore, st: &mut RcState) {
+    let Some(s) = st.sender.as_mut() else {
+        return;
+    };
+    while let Some(c) = s.req.next_completion() {
+        let w = SendWqe::decode(s.wqe(c.wqe));
+        let code = wc_status(c.status);
+        let signaled = qp.sq_sig_all() || w.send_flags & send_flags::SIGNALED != 0;
+        if signaled || code != status::SUCCESS {
+            let cqe = Cqe {
+                wr_id: w.wr_id,
+                status: code,
+                opcode: wc_opcode_of(&c),
+                byte_len: c.len,
+                qp_num: qp.qpn(),
+                ..Default::default()
+            };
+            // A full CQ loses the completion (reported as an overflow
+            // event once that exists).
+            let _ = qp.send_cq.push(&cqe, false);
+        }
+    }
+}
+
+fn wc_opcode_of(c: &Completion) -> u32 {
+    match c.kind {
+        MsgKind::Send | MsgKind::SendImm | MsgKind::SendInv => wc_opcode::SEND,
+        MsgKind::Write | MsgKind::WriteImm => wc_opcode::RDMA_WRITE,
+        MsgKind::Read => wc_opcode::RDMA_READ,
+        MsgKind::CmpSwap => wc_opcode::COMP_SWAP,
+        MsgKind::FetchAdd => wc_opcode::FETCH_ADD,
+    }
+}
+
+fn wc_status(s: Status) -> u32 {
+    match s {
+        Status::Success => status::SUCCESS,
+        Status::RetryExceeded => status::RETRY_EXC_ERR,
+        Status::RnrRetryExceeded => status::RNR_RETRY_EXC_ERR,
+        Status::RemoteAccess => status::REM_ACCESS_ERR,
+        Status::RemoteInvalidRequest => status::REM_INV_REQ_ERR,
+        Status::RemoteOperational => status::REM_OP_ERR,
+        Status::LocalProtection => status::LOC_PROT_ERR,
+        Status::LocalQpOperation => status::LOC_QP_OP_ERR,
+        Status::Flushed => status::WR_FLUSH_ERR,
+    }
+}
+
+/// A receive completion on the QP's receive CQ.
+fn complete_recv(qp: &QpCore, wr_id: u64, st: u32, op: u32, len: u32, extra: Option<(u32, u32)>) {
+    let mut cqe = Cqe {
+        wr_id,
+        status: st,
+        opcode: op,
+        byte_len: len,
+        qp_num: qp.qpn(),
+        ..Default::default()
+    };
+    if let Some((flags, imm)) = extra {
+        cqe.wc_flags = flags;
+        cqe.imm_data = imm;
+    }
+    let _ = qp.recv_cq.push(&cqe, false);
+}
+
+/// What `rx.rs` parsed of an RC packet.
+pub(crate) struct RxPacket<'a> {
+    pub(crate) skb: &'a SkBuff,
+    /// BTH and extension headers (at least `header_len` bytes).
+    pub(crate) head: &'a [u8],
+    pub(crate) opcode: Opcode,
+    pub(crate) psn: Psn,
+    pub(crate) ack_req: bool,
+    pub(crate) solicited: bool,
+    /// Payload bytes in the skb.
+    pub(crate) payload: core::ops::Range<usize>,
+}
+
+impl RxPacket<'_> {
+    fn ext(&self, h: ExtHeader) -> Option<&[u8]> {
+        let info = self.opcode.info().ok()?;
+        let at = info.offset_of(h)?;
+        self.head.get(at..at + h.size())
+    }
+
+    fn reth(&self) -> Option<reth::Repr> {
+        let b = self.ext(ExtHeader::Reth)?;
+        Some(reth::Repr::parse(&reth::Header::new_checked(b).ok()?))
+    }
+
+    fn aeth(&self) -> Option<aeth::Repr> {
+        let b = self.ext(ExtHeader::Aeth)?;
+        Some(aeth::Repr::parse(&aeth::Header::new_checked(b).ok()?))
+    }
+
+    fn immdt(&self) -> Option<u32> {
+        let b = self.ext(ExtHeader::ImmDt)?;
+        let h = immdt::Header::new_checked(b).ok()?;
+        Some(u32::from_ne_bytes(h.imm_data()))
+    }
+
+    fn atomic_eth(&self) -> Option<atomic::Repr> {
+        let b = self.ext(ExtHeader::AtomicEth)?;
+        Some(atomic::Repr::parse(&atomic::Header::new_checked(b).ok()?))
+    }
+
+    fn atomic_orig(&self) -> Option<u64> {
+        let b = self.ext(ExtHeader::AtomicAckEth)?;
+        Some(atomic::AckRepr::parse(&atomic::AckHeader::new_checked(b).ok()?).orig)
+    }
+}
+
+/// Why `rx.rs` counts an RC packet as dropped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RcDrop {
+    /// The QP is not connected (or not RC).
+    NotConnected,
+    /// Malformed headers for the opcode.
+    Malformed,
+    /// A duplicate, stale or out-of-sequence packet (answered as the
+    /// protocol says, but nothing delivered).
+    Sequence,
+}
+
+/// An RC packet for `qp`. Context: softirq.
+pub(crate) fn receive(
+    qp: &Arc<QpCore>,
+    atomics: &crate::sync::SpinLockIrq<()>,
+    p: &RxPacket<'_>,
+) -> core::result::Result<(), RcDrop> {
+    let info = p.opcode.info().map_err(|_| RcDrop::Malformed)?;
+    let is_response = info.direction == crate::proto::wire::opcode::Direction::Response;
+    let r = {
+        let mut g = qp.rc.lock();
+        let st = g.as_deref_mut().ok_or(RcDrop::NotConnected)?;
+        if is_response {
+            on_response(qp, st, p)
+        } else {
+            let r = on_request(qp, st, atomics, p);
+            respond(qp, st);
+            r
+        }
+    };
+    kick(qp, is_response);
+    r
+}
+
+/// A response for the requester: ACK/NAK, READ data, atomic ACK.
+fn on_response(
+    qp: &QpCore,
+    st: &mut RcState,
+    p: &RxPacket<'_>,
+) -> core::result::Result<(), RcDrop> {
+    let s = st.sender.as_mut().ok_or(RcDrop::NotConnected)?;
+    let incoming = Incoming {
+        psn: p.psn,
+        opcode: p.opcode,
+        aeth: p.aeth(),
+        payload_len: p.payload.len() as u32,
+    };
+    match s.req.on_response(&incoming, now()) {
+        Outcome::Handled => Ok(()),
+        Outcome::Ignored => Err(RcDrop::Sequence),
+        Outcome::ReadData {
+            wqe, offset, len, ..
+        } => {
+            let slot = s.wqe(wqe);
+            let w = SendWqe::decode(slot);
+            let body = slot.get(SEND_WQE_HEADER_SIZE as usize..).unwrap_or(&[]);
+            let sgl = Sgl::new(&qp.mrs, qp.pd, body, w.num_sge.min(qp.cap().max_send_sge));
+            let n = (len as usize).min(p.payload.len());
+            if sgl
+                .copy_from_skb(u64::from(offset), p.skb, p.payload.start, n)
+                .is_err()
+            {
+                let _ = s.req.fail_wqe(wqe, Status::LocalProtection);
+            }
+            Ok(())
+        }
+        Outcome::AtomicResult { wqe, .. } => {
+            let orig = p.atomic_orig().ok_or(RcDrop::Malformed)?;
+            let slot = s.wqe(wqe);
+            let w = SendWqe::decode(slot);
+            let body = slot.get(SEND_WQE_HEADER_SIZE as usize..).unwrap_or(&[]);
+            let sgl = Sgl::new(&qp.mrs, qp.pd, body, w.num_sge.min(qp.cap().max_send_sge));
+            if sgl.write(0, &orig.to_ne_bytes()).is_err() {
+                let _ = s.req.fail_wqe(wqe, Status::LocalProtection);
+            }
+            Ok(())
+        }
+    }
+}
+
+/// A request for the responder.
+fn on_request(
+    qp: &QpCore,
+    st: &mut RcState,
+    atomics: &crate::sync::SpinLockIrq<()>,
+    p: &RxPacket<'_>,
+) -> core::result::Result<(), RcDrop> {
+    let req = Request {
+        psn: p.psn,
+        opcode: p.opcode,
+        ack_req: p.ack_req,
+        payload_len: p.payload.len() as u32,
+        reth: p.reth(),
+    };
+    let plan = match st.receiver.resp.on_request(&req) {
+        Action::Execute(plan) => plan,
+        Action::Duplicate => {
+            st.counters.duplicates += 1;
+            return Err(RcDrop::Sequence);
+        }
+        Action::OutOfSequence | Action::Drop => {
+            st.counters.out_of_sequence += 1;
+            return Err(RcDrop::Sequence);
+        }
+        Action::Error(_) => {
+            enter_error(qp, st);
+            return Err(RcDrop::Malformed);
+        }
+    };
+    match execute(qp, st, atomics, p, &plan) {
+        Ok(orig) => {
+            let _ = st.receiver.resp.commit(&plan, orig);
+            if plan.completes_recv {
+                finish_recv(qp, st, p, &plan);
+            }
+        }
+        Err(Refuse::Rnr) => {
+            let _ = st.receiver.resp.rnr(&plan);
+        }
+        Err(Refuse::Nak(code)) => {
+            let _ = st.receiver.resp.reject(&plan, code);
+            fail_recv(qp, st, code);
+        }
+    }
+    Ok(())
+}
+
+enum Refuse {
+    Rnr,
+    Nak(NakCode),
+}
+
+fn recv_queue(qp: &QpCore) -> Option<&WorkQueue> {
+    match (&qp.rq, &qp.srq) {
+        (Some(rq), _) => Some(rq),
+        (None, Some(srq)) => Some(&srq.queue),
+        (None, None) => None,
+    }
+}
+
+/// Carries out an in-sequence request; the atomic's original value.
+fn execute(
+    qp: &QpCore,
+    st: &mut RcState,
+    atomics: &crate::sync::SpinLockIrq<()>,
+    p: &RxPacket<'_>,
+    plan: &Plan,
+) -> core::result::Result<u64, Refuse> {
+    if plan.needs_recv && !st.receiver.recv_held {
+        let q = recv_queue(qp).ok_or(Refuse::Nak(NakCode::RemoteOperationalError))?;
+        match q.pop(&mut st.receiver.recv) {
+            Ok(true) => st.receiver.recv_held = true,
+            _ => return Err(Refuse::Rnr),
+        }
+    }
+    let n = p.payload.len();
+    match plan.kind {
+        MsgKind::Send | MsgKind::SendImm | MsgKind::SendInv => {
+            if plan.kind == MsgKind::SendInv {
+                // Invalidation of the peer's key needs memory windows or
+                // fast-registration MRs bound to user QPs: not yet.
+                return Err(Refuse::Nak(NakCode::InvalidRequest));
+            }
+            let w = RecvWqe::decode(&st.receiver.recv);
+            let max = qp
+                .cap()
+                .max_recv_sge
+                .max(qp.srq.as_ref().map(|s| s.max_sge()).unwrap_or(0));
+            if w.num_sge > max {
+                return Err(Refuse::Nak(NakCode::RemoteOperationalError));
+            }
+            let body = st
+                .receiver
+                .recv
+                .get(RECV_WQE_HEADER_SIZE as usize..)
+                .unwrap_or(&[]);
+            Sgl::new(&qp.mrs, qp.pd, body, w.num_sge)
+                .copy_from_skb(u64::from(plan.offset), p.skb, p.payload.start, n)
+                .map_err(|e| match e {
+                    SglError::Length => Refuse::Nak(NakCode::InvalidRequest),
+                    SglError::Protection => Refuse::Nak(NakCode::RemoteOperationalError),
+                })?;
+            Ok(0)
+        }
+        MsgKind::Write | MsgKind::WriteImm => {
+            if n > 0 {
+                let mr = remote_mr(qp, st, plan.rkey, plan.va, n, AccessFlags::REMOTE_WRITE)?;
+                let (mr, off) = mr;
+                let umem = mr.umem().ok_or(Refuse::Nak(NakCode::RemoteAccessError))?;
+                umem.copy_from_skb(off, p.skb, p.payload.start, n)
+                    .map_err(|_| Refuse::Nak(NakCode::RemoteAccessError))?;
+            } else if !st.access.contains(AccessFlags::REMOTE_WRITE) {
+                return Err(Refuse::Nak(NakCode::RemoteAccessError));
+            }
+            Ok(0)
+        }
+        MsgKind::Read => {
+            // Checked whole now; each response packet checks its piece
+            // again (the MR may go meanwhile).
+            if plan.len > 0 {
+                remote_mr(
+                    qp,
+                    st,
+                    plan.rkey,
+                    plan.va,
+                    plan.len as usize,
+                    AccessFlags::REMOTE_READ,
+                )?;
+            } else if !st.access.contains(AccessFlags::REMOTE_READ) {
+                return Err(Refuse::Nak(NakCode::RemoteAccessError));
+            }
+            Ok(0)
+        }
+        MsgKind::CmpSwap | MsgKind::FetchAdd => {
+            let a = p.atomic_eth().ok_or(Refuse::Nak(NakCode::InvalidRequest))?;
+            if a.va % 8 != 0 {
+                return Err(Refuse::Nak(NakCode::InvalidRequest));
+            }
+            let (mr, off) = remote_mr(qp, st, a.rkey, a.va, 8, AccessFlags::REMOTE_ATOMIC)?;
+            let umem = mr.umem().ok_or(Refuse::Nak(NakCode::RemoteAccessError))?;
+            // Atomic with respect to every other atomic of the device.
+            let _g = atomics.lock();
+            let mut v = [0u8; 8];
+            umem.read(off, &mut v)
+                .map_err(|_| Refuse::Nak(NakCode::RemoteAccessError))?;
+            let orig = u64::from_ne_bytes(v);
+            let new = if plan.kind == MsgKind::CmpSwap {
+                if orig == a.compare {
+                    a.swap_add
+                } else {
+                    orig
+                }
+            } else {
+                orig.wrapping_add(a.swap_add)
+            };
+            umem.write(off, &new.to_ne_bytes())
+                .map_err(|_| Refuse::Nak(NakCode::RemoteAccessError))?;
+            Ok(orig)
+        }
+    }
+}
+
+/// The MR `rkey` names, checked for `len` bytes at `va` with `rights`
+/// (and the QP granting them); its offset.
+fn remote_mr(
+    qp: &QpCore,
+    st: &RcState,
+    rkey: u32,
+    va: u64,
+    len: usize,
+    rights: AccessFlags,
+) -> core::result::Result<(Arc<mr::MrCore>, u64), Refuse> {
+    if !st.access.contains(rights) {
+        return Err(Refuse::Nak(NakCode::RemoteAccessError));
+    }
+    let mr = mr::lookup(&qp.mrs, rkey).ok_or(Refuse::Nak(NakCode::RemoteAccessError))?;
+    match mr.check(qp.pd, va, len, rights) {
+        Ok(off) => Ok((mr, off)),
+        Err(MrError::Protection | MrError::Bounds) => Err(Refuse::Nak(NakCode::RemoteAccessError)),
+    }
+}
+
+/// The last packet of a SEND or WRITE with immediate: the receive WQE
+/// completes.
+fn finish_recv(qp: &QpCore, st: &mut RcState, p: &RxPacket<'_>, plan: &Plan) {
+    if !st.receiver.recv_held {
+        return;
+    }
+    st.receiver.recv_held = false;
+    let w = RecvWqe::decode(&st.receiver.recv);
+    let imm = p.immdt();
+    let (op, len) = match plan.kind {
+        MsgKind::WriteImm => (wc_opcode::RECV_RDMA_WITH_IMM, plan.offset + plan.len),
+        _ => (wc_opcode::RECV, plan.offset + plan.len),
+    };
+    let mut cqe = Cqe {
+        wr_id: w.wr_id,
+        status: status::SUCCESS,
+        opcode: op,
+        byte_len: len,
+        qp_num: qp.qpn(),
+        ..Default::default()
+    };
+    if let Some(imm) = imm {
+        cqe.imm_data = imm;
+        cqe.wc_flags |= wc_flags::WITH_IMM;
+    }
+    let _ = qp.recv_cq.push(&cqe, p.solicited);
+}
+
+/// A NAK ended the message in progress: its receive WQE completes in
+/// error.
+fn fail_recv(qp: &QpCore, st: &mut RcState, code: NakCode) {
+    if !st.receiver.recv_held {
+        return;
+    }
+    st.receiver.recv_held = false;
+    let w = RecvWqe::decode(&st.receiver.recv);
+    let s = match code {
+        NakCode::InvalidRequest => status::LOC_LEN_ERR,
+        _ => status::LOC_PROT_ERR,
+    };
+    complete_recv(qp, w.wr_id, s, wc_opcode::RECV, 0, None);
+}
+
+/// Builds the responder's pending responses into the queue.
+fn respond(qp: &QpCore, st: &mut RcState) {
+    while !st.txq.is_full() {
+        let Some(r) = st.receiver.resp.next_response() else {
+            break;
+        };
+        if let Some(skb) = build_response(qp, st, &r) {
+            st.txq.push(skb);
+        }
+    }
+}
+
+fn build_response(qp: &QpCore, st: &RcState, r: &Response) -> Option<TxSkb> {
+    let mut repr = packet::Repr::new(bth::Repr {
+        opcode: r.opcode(),
+        solicited: false,
+        mig_req: false,
+        pad_count: 0,
+        pkey: bth::DEFAULT_PKEY,
+        fecn: false,
+        becn: false,
+        dest_qp: st.path.dest_qpn,
+        ack_req: false,
+        psn: r.psn(),
+    });
+    let ndev = st.ndev.as_deref()?;
+    let skb = match *r {
+        Response::Ack { aeth, .. } => {
+            repr.aeth = Some(aeth);
+            new_packet(ndev, &repr, 0)?
+        }
+        Response::AtomicAck { aeth, orig, .. } => {
+            repr.aeth = Some(aeth);
+            repr.atomic_ack_eth = Some(atomic::AckRepr { orig });
+            new_packet(ndev, &repr, 0)?
+        }
+        Response::ReadData {
+            aeth,
+            va,
+            rkey,
+            len,
+            ..
+        } => {
+            repr.aeth = aeth;
+            let n = len as usize;
+            // The MR may have gone since the READ was accepted: then no
+            // answer, and the requester's retries run out.
+            let (mr, off) = remote_mr(qp, st, rkey, va, n, AccessFlags::REMOTE_READ).ok()?;
+            let mut skb = new_packet(ndev, &repr, n)?;
+            {
+                let mut pkt = packet::Packet::new_checked(skb.payload_mut()).ok()?;
+                let data = pkt.payload_mut().get_mut(..n)?;
+                if n > 0 {
+                    mr.umem()?.read(off, data).ok()?;
+                }
+            }
+            skb
+        }
+    };
+    let mut skb = skb;
+    tx::finish(&mut skb, &st.path.av, st.path.sport).ok()?;
+    Some(skb)
+}

@@ -1,0 +1,156 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! One-shot kernel timers (`struct timer_list`) that call back an object
+//! in an [`Arc`]; 6.12's `kernel` crate has none.
+//!
+//! A [`Timer`] is a field of its owner `T` ([`HasTimer`] says where, and
+//! [`impl_has_timer!`] writes that impl). While the timer is pending it
+//! holds one reference to the owner, so the callback always finds the
+//! owner alive, whoever dropped their references meanwhile: arming takes
+//! a reference unless the timer was already pending (then the one it
+//! holds is kept), the callback gets it as an `Arc<T>`, and
+//! [`Timer::shutdown`] gives back the reference of a pending timer.
+//!
+//! Owners call [`Timer::shutdown`] before their last reference can go
+//! from process context (e.g. when the object is destroyed): after it, no
+//! callback runs or will run, so nothing of the module runs from a timer
+//! after `rmmod` can start. The timer does not shut itself down on drop:
+//! the owner may be dropped by the callback itself (its reference was the
+//! last), where waiting for the callback would wait for itself.
+//!
+//! Timers fire in softirq context, with jiffy resolution (a delay is
+//! rounded up to the next jiffy).
+
+use crate::ffi::bindings;
+use core::marker::PhantomData;
+use kernel::{prelude::*, sync::Arc, types::Opaque};
+
+/// The object a [`Timer`] calls back.
+///
+/// # Safety
+///
+/// `OFFSET` is the byte offset of a `Timer<Self>` field inside `Self`.
+pub(crate) unsafe trait HasTimer: Sized + Send + Sync {
+    /// Where the timer lies in `Self`.
+    const OFFSET: usize;
+
+    /// The timer fired. Context: softirq.
+    fn timer_fired(this: Arc<Self>);
+}
+
+/// Implements [`HasTimer`] for a type with a `Timer<Self>` field, calling
+/// `$handler(Arc<Self>)` when it fires.
+macro_rules! impl_has_timer {
+    ($ty:ty, $field:ident, $handler:path) => {
+        // SAFETY: the offset is that of the named field, whose type the
+        // function below checks to be `Timer<$ty>`.
+        unsafe impl $crate::timer::HasTimer for $ty {
+            const OFFSET: usize = {
+                const fn _field_is_a_timer(t: &$ty) -> &$crate::timer::Timer<$ty> {
+                    &t.$field
+                }
+                ::core::mem::offset_of!($ty, $field)
+            };
+
+            fn timer_fired(this: ::kernel::sync::Arc<Self>) {
+                $handler(this)
+            }
+        }
+    };
+}
+pub(crate) use impl_has_timer;
+
+/// A one-shot timer inside a `T` (see the module docs).
+#[repr(C)]
+#[pin_data]
+pub(crate) struct Timer<T: HasTimer> {
+    /// First, so that a `timer_list` pointer is a `Timer` pointer.
+    #[pin]
+    raw: Opaque<bindings::timer_list>,
+    _owner: PhantomData<T>,
+}
+
+// SAFETY: the timer_list is only touched through the kernel's timer API,
+// which serialises on the timer base lock; the owner it refers to is
+// `Send + Sync`.
+unsafe impl<T: HasTimer> Send for Timer<T> {}
+// SAFETY: as for `Send`.
+unsafe impl<T: HasTimer> Sync for Timer<T> {}
+
+impl<T: HasTimer> Timer<T> {
+    /// An idle timer.
+    pub(crate) fn new() -> impl PinInit<Self> {
+        pin_init!(Self {
+            // SAFETY: `timer_setup` initialises the whole timer_list in
+            // place; the slot stays pinned with its owner.
+            raw <- Opaque::ffi_init(|p: *mut bindings::timer_list| unsafe {
+                bindings::rxud_timer_setup(p, Some(Self::fire))
+            }),
+            _owner: PhantomData,
+        })
+    }
+
+    /// Fires `owner`'s timer `delay_ns` from now (re-arming it if it is
+    /// pending). `owner` must be the object this timer is part of. Any
+    /// context.
+    pub(crate) fn arm(owner: &Arc<T>, delay_ns: u64) {
+        let timer = Self::of(owner);
+        let held = Arc::into_raw(owner.clone());
+        // SAFETY: the timer_list was set up by `new` and lives as long as
+        // its owner, which `owner` keeps alive.
+        let was_pending = unsafe { bindings::rxud_timer_arm_ns(timer.raw.get(), delay_ns) };
+        if was_pending != 0 {
+            // The pending timer holds a reference already; ours goes.
+            // SAFETY: `held` came from `into_raw` just above.
+            drop(unsafe { Arc::from_raw(held) });
+        }
+    }
+
+    /// Stops the timer for good and waits for a running callback; gives
+    /// back the reference a pending timer held. Later `arm`s are ignored
+    /// (and leak their reference: do not arm after this). Context:
+    /// process.
+    pub(crate) fn shutdown(owner: &Arc<T>) {
+        let timer = Self::of(owner);
+        // SAFETY: the timer_list was set up by `new`; sleeping is allowed
+        // (process context).
+        let was_pending = unsafe { bindings::timer_shutdown_sync(timer.raw.get()) };
+        if was_pending != 0 {
+            // SAFETY: a pending timer holds one reference, taken by `arm`
+            // with `into_raw`; deactivated, it is ours to give back.
+            drop(unsafe { Arc::from_raw(&**owner as *const T) });
+        }
+    }
+
+    /// The timer inside `owner`.
+    fn of(owner: &T) -> &Self {
+        let p = (owner as *const T).cast::<u8>();
+        // SAFETY: `HasTimer::OFFSET` is the offset of a `Timer<T>` field
+        // of `T`, so the result points into `owner` at a live `Timer<T>`
+        // borrowed for as long as `owner`.
+        unsafe { &*p.add(T::OFFSET).cast::<Self>() }
+    }
+
+    /// The timer_list callback. Context: softirq.
+    ///
+    /// # Safety
+    ///
+    /// `raw` is the `timer_list` of a `Timer<T>` inside a `T` in an
+    /// `Arc`, armed by [`Timer::arm`] (so it holds a reference).
+    unsafe extern "C" fn fire(raw: *mut bindings::timer_list) {
+        // SAFETY: `Timer` is `repr(C)` with the timer_list first (and
+        // `Opaque` is transparent), so `raw` is the `Timer<T>`; it lies at
+        // `T::OFFSET` in its owner (`HasTimer`).
+        let owner = unsafe { raw.cast::<u8>().sub(T::OFFSET) }.cast::<T>();
+        // SAFETY: the pending timer held a reference taken with
+        // `into_raw` (`arm`); firing hands it to us.
+        let this = unsafe { Arc::from_raw(owner) };
+        T::timer_fired(this);
+    }
+}
+
+/// Monotonic time in nanoseconds (`ktime_get_ns`). Any context.
+pub(crate) fn now_ns() -> u64 {
+    // SAFETY: no precondition; callable in any context.
+    unsafe { bindings::rxud_now_ns() }
+}
