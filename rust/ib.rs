@@ -20,7 +20,8 @@ pub(crate) mod umem;
 
 pub(crate) use ah::{AddressVector, NetworkType};
 pub(crate) use attr::{
-    DeviceAttr, LinkLayer, PortAttr, PortCapFlags, PortImmutable, PortPhysState, PortState,
+    DeviceAttr, DeviceCapFlags, LinkLayer, PortAttr, PortCapFlags, PortImmutable, PortPhysState,
+    PortState,
 };
 pub(crate) use cq::{CqArm, CqEvents, CqInitAttr};
 pub(crate) use device::{

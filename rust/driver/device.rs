@@ -17,8 +17,9 @@ use super::transport::{Attachment, Transports};
 use super::Registry;
 use crate::ib::{
     AccessFlags, AddressVector, CounterDesc, CqArm, CqEvents, CqInitAttr, Device, DeviceAttr,
-    DeviceOps, LinkLayer, MrKind, PortAttr, PortCapFlags, PortImmutable, PortPhysState, PortState,
-    QpAttr, QpCap, QpInitAttr, QpQuery, SrqAttr, SrqModify, UData, Umem, UserRange,
+    DeviceCapFlags, DeviceOps, LinkLayer, MrKind, PortAttr, PortCapFlags, PortImmutable,
+    PortPhysState, PortState, QpAttr, QpCap, QpInitAttr, QpQuery, SrqAttr, SrqModify, UData, Umem,
+    UserRange,
 };
 use crate::net::NetDevice;
 use crate::proto::{mtu, wire::bth::DEFAULT_PKEY};
@@ -316,6 +317,12 @@ impl DeviceOps for RxudDevice {
             .max_mr_size(MAX_MR_SIZE)
             .page_size_cap(0xffff_f000)
             .sys_image_guid(dev.data().guid)
+            .device_cap_flags(
+                DeviceCapFlags::PORT_ACTIVE_EVENT
+                    | DeviceCapFlags::SYS_IMAGE_GUID
+                    | DeviceCapFlags::RC_RNR_NAK_GEN,
+            )
+            .atomics_within_device()
             .allow_user_unregister();
         Ok(())
     }

@@ -675,6 +675,8 @@ fn complete_recv(qp: &QpCore, wr_id: u64, st: u32, op: u32, len: u32, extra: Opt
 /// What `rx.rs` parsed of an RC packet.
 pub(crate) struct RxPacket<'a> {
     pub(crate) skb: &'a SkBuff,
+    /// The sender's IP address as a GID.
+    pub(crate) src: [u8; 16],
     /// BTH and extension headers (at least `header_len` bytes).
     pub(crate) head: &'a [u8],
     pub(crate) opcode: Opcode,
@@ -742,6 +744,11 @@ pub(crate) fn receive(
     let r = {
         let mut g = qp.rc.lock();
         let st = g.as_deref_mut().ok_or(RcDrop::NotConnected)?;
+        // A connected QP hears only its peer (as rxe checks): a third
+        // party must not reach it by guessing a QPN and a PSN.
+        if p.src != st.path.av.dgid {
+            return Err(RcDrop::NotConnected);
+        }
         if is_response {
             on_response(qp, st, p)
         } else {

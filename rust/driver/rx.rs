@@ -92,13 +92,18 @@ impl RxPort {
         let head = &head[..n];
         let (info, pad) =
             Packet::<&[u8]>::check_layout(head, len).map_err(|_| RxCounter::DropMalformed)?;
-        check_icrc(skb, head, len)?;
+        let mut ip_buf = [0u8; 48];
+        let ip_len = skb
+            .ip_udp_headers(&mut ip_buf)
+            .map_err(|_| RxCounter::DropMalformed)?;
+        let ip = ip_buf.get(..ip_len).ok_or(RxCounter::DropMalformed)?;
+        check_icrc(skb, ip, head, len)?;
         let bth = bth::Header::new_checked(head).map_err(|_| RxCounter::DropMalformed)?;
         let qp = self.qps.get(bth.dest_qp()).ok_or(RxCounter::DropNoQp)?;
         let payload = info.header_len..len - pad - 4;
         match bth.opcode() {
             Opcode::UD_SEND_ONLY | Opcode::UD_SEND_ONLY_WITH_IMMEDIATE => {
-                self.receive_ud(skb, &qp, head, bth.solicited(), payload)
+                self.receive_ud(skb, &qp, ip, head, bth.solicited(), payload)
             }
             op if op.transport() == Some(Transport::Rc) => {
                 if qp.qp_type() != QpType::Rc || !qp.live.can_receive() {
@@ -106,6 +111,7 @@ impl RxPort {
                 }
                 let p = rc::RxPacket {
                     skb,
+                    src: source_gid(ip).ok_or(RxCounter::DropMalformed)?,
                     head,
                     opcode: op,
                     psn: bth.psn(),
@@ -128,6 +134,7 @@ impl RxPort {
         &self,
         skb: &SkBuff,
         qp: &QpCore,
+        ip: &[u8],
         head: &[u8],
         solicited: bool,
         payload: core::ops::Range<usize>,
@@ -159,10 +166,9 @@ impl RxPort {
         }
         let wqe = RecvWqe::decode(&slot);
         let mut grh = [0u8; GRH_LEN];
-        let mut ip = [0u8; 48];
-        let (net, ip_len) = match skb.ip_udp_headers(&mut ip) {
-            Ok(28) => (network::IPV4, 20),
-            Ok(48) => (network::IPV6, 40),
+        let (net, ip_len) = match ip.len() {
+            28 => (network::IPV4, 20),
+            48 => (network::IPV6, 40),
             _ => return Err(RxCounter::DropMalformed),
         };
         // As rxe and hardware do: an IPv4 header goes in the GRH's last
@@ -265,14 +271,27 @@ fn copy_piece(
     Ok(())
 }
 
+/// The sender's address as a GID (IPv4-mapped for IPv4), from the IP and
+/// UDP headers as `SkBuff::ip_udp_headers` returns them.
+fn source_gid(ip: &[u8]) -> Option<[u8; 16]> {
+    let mut gid = [0u8; 16];
+    match ip.len() {
+        28 => {
+            gid[10] = 0xff;
+            gid[11] = 0xff;
+            gid[12..].copy_from_slice(ip.get(12..16)?);
+        }
+        48 => gid.copy_from_slice(ip.get(8..24)?),
+        _ => return None,
+    }
+    Some(gid)
+}
+
 /// Checks the ICRC of the datagram: its IP and UDP headers (as received),
 /// the BTH, then everything up to the trailer.
-fn check_icrc(skb: &SkBuff, head: &[u8], len: usize) -> Verdict {
+fn check_icrc(skb: &SkBuff, ip: &[u8], head: &[u8], len: usize) -> Verdict {
     let mut hdrs = [0u8; 48 + bth::HEADER_LEN];
-    let mut ip = [0u8; 48];
-    let n = skb
-        .ip_udp_headers(&mut ip)
-        .map_err(|_| RxCounter::DropMalformed)?;
+    let n = ip.len().min(48);
     hdrs[..n].copy_from_slice(&ip[..n]);
     hdrs[n..n + bth::HEADER_LEN].copy_from_slice(
         head.get(..bth::HEADER_LEN)

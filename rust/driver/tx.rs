@@ -266,9 +266,10 @@ pub(crate) fn finish(
         return Err(status::GENERAL_ERR);
     }
     let datagram = skb.datagram_mut().ok_or(status::GENERAL_ERR)?;
-    icrc::icrc_fill(datagram)
-        .map(|_| ())
-        .map_err(|_| status::GENERAL_ERR)
+    if icrc::icrc_fill(datagram).is_err() {
+        return Err(status::GENERAL_ERR);
+    }
+    Ok(())
 }
 
 /// The IPv4 address of an IPv4-mapped GID (`::ffff:a.b.c.d`).

@@ -15,6 +15,18 @@ flag_set! {
     }
 }
 
+flag_set! {
+    /// Device capabilities (`IB_DEVICE_*`): only what rxud does.
+    pub(crate) struct DeviceCapFlags {
+        /// Port state changes are reported as async events.
+        const PORT_ACTIVE_EVENT = bindings::IB_DEVICE_PORT_ACTIVE_EVENT;
+        /// `sys_image_guid` is set.
+        const SYS_IMAGE_GUID = bindings::IB_DEVICE_SYS_IMAGE_GUID;
+        /// The RC responder sends RNR NAKs when no receive is posted.
+        const RC_RNR_NAK_GEN = bindings::IB_DEVICE_RC_RNR_NAK_GEN;
+    }
+}
+
 /// Generates chainable setters, one per C field, named as the field.
 macro_rules! setters {
     ($($field:ident: $ty:ty),* $(,)?) => {
@@ -51,7 +63,6 @@ impl DeviceAttr {
         hw_ver: u32,
         max_qp: i32,
         max_qp_wr: i32,
-        device_cap_flags: u64,
         max_send_sge: i32,
         max_recv_sge: i32,
         max_sge_rd: i32,
@@ -78,6 +89,18 @@ impl DeviceAttr {
     /// System image GUID, in the wire (big-endian) byte order.
     pub(crate) fn sys_image_guid(&mut self, guid: [u8; 8]) -> &mut Self {
         self.0.sys_image_guid = u64::from_ne_bytes(guid);
+        self
+    }
+
+    pub(crate) fn device_cap_flags(&mut self, flags: DeviceCapFlags) -> &mut Self {
+        self.0.device_cap_flags = u64::from(flags.bits());
+        self
+    }
+
+    /// Atomic operations are atomic with respect to the other atomics of
+    /// this device (`IB_ATOMIC_HCA`), not to the CPU's accesses.
+    pub(crate) fn atomics_within_device(&mut self) -> &mut Self {
+        self.0.atomic_cap = bindings::IB_ATOMIC_HCA;
         self
     }
 
