@@ -7,6 +7,7 @@
 #                 and librxud (rdma-core-provider/build/librxud-rdmav34.so)
 #   make install  install both (modules_install, libibverbs provider dir)
 #   make run      the main job: two VMs, rxud loaded, traffic between them
+#   make bench    perftest over rxe and rxud between two VMs, side by side
 #   make check    lint gates, host unit tests + in-VM kselftest-style tests
 #   make fmt      format rust/ and the provider with the kernel's settings
 #   make lint     rustfmt --check and clippy (module, host crates, librxud)
@@ -27,7 +28,7 @@ LIBIBVERBS_DIR ?= /usr/lib/x86_64-linux-gnu/libibverbs
 VERBS_TEST := $(TOP)/tests/verbs/verbs-test
 KTEST := $(TOP)/tests/kmod
 
-.PHONY: all modules provider ktest install setup run check check-host check-vm clean help \
+.PHONY: all modules provider ktest install setup run bench check check-host check-vm clean help \
 	fmt lint fmt-check clippy clippy-module clippy-host
 
 all: modules provider $(VERBS_TEST) ktest
@@ -68,6 +69,10 @@ setup:
 
 run: all
 	bash $(TOP)/qemu/run-pair-demo.sh
+
+# perftest over rxe and rxud between two VMs, side by side (not in check).
+bench: all
+	bash $(TOP)/qemu/bench.sh
 
 check: all
 	bash $(TOP)/tests/run.sh

@@ -59,10 +59,14 @@ use crate::proto::{
         packet, reth,
     },
 };
+use core::sync::atomic::Ordering;
 use kernel::{prelude::*, sync::Arc};
 
 /// Packets built and not yet handed to IP, per QP: a batch.
 const TXQ_LEN: usize = 32;
+/// Packets one call of `kick` sends at most before leaving the rest to
+/// the QP's timer (bounds the time spent in a softirq).
+const KICK_BUDGET: usize = 256;
 /// The receive WQE with the most SGEs rxud grants (32).
 const MAX_RECV_SLOT: usize = RECV_WQE_HEADER_SIZE as usize + 32 * 16;
 
@@ -319,7 +323,7 @@ pub(crate) fn enter_error(qp: &QpCore, st: &mut RcState) {
 /// Rings the doorbell of an RC QP: admits posted WQEs, transmits what the
 /// window allows. Context: process.
 pub(crate) fn doorbell(qp: &Arc<QpCore>) {
-    kick(qp, true);
+    kick(qp);
 }
 
 /// The retransmit/RNR timer of `qp` fired. Context: softirq.
@@ -338,21 +342,32 @@ pub(crate) fn timer_fired(qp: Arc<QpCore>) {
             }
         }
     }
-    kick(&qp, true);
+    kick(&qp);
 }
 
-/// Generates what is due (WQEs from the ring when `admit`, packets the
-/// window allows, completions), then sends the QP's queue unless another
-/// context is at it. Any context.
-fn kick(qp: &Arc<QpCore>, admit: bool) {
+/// Generates what is due (WQEs from the ring, packets the window allows,
+/// completions), then sends the QP's queue unless another context is at
+/// it. Any context.
+fn kick(qp: &Arc<QpCore>) {
     let mut batch: [Option<TxSkb>; TXQ_LEN] = core::array::from_fn(|_| None);
+    let mut sent = 0;
     loop {
         let n = {
             let mut g = qp.rc.lock();
             let Some(st) = g.as_deref_mut() else {
                 return;
             };
-            pump(qp, st, admit);
+            if sent >= KICK_BUDGET {
+                // Enough for one context (a long READ answer can be
+                // thousands of packets): the rest from the timer, soon.
+                st.armed = None;
+                crate::timer::Timer::arm(qp, 0);
+                return;
+            }
+            // Responses first (READ data may exceed one queue's worth),
+            // then what the requester has due.
+            respond(qp, st);
+            pump(qp, st);
             if st.sending {
                 return;
             }
@@ -373,6 +388,7 @@ fn kick(qp: &Arc<QpCore>, admit: bool) {
                 let _ = skb.send();
             }
         }
+        sent += n;
         if let Some(st) = qp.rc.lock().as_deref_mut() {
             st.sending = false;
         }
@@ -381,14 +397,46 @@ fn kick(qp: &Arc<QpCore>, admit: bool) {
 
 /// Admits WQEs, builds packets into the queue, drains completions and
 /// re-arms the timer. Under the `rc` lock.
-fn pump(qp: &Arc<QpCore>, st: &mut RcState, admit: bool) {
-    let Some(s) = st.sender.as_mut() else {
-        return;
-    };
-    if admit {
-        admit_wqes(qp, s, st.mtu);
-    }
+///
+/// Doorbells (as for UD, see `tx.rs`): the send ring says
+/// `SENDER_ACTIVE` while the requester holds work, because an answer or
+/// the timer will then come back here and admit whatever was posted
+/// meanwhile; a stream of posts thus needs no system call. Clearing the
+/// flag is followed by a full fence and a last look at the ring, against
+/// the poster's publish-fence-read of the flag, so a WQE is either seen
+/// here or answered by a doorbell.
+fn pump(qp: &Arc<QpCore>, st: &mut RcState) {
     let t = now();
+    // At most one more round for a WQE posted while the flag was being
+    // cleared (more would spin on a ring whose producer lies).
+    for last_look in [false, true] {
+        let Some(s) = st.sender.as_mut() else {
+            return;
+        };
+        admit_wqes(qp, s, st.mtu);
+        transmit(qp, st, t);
+        complete_sends(qp, st);
+        let busy = st.sender.as_ref().is_some_and(|s| !s.req.is_empty());
+        qp.sq.ring().set_sender_active(busy);
+        if busy || last_look {
+            break;
+        }
+        core::sync::atomic::fence(Ordering::SeqCst);
+        if !qp.sq.has_entries() {
+            break;
+        }
+    }
+    let deadline = st.sender.as_ref().and_then(|s| s.req.next_deadline());
+    if let Some(d) = deadline {
+        if st.armed != Some(d) {
+            st.armed = Some(d);
+            crate::timer::Timer::arm(qp, d.saturating_sub(t));
+        }
+    }
+}
+
+/// Builds the packets the requester has due into the queue.
+fn transmit(qp: &QpCore, st: &mut RcState, t: u64) {
     while !st.txq.is_full() {
         let Some(s) = st.sender.as_mut() else {
             break;
@@ -409,14 +457,6 @@ fn pump(qp: &Arc<QpCore>, st: &mut RcState, admit: bool) {
                 }
             }
             Err(None) => {}
-        }
-    }
-    complete_sends(qp, st);
-    let deadline = st.sender.as_ref().and_then(|s| s.req.next_deadline());
-    if let Some(d) = deadline {
-        if st.armed != Some(d) {
-            st.armed = Some(d);
-            crate::timer::Timer::arm(qp, d.saturating_sub(t));
         }
     }
 }
@@ -752,12 +792,10 @@ pub(crate) fn receive(
         if is_response {
             on_response(qp, st, p)
         } else {
-            let r = on_request(qp, st, atomics, p);
-            respond(qp, st);
-            r
+            on_request(qp, st, atomics, p)
         }
     };
-    kick(qp, is_response);
+    kick(qp);
     r
 }
 
