@@ -26,18 +26,22 @@ PROVIDER_SO := $(PROVIDER)/build/librxud-rdmav34.so
 LIBIBVERBS_DIR ?= /usr/lib/x86_64-linux-gnu/libibverbs
 
 VERBS_TEST := $(TOP)/tests/verbs/verbs-test
+RC_TEST := $(TOP)/tests/verbs/rc-test
 KTEST := $(TOP)/tests/kmod
 
 .PHONY: all modules provider ktest install setup run bench check check-host check-vm clean help \
 	fmt lint fmt-check clippy clippy-module clippy-host
 
-all: modules provider $(VERBS_TEST) ktest
+all: modules provider $(VERBS_TEST) $(RC_TEST) ktest
 
 # tests/kmod/rxud_ktest.ko: drives kernel-only verbs (tests/guest/06-*).
 ktest:
 	$(MAKE) -C $(KDIR) M=$(KTEST) LLVM=1 modules
 
-$(VERBS_TEST): $(TOP)/tests/verbs/verbs-test.c
+$(VERBS_TEST): $(TOP)/tests/verbs/verbs-test.c $(TOP)/tests/verbs/tap.h
+	$(CC) -O2 -g -Wall -Wextra -Werror -o $@ $< -libverbs
+
+$(RC_TEST): $(TOP)/tests/verbs/rc-test.c $(TOP)/tests/verbs/tap.h
 	$(CC) -O2 -g -Wall -Wextra -Werror -o $@ $< -libverbs
 
 # librxud, named as libibverbs loads it. Tests use it in place through
@@ -117,7 +121,7 @@ clean:
 	-$(KMAKE) clean
 	-$(MAKE) -C $(KDIR) M=$(KTEST) LLVM=1 clean
 	rm -f $(TOP)/.rxud-kdir
-	rm -f $(VERBS_TEST)
+	rm -f $(VERBS_TEST) $(RC_TEST)
 	rm -rf $(TOP)/rust/proto/target $(TOP)/rust/abi/target $(PROVIDER)/target $(PROVIDER)/build
 
 help:

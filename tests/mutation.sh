@@ -118,6 +118,17 @@ build_all() {
 	mutant no-icrc-fill driver/tx.rs \
 		'if icrc::icrc_fill(datagram).is_err() {' 'if false {' \
 		tests/guest/08-ud.sh 'not ok [0-9]+ - ibv_ud_pingpong between two rxud devices'
+
+	# RC never arms its retransmit timer: a lost packet that no later one
+	# reveals (the last of a burst, an ACK) is never resent.
+	mutant rc-no-retransmit-timer driver/rc.rs \
+		'crate::timer::Timer::arm(qp, d.saturating_sub(t));' 'let _ = d;' \
+		tests/guest/10-rc.sh 'not ok [0-9]+ - 5% loss'
+
+	# The RC responder stops checking the rights of the MR an rkey names.
+	mutant rc-mr-rights-unchecked driver/rc.rs \
+		'match mr.check(qp.pd, va, len, rights) {' 'match mr.check(qp.pd, va, len, AccessFlags::EMPTY) {' \
+		tests/guest/11-rc-semantics.sh 'not ok [0-9]+ - WRITE to an MR without remote write'
 }
 
 if [ "$mode" != run ]; then

@@ -22,7 +22,7 @@ use crate::ib::{
 };
 use crate::net::NetDeviceRef;
 use crate::proto::{mtu::IbMtu, psn::Psn, wire::QPN_MASK};
-use crate::sync::{new_spinlock_irq, SpinLockIrq};
+use crate::sync::{new_spinlock_bh, SpinLockBh};
 use crate::timer::{impl_has_timer, Timer};
 use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use kernel::{
@@ -98,9 +98,11 @@ pub(crate) struct QpCore {
     pub(super) mrs: Arc<MrTable>,
     /// PSN of the next datagram (UD).
     pub(super) next_psn: AtomicU32,
-    /// RC connection state, from RTR until RESET (see `rc.rs`).
+    /// RC connection state, from RTR until RESET (see `rc.rs`). Taken in
+    /// process and softirq context, never in hard irq: a bottom-half lock,
+    /// so routing (IPv6 disables softirqs itself) may run under it.
     #[pin]
-    pub(super) rc: SpinLockIrq<Option<KBox<RcState>>>,
+    pub(super) rc: SpinLockBh<Option<KBox<RcState>>>,
 }
 
 impl_has_timer!(QpCore, rto, rc::timer_fired);
@@ -481,7 +483,7 @@ impl RxudQp {
                 mrs: dev.mr_keys.clone(),
                 next_psn: AtomicU32::new(0),
                 rto <- Timer::new(),
-                rc <- new_spinlock_irq!(None, "rxud:qp_rc"),
+                rc <- new_spinlock_bh!(None, "rxud:qp_rc"),
             }),
             GFP_KERNEL,
         )?;
@@ -603,17 +605,20 @@ impl RxudQp {
 
     pub(crate) fn query(&self) -> QpQuery {
         let cfg = *self.core.config.lock();
-        let psns = match self.core.rc.lock().as_deref() {
+        let (psns, failed) = match self.core.rc.lock().as_deref() {
             Some(st) => {
                 let (sq, rq) = st.psns();
-                (sq, Some(rq))
+                ((sq, Some(rq)), st.is_error())
             }
-            None => (None, None),
+            None => ((None, None), false),
         };
+        // The data path moved the QP to ERROR (an error completion): the
+        // configuration still says where modify_qp left it.
+        let state = if failed { QpState::Err } else { cfg.state };
         let attr = QpAttr {
             mask: QpAttrMask::EMPTY,
-            state: Some(cfg.state),
-            cur_state: Some(cfg.state),
+            state: Some(state),
+            cur_state: Some(state),
             path_mtu: Some(cfg.path_mtu),
             qkey: cfg.qkey,
             rq_psn: psns.1.unwrap_or(cfg.rq_psn).value(),

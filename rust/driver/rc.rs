@@ -8,13 +8,15 @@
 //!
 //! One QP's RC state ([`RcState`]) is driven from the doorbell (process
 //! context), the receive softirq (requests and responses) and the
-//! retransmit timer (softirq), under the QP's interrupt-safe `rc` lock.
-//! Packets are built under the lock (the state machines say what goes
-//! in them) into the QP's small transmit queue, and handed to IP after
-//! the lock is dropped: `ip_local_out` must not run with interrupts off.
-//! One context at a time sends a QP's queue (`RcState::sending`); a
-//! context that finds another sending leaves its packets to it. So
-//! packets leave in the order they were built, which is PSN order.
+//! retransmit timer (softirq), under the QP's `rc` lock, a bottom-half
+//! lock: no hard-irq context takes it, and routing, which may disable and
+//! re-enable softirqs itself (IPv6 does), runs under it. Packets are built
+//! under the lock (the state machines say what goes in them) into the
+//! QP's small transmit queue, and handed to IP after the lock is dropped,
+//! so the lock is never held across the IP stack. One context at a time
+//! sends a QP's queue (`RcState::sending`); a context that finds another
+//! sending leaves its packets to it. So packets leave in the order they
+//! were built, which is PSN order.
 //!
 //! # Per packet
 //!
@@ -286,6 +288,12 @@ impl RcState {
     /// modify_qp changed the rights granted to the peer.
     pub(crate) fn set_access(&mut self, access: AccessFlags) {
         self.access = access;
+    }
+
+    /// An error completion or a fatal request moved the QP to the error
+    /// state on its own (query_qp reports ERR).
+    pub(crate) fn is_error(&self) -> bool {
+        self.receiver.resp.is_error() || self.sender.as_ref().is_some_and(|s| s.req.is_error())
     }
 
     /// The next PSNs, for query_qp: (sq_psn, rq_psn).

@@ -112,12 +112,13 @@ impl<T: Send + Sync> IndexTable<T> {
     /// The object numbered `id`, if any. (For the data path: packets and
     /// work requests name QPs and AHs by number.)
     #[allow(dead_code)]
-    /// Calls `f` on every object in the table, under the table's lock
-    /// (so `f` must not use the table). Any context.
+    /// Calls `f` on every object in the table, with the table's lock
+    /// dropped (`f` may take locks of its own). Objects added meanwhile
+    /// may be missed. Context: process (O(max) lock round trips).
     pub(crate) fn for_each(&self, mut f: impl FnMut(&Arc<T>)) {
-        for slot in self.slots.lock().entries.iter() {
-            if let Slot::Used(v) = slot {
-                f(v);
+        for id in self.base..self.base.saturating_add(self.max) {
+            if let Some(v) = self.get(id) {
+                f(&v);
             }
         }
     }

@@ -3,6 +3,7 @@
 
 #include <linux/highmem.h>
 #include <linux/if_vlan.h>
+#include <linux/inetdevice.h>
 #include <linux/ip.h>
 #include <net/ip.h>
 #include <net/route.h>
@@ -148,6 +149,16 @@ void rxud_spin_unlock_irqrestore(spinlock_t *lock, unsigned long flags)
 	spin_unlock_irqrestore(lock, flags);
 }
 
+void rxud_spin_lock_bh(spinlock_t *lock)
+{
+	spin_lock_bh(lock);
+}
+
+void rxud_spin_unlock_bh(spinlock_t *lock)
+{
+	spin_unlock_bh(lock);
+}
+
 struct net *rxud_dev_net(const struct net_device *ndev)
 {
 	return dev_net(ndev);
@@ -200,9 +211,25 @@ unsigned int rxud_skb_len(const struct sk_buff *skb)
 	return skb->len;
 }
 
-struct net_device *rxud_skb_dev(const struct sk_buff *skb)
+/*
+ * The device a received packet is for: the one it arrived on, or, for a
+ * packet a local sender looped back through lo (a QP talking to a QP of
+ * the same device), the device that owns its destination address. Called
+ * in the receive softirq (RCU read side).
+ */
+struct net_device *rxud_skb_port_dev(const struct sk_buff *skb)
 {
-	return skb->dev;
+	struct net_device *dev = skb->dev;
+
+	if (!dev || !(dev->flags & IFF_LOOPBACK))
+		return dev;
+	if (skb->protocol == htons(ETH_P_IP))
+		return __ip_dev_find(dev_net(dev), ip_hdr(skb)->daddr, false);
+#if IS_ENABLED(CONFIG_IPV6)
+	if (skb->protocol == htons(ETH_P_IPV6))
+		return ipv6_dev_find(dev_net(dev), &ipv6_hdr(skb)->daddr, NULL);
+#endif
+	return NULL;
 }
 
 bool rxud_skb_pull_udp_header(struct sk_buff *skb)

@@ -44,6 +44,9 @@ u64 rxud_mmap_entry_offset(const struct rdma_user_mmap_entry *entry);
  */
 unsigned long rxud_spin_lock_irqsave(spinlock_t *lock);
 void rxud_spin_unlock_irqrestore(spinlock_t *lock, unsigned long flags);
+/* spin_lock_bh/spin_unlock_bh: locks shared with softirq context only. */
+void rxud_spin_lock_bh(spinlock_t *lock);
+void rxud_spin_unlock_bh(spinlock_t *lock);
 
 /* Network namespaces (dev_net, get_net, put_net are inline). */
 struct net *rxud_dev_net(const struct net_device *ndev);
@@ -60,7 +63,7 @@ void *rxud_sk_user_data(struct sock *sk);
 /* sk_buff fields and inlines (struct sk_buff is opaque to Rust). */
 void rxud_kfree_skb(struct sk_buff *skb);
 unsigned int rxud_skb_len(const struct sk_buff *skb);
-struct net_device *rxud_skb_dev(const struct sk_buff *skb);
+struct net_device *rxud_skb_port_dev(const struct sk_buff *skb);
 /* Drops the UDP header an encap_rcv skb starts with; false if too short. */
 bool rxud_skb_pull_udp_header(struct sk_buff *skb);
 

@@ -91,10 +91,15 @@ impl SkBuff {
         kernel::error::to_result(ret)
     }
 
-    /// The device the packet arrived on, if any.
+    /// The device the packet is for: the one it arrived on, or for a
+    /// packet looped back through `lo` by a local sender, the device that
+    /// owns its destination address. Context: the receive softirq.
     pub(crate) fn ingress(&self) -> Option<NetDeviceId> {
-        // SAFETY: the skb is live; `dev` is read, not dereferenced.
-        let dev = unsafe { bindings::rxud_skb_dev(self.ptr.as_ptr()) };
+        // SAFETY: the skb is live and its headers were checked by the
+        // UDP layer; the helper reads `dev` and, for loopback, looks the
+        // destination address up under the softirq's RCU read side. The
+        // result is compared, not dereferenced.
+        let dev = unsafe { bindings::rxud_skb_port_dev(self.ptr.as_ptr()) };
         (!dev.is_null()).then(|| NetDeviceId::from_raw(dev))
     }
 }

@@ -88,12 +88,14 @@ rxud_beside_rxe_end() {
 }
 
 # v2_gid_index DEV [PREFIX]: the GID index of DEV's RoCE v2 GID that starts
-# with PREFIX (default: an IPv4 address's, ::ffff:a.b.c.d).
+# with PREFIX (default: an IPv4 address's, ::ffff:a.b.c.d). One grep reads
+# the whole table (1024 entries): a process per entry takes seconds under
+# TCG, paid again by every try of a wait_for.
 v2_gid_index() {
 	local f i prefix=${2:-0000:0000:0000:0000:0000:ffff:}
-	for f in /sys/class/infiniband/"$1"/ports/1/gids/*; do
+	# shellcheck disable=SC2013 # sysfs paths: no blanks
+	for f in $(grep -l "^$prefix" /sys/class/infiniband/"$1"/ports/1/gids/* 2>/dev/null); do
 		i=${f##*/}
-		grep -q "^$prefix" "$f" || continue
 		[ "$(cat "/sys/class/infiniband/$1/ports/1/gid_attrs/types/$i" 2>/dev/null)" = "RoCE v2" ] && { echo "$i"; return; }
 	done
 	return 1

@@ -21,46 +21,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 #include <infiniband/verbs.h>
-
-#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
-
-static int n_checks, n_failed;
-
-__attribute__((format(printf, 2, 3)))
-static void check(int ok, const char *fmt, ...)
-{
-	va_list ap;
-
-	n_checks++;
-	if (!ok)
-		n_failed++;
-	printf("%s %d - ", ok ? "ok" : "not ok", n_checks);
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	printf("\n");
-	fflush(stdout);
-}
-
-static void vcheck_err(int got, int want, const char *fmt, va_list ap)
-{
-	char what[256];
-
-	vsnprintf(what, sizeof(what), fmt, ap);
-	check(got == want, "%s: %s (got %s)", what, want ? strerror(want) : "success",
-	      got ? strerror(got) : "success");
-}
-
-/* A verb that returns an errno value must return exactly @want. */
-__attribute__((format(printf, 3, 4)))
-static void check_err(int got, int want, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vcheck_err(got, want, fmt, ap);
-	va_end(ap);
-}
+#include "tap.h"
 
 /*
  * A verb that creates an object (NULL and errno on failure): @created says
@@ -75,18 +36,6 @@ static void check_create(int created, int err, int want, const char *fmt, ...)
 	va_start(ap, fmt);
 	vcheck_err(created ? 0 : (err ? err : -1), want, fmt, ap);
 	va_end(ap);
-}
-
-static struct ibv_context *open_dev(const char *name)
-{
-	struct ibv_device **list = ibv_get_device_list(NULL);
-	struct ibv_context *ctx = NULL;
-
-	for (int i = 0; list && list[i]; i++)
-		if (!strcmp(ibv_get_device_name(list[i]), name))
-			ctx = ibv_open_device(list[i]);
-	ibv_free_device_list(list);
-	return ctx;
 }
 
 #define NPDS 64

@@ -1,0 +1,924 @@
+// SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
+/*
+ * rc-test: RC semantics on one RDMA device through libibverbs, in TAP. Two
+ * RC QPs of the device, A (the requester of every check) and B (the
+ * responder), are connected to each other (loopback over the device's own
+ * GID) and exchange SENDs, RDMA WRITEs and READs and atomics; errors (bad
+ * rkey, out-of-bounds access, missing access rights, receive too small, RNR)
+ * must complete with the statuses the IB spec sets and leave the QP in
+ * error, where later work requests flush. Run against rxud and against rxe,
+ * it must pass on both.
+ *
+ *   rc-test -d DEV -g GIDINDEX    run the checks; GIDINDEX is a RoCE v2 GID
+ *                                 of port 1
+ *   -D DEV2 -G GIDINDEX2          put QP B on DEV2 instead (two devices that
+ *                                 reach each other: interoperation, and RC
+ *                                 without loopback)
+ *   -q                            B's device is rxe: expect rxe's statuses
+ *                                 where it departs from the spec (see
+ *                                 length_error_checks)
+ *
+ * Every completion is waited for at most POLL_MS: a check fails rather than
+ * hang. Once one did not come, later waits are SHORT_MS, to keep a broken
+ * device's run short.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+#include <infiniband/verbs.h>
+#include "tap.h"
+
+/* --- Memory --- */
+
+/*
+ * Two buffers with an MR each and all access rights: A's (the requester's
+ * local memory, on A's PD) and B's (the responder's, target of WRITEs,
+ * source of READs, on B's PD). A third one of B's, registered without
+ * remote write, for the access error.
+ */
+#define BUF_LEN 65536
+#define ALL_ACCESS (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | \
+		    IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC)
+
+/* The devices of A (0) and B (1), the same one unless -D. */
+static struct ibv_context *ctx[2];
+static struct ibv_pd *pd[2];
+static union ibv_gid gid[2];
+static int gid_idx[2] = { -1, -1 };
+static int rxe_quirks;
+static uint8_t *buf_a, *buf_b, *buf_ro;
+static struct ibv_mr *mr_a, *mr_b, *mr_ro;
+
+/* Offsets into the buffers, one region per check. */
+#define RECV_OFF	0	/* receives, up to 4096 bytes */
+#define WRITE_OFF	8192	/* RDMA WRITE, 5000 bytes */
+#define WIMM_OFF	16384	/* RDMA WRITE with immediate, 5000 bytes */
+#define READ_OFF	24576	/* RDMA READ, 5000 bytes */
+#define ATOMIC_OFF	40960	/* atomics, 8 bytes */
+
+/* A byte pattern that differs per @seed and is not periodic in 256. */
+static void fill(uint8_t *p, size_t len, unsigned int seed)
+{
+	for (size_t i = 0; i < len; i++)
+		p[i] = (uint8_t)(seed + i * 7 + (i >> 8));
+}
+
+static int same(const uint8_t *p, size_t len, unsigned int seed)
+{
+	for (size_t i = 0; i < len; i++)
+		if (p[i] != (uint8_t)(seed + i * 7 + (i >> 8)))
+			return 0;
+	return 1;
+}
+
+static int all_bytes(const uint8_t *p, size_t len, uint8_t v)
+{
+	for (size_t i = 0; i < len; i++)
+		if (p[i] != v)
+			return 0;
+	return 1;
+}
+
+static struct ibv_sge sge(struct ibv_mr *mr, size_t off, uint32_t len)
+{
+	return (struct ibv_sge){ .addr = (uintptr_t)mr->addr + off, .length = len, .lkey = mr->lkey };
+}
+
+/* --- Completions --- */
+
+#define POLL_MS 10000
+#define SHORT_MS 1000
+
+static int timed_out;	/* a completion did not come in POLL_MS */
+
+static long long now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
+}
+
+/*
+ * One completion of @cq into @wc, waiting at most @ms; 1 if one came. Polls,
+ * sleeping a little between empty polls: under TCG a busy loop would starve
+ * the kernel threads that make the completion.
+ */
+static int poll_wc(struct ibv_cq *cq, struct ibv_wc *wc, int ms)
+{
+	long long deadline = now_ms() + ms;
+	int n;
+
+	for (int i = 0;; i++) {
+		n = ibv_poll_cq(cq, 1, wc);
+		if (n)
+			return n > 0;
+		if (now_ms() >= deadline)
+			return 0;
+		if (i > 10)
+			usleep(200);
+	}
+}
+
+static const char *wc_opcode_name(int op)
+{
+	switch (op) {
+	case IBV_WC_SEND: return "SEND";
+	case IBV_WC_RDMA_WRITE: return "RDMA_WRITE";
+	case IBV_WC_RDMA_READ: return "RDMA_READ";
+	case IBV_WC_COMP_SWAP: return "COMP_SWAP";
+	case IBV_WC_FETCH_ADD: return "FETCH_ADD";
+	case IBV_WC_RECV: return "RECV";
+	case IBV_WC_RECV_RDMA_WITH_IMM: return "RECV_RDMA_WITH_IMM";
+	default: return "?";
+	}
+}
+
+/*
+ * The next completion of @cq must be that of work request @wr_id with
+ * @status, and on success @opcode (the opcode of a failed completion is
+ * undefined). @post_err is what posting the work request returned: if it
+ * failed, so does the check, without waiting. Returns 1 if all matched, the
+ * completion in @wc.
+ */
+__attribute__((format(printf, 7, 8)))
+static int expect_wc(struct ibv_cq *cq, int post_err, uint64_t wr_id, enum ibv_wc_status status,
+		     enum ibv_wc_opcode opcode, struct ibv_wc *wc, const char *fmt, ...)
+{
+	char what[256], got[160];
+	struct ibv_wc tmp;
+	va_list ap;
+	int ok;
+
+	if (!wc)
+		wc = &tmp;
+	memset(wc, 0, sizeof(*wc));
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof(what), fmt, ap);
+	va_end(ap);
+	if (post_err) {
+		snprintf(got, sizeof(got), "post failed: %s", strerror(post_err));
+		ok = 0;
+	} else if (!poll_wc(cq, wc, timed_out ? SHORT_MS : POLL_MS)) {
+		snprintf(got, sizeof(got), "no completion in %d ms", timed_out ? SHORT_MS : POLL_MS);
+		timed_out = 1;
+		ok = 0;
+	} else {
+		snprintf(got, sizeof(got), "%s, %s, wr_id %llu", ibv_wc_status_str(wc->status),
+			 wc->status == IBV_WC_SUCCESS ? wc_opcode_name(wc->opcode) : "-",
+			 (unsigned long long)wc->wr_id);
+		ok = wc->wr_id == wr_id && wc->status == status &&
+		     (status != IBV_WC_SUCCESS || wc->opcode == opcode);
+	}
+	check(ok, "%s: %s%s%s (got %s)", what, ibv_wc_status_str(status),
+	      status == IBV_WC_SUCCESS ? ", " : "",
+	      status == IBV_WC_SUCCESS ? wc_opcode_name(opcode) : "", got);
+	return ok;
+}
+
+/* No completion on @cq within @ms. */
+static int cq_stays_empty(struct ibv_cq *cq, int ms)
+{
+	struct ibv_wc wc;
+
+	return !poll_wc(cq, &wc, ms);
+}
+
+/* --- Posting --- */
+
+static int post_recv(struct ibv_qp *qp, uint64_t wr_id, struct ibv_sge *sg, int n)
+{
+	struct ibv_recv_wr wr = { .wr_id = wr_id, .sg_list = sg, .num_sge = n }, *bad;
+
+	return ibv_post_recv(qp, &wr, &bad);
+}
+
+/* Posts @wr (one work request; signaled unless @wr says otherwise). */
+static int post_send(struct ibv_qp *qp, struct ibv_send_wr *wr)
+{
+	struct ibv_send_wr *bad;
+
+	return ibv_post_send(qp, wr, &bad);
+}
+
+static struct ibv_send_wr send_wr(uint64_t wr_id, enum ibv_wr_opcode op, struct ibv_sge *sg, int n)
+{
+	return (struct ibv_send_wr){ .wr_id = wr_id, .opcode = op, .sg_list = sg, .num_sge = n,
+				     .send_flags = IBV_SEND_SIGNALED };
+}
+
+static struct ibv_send_wr rdma_wr(uint64_t wr_id, enum ibv_wr_opcode op, struct ibv_sge *sg,
+				  uint64_t raddr, uint32_t rkey)
+{
+	struct ibv_send_wr wr = send_wr(wr_id, op, sg, 1);
+
+	wr.wr.rdma.remote_addr = raddr;
+	wr.wr.rdma.rkey = rkey;
+	return wr;
+}
+
+/* --- Connected QP pairs --- */
+
+static const char *qps_name(int s)
+{
+	static const char *const n[] = { "RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR" };
+
+	return s >= 0 && s < (int)ARRAY_SIZE(n) ? n[s] : "?";
+}
+
+/* The address vector of QP @i (0: A, 1: B) to the other one's GID. */
+static struct ibv_ah_attr av_to_peer(int i)
+{
+	return (struct ibv_ah_attr){
+		.is_global = 1,
+		.port_num = 1,
+		.grh = { .dgid = gid[1 - i], .sgid_index = gid_idx[i], .hop_limit = 64 },
+	};
+}
+
+/*
+ * QP A (qp[0], the requester of the checks) and QP B (qp[1], the
+ * responder), each with a CQ of its own for both queues, connected to each
+ * other.
+ */
+struct pair {
+	struct ibv_cq *cq[2];
+	struct ibv_qp *qp[2];
+};
+
+struct pair_opts {
+	int rnr_retry;		/* of A (B always gets 7) */
+	int min_rnr_timer;	/* of B (A always gets 1) */
+	uint32_t psn;		/* A's first send PSN; B's is psn + 0x1000 */
+};
+
+/* Work requests of the checks retry RNR a little, with the shortest wait. */
+static const struct pair_opts default_opts = { .rnr_retry = 3, .min_rnr_timer = 1,
+					       .psn = 0x100 };
+
+#define INLINE_LEN 64
+
+/* Takes QP @i of a pair (0: A, 1: B) from RESET to RTS. */
+static int connect_qp(struct ibv_qp *qp, int i, uint32_t dest_qpn, uint32_t sq_psn,
+		      uint32_t rq_psn, int rnr_retry, int min_rnr_timer)
+{
+	struct ibv_qp_attr a;
+	int err;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_INIT;
+	a.pkey_index = 0;
+	a.port_num = 1;
+	a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+			    IBV_ACCESS_REMOTE_ATOMIC;
+	err = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+			    IBV_QP_ACCESS_FLAGS);
+	if (err)
+		return err;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTR;
+	a.ah_attr = av_to_peer(i);
+	a.path_mtu = IBV_MTU_1024;
+	a.dest_qp_num = dest_qpn;
+	a.rq_psn = rq_psn;
+	a.max_dest_rd_atomic = 4;
+	a.min_rnr_timer = min_rnr_timer;
+	err = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+			    IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+	if (err)
+		return err;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTS;
+	a.sq_psn = sq_psn;
+	a.timeout = 14;		/* 67 ms */
+	a.retry_cnt = 7;
+	a.rnr_retry = rnr_retry;
+	a.max_rd_atomic = 4;
+	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT |
+			     IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
+}
+
+static void pair_destroy(struct pair *p)
+{
+	for (int i = 0; i < 2; i++)
+		if (p->qp[i])
+			ibv_destroy_qp(p->qp[i]);
+	for (int i = 0; i < 2; i++)
+		if (p->cq[i])
+			ibv_destroy_cq(p->cq[i]);
+	memset(p, 0, sizeof(*p));
+}
+
+/* Creates and connects a pair (one check, named @name); 1 on success. */
+static int pair_make(struct pair *p, const struct pair_opts *o, const char *name)
+{
+	const uint32_t psn[2] = { o->psn & 0xffffff, (o->psn + 0x1000) & 0xffffff };
+	const char *step = "create CQs";
+	int err = 0;
+
+	memset(p, 0, sizeof(*p));
+	for (int i = 0; i < 2; i++) {
+		errno = 0;
+		p->cq[i] = ibv_create_cq(ctx[i], 32, NULL, NULL, 0);
+		if (!p->cq[i]) {
+			err = errno ? errno : -1;
+			goto out;
+		}
+	}
+	step = "create QPs";
+	for (int i = 0; i < 2; i++) {
+		struct ibv_qp_init_attr ia = {
+			.send_cq = p->cq[i],
+			.recv_cq = p->cq[i],
+			.qp_type = IBV_QPT_RC,
+			.sq_sig_all = 0,
+			.cap = { .max_send_wr = 16, .max_recv_wr = 16, .max_send_sge = 4,
+				 .max_recv_sge = 4, .max_inline_data = INLINE_LEN },
+		};
+
+		errno = 0;
+		p->qp[i] = ibv_create_qp(pd[i], &ia);
+		if (!p->qp[i]) {
+			err = errno ? errno : -1;
+			goto out;
+		}
+	}
+	step = "connect A";
+	err = connect_qp(p->qp[0], 0, p->qp[1]->qp_num, psn[0], psn[1], o->rnr_retry, 1);
+	if (err)
+		goto out;
+	step = "connect B";
+	err = connect_qp(p->qp[1], 1, p->qp[0]->qp_num, psn[1], psn[0], 7, o->min_rnr_timer);
+out:
+	check(!err, "%s: QP pair created and connected (%s: %s)", name, step,
+	      err ? strerror(err) : "success");
+	if (err)
+		pair_destroy(p);
+	return !err;
+}
+
+/* --- The checks --- */
+
+/* query_qp on a connected pair. */
+static void query_checks(struct pair *p)
+{
+	struct ibv_qp_init_attr ia;
+	struct ibv_qp_attr a;
+
+	for (int i = 0; i < 2; i++) {
+		memset(&a, 0, sizeof(a));
+		a.qp_state = -1;
+		check_err(ibv_query_qp(p->qp[i], &a, IBV_QP_STATE | IBV_QP_DEST_QPN | IBV_QP_PATH_MTU,
+				       &ia), 0, "query_qp of connected QP %c", "AB"[i]);
+		check(a.qp_state == IBV_QPS_RTS && a.dest_qp_num == p->qp[1 - i]->qp_num &&
+		      a.path_mtu == IBV_MTU_1024,
+		      "connected QP %c is in RTS, dest_qp_num the other's, path_mtu 1024 (got %s, %#x, %d)",
+		      "AB"[i], qps_name(a.qp_state), a.dest_qp_num, a.path_mtu);
+	}
+}
+
+/* SEND, SEND with immediate, gather and scatter lists, inline data. */
+static void send_checks(struct pair *p)
+{
+	struct ibv_qp *qa = p->qp[0], *qb = p->qp[1];
+	struct ibv_cq *ca = p->cq[0], *cb = p->cq[1];
+	struct ibv_sge sa[3], sb[3];
+	struct ibv_send_wr wr;
+	uint8_t inl[INLINE_LEN], orig[INLINE_LEN];
+	struct ibv_wc wc;
+	int es, er;
+
+	/* 3000 bytes: three packets at MTU 1024. */
+	fill(buf_a, 3000, 1);
+	memset(buf_b, 0, 4096);
+	sb[0] = sge(mr_b, RECV_OFF, 4096);
+	er = post_recv(qb, 1, sb, 1);
+	sa[0] = sge(mr_a, 0, 3000);
+	wr = send_wr(2, IBV_WR_SEND, sa, 1);
+	es = post_send(qa, &wr);
+	expect_wc(ca, es, 2, IBV_WC_SUCCESS, IBV_WC_SEND, NULL, "SEND of 3000 bytes: A completes");
+	if (expect_wc(cb, er, 1, IBV_WC_SUCCESS, IBV_WC_RECV, &wc, "SEND of 3000 bytes: B's receive"))
+		check(wc.byte_len == 3000 && !(wc.wc_flags & IBV_WC_WITH_IMM) &&
+		      wc.qp_num == qb->qp_num,
+		      "SEND of 3000 bytes: byte_len 3000, no immediate, B's QPN (got %u, %#x, %#x)",
+		      wc.byte_len, wc.wc_flags, wc.qp_num);
+	check(same(buf_b, 3000, 1) && all_bytes(buf_b + 3000, 1096, 0),
+	      "SEND of 3000 bytes: the data arrived, nothing past it");
+
+	/* With immediate data. */
+	fill(buf_a, 100, 2);
+	sb[0] = sge(mr_b, RECV_OFF, 4096);
+	er = post_recv(qb, 3, sb, 1);
+	sa[0] = sge(mr_a, 0, 100);
+	wr = send_wr(4, IBV_WR_SEND_WITH_IMM, sa, 1);
+	wr.imm_data = htobe32(0x12345678);
+	es = post_send(qa, &wr);
+	expect_wc(ca, es, 4, IBV_WC_SUCCESS, IBV_WC_SEND, NULL, "SEND_WITH_IMM: A completes");
+	if (expect_wc(cb, er, 3, IBV_WC_SUCCESS, IBV_WC_RECV, &wc, "SEND_WITH_IMM: B's receive"))
+		check((wc.wc_flags & IBV_WC_WITH_IMM) && wc.imm_data == htobe32(0x12345678) &&
+		      wc.byte_len == 100,
+		      "SEND_WITH_IMM: IBV_WC_WITH_IMM, immediate 0x12345678, byte_len 100 (got %#x, %#x, %u)",
+		      wc.wc_flags, be32toh(wc.imm_data), wc.byte_len);
+	check(same(buf_b, 100, 2), "SEND_WITH_IMM: the data arrived");
+
+	/* A gather list of 3 SGEs into one contiguous receive. */
+	fill(buf_a, 4096, 3);
+	memset(buf_b, 0, 4096);
+	sb[0] = sge(mr_b, RECV_OFF, 4096);
+	er = post_recv(qb, 5, sb, 1);
+	sa[0] = sge(mr_a, 0, 100);
+	sa[1] = sge(mr_a, 1000, 200);
+	sa[2] = sge(mr_a, 2000, 1300);
+	wr = send_wr(6, IBV_WR_SEND, sa, 3);
+	es = post_send(qa, &wr);
+	expect_wc(ca, es, 6, IBV_WC_SUCCESS, IBV_WC_SEND, NULL, "SEND from 3 SGEs: A completes");
+	if (expect_wc(cb, er, 5, IBV_WC_SUCCESS, IBV_WC_RECV, &wc, "SEND from 3 SGEs: B's receive"))
+		check(wc.byte_len == 1600, "SEND from 3 SGEs: byte_len 1600 (got %u)", wc.byte_len);
+	check(!memcmp(buf_b, buf_a, 100) && !memcmp(buf_b + 100, buf_a + 1000, 200) &&
+	      !memcmp(buf_b + 300, buf_a + 2000, 1300) && all_bytes(buf_b + 1600, 100, 0),
+	      "SEND from 3 SGEs: gathered in order");
+
+	/* One contiguous send scattered over a receive of 3 SGEs. */
+	fill(buf_a, 1600, 4);
+	memset(buf_b, 0xee, 4096);
+	sb[0] = sge(mr_b, 0, 100);
+	sb[1] = sge(mr_b, 1000, 200);
+	sb[2] = sge(mr_b, 2000, 2000);
+	er = post_recv(qb, 7, sb, 3);
+	sa[0] = sge(mr_a, 0, 1600);
+	wr = send_wr(8, IBV_WR_SEND, sa, 1);
+	es = post_send(qa, &wr);
+	expect_wc(ca, es, 8, IBV_WC_SUCCESS, IBV_WC_SEND, NULL, "SEND into 3 SGEs: A completes");
+	if (expect_wc(cb, er, 7, IBV_WC_SUCCESS, IBV_WC_RECV, &wc, "SEND into 3 SGEs: B's receive"))
+		check(wc.byte_len == 1600, "SEND into 3 SGEs: byte_len 1600 (got %u)", wc.byte_len);
+	check(!memcmp(buf_b, buf_a, 100) && !memcmp(buf_b + 1000, buf_a + 100, 200) &&
+	      !memcmp(buf_b + 2000, buf_a + 300, 1300) && all_bytes(buf_b + 100, 900, 0xee) &&
+	      all_bytes(buf_b + 1200, 800, 0xee) && all_bytes(buf_b + 3300, 700, 0xee),
+	      "SEND into 3 SGEs: scattered in order, nothing between or past them");
+
+	/*
+	 * Inline: the data is copied at post time, from memory outside any
+	 * MR; changing it right after the post must not change what arrives.
+	 */
+	fill(orig, sizeof(inl), 5);
+	memcpy(inl, orig, sizeof(inl));
+	memset(buf_b, 0, 4096);
+	sb[0] = sge(mr_b, RECV_OFF, 4096);
+	er = post_recv(qb, 9, sb, 1);
+	sa[0] = (struct ibv_sge){ .addr = (uintptr_t)inl, .length = 40, .lkey = 0 };
+	wr = send_wr(10, IBV_WR_SEND, sa, 1);
+	wr.send_flags |= IBV_SEND_INLINE;
+	es = post_send(qa, &wr);
+	memset(inl, 0, sizeof(inl));
+	expect_wc(ca, es, 10, IBV_WC_SUCCESS, IBV_WC_SEND, NULL, "inline SEND of 40 bytes: A completes");
+	if (expect_wc(cb, er, 9, IBV_WC_SUCCESS, IBV_WC_RECV, &wc, "inline SEND of 40 bytes: B's receive"))
+		check(wc.byte_len == 40, "inline SEND: byte_len 40 (got %u)", wc.byte_len);
+	check(!memcmp(buf_b, orig, 40) && all_bytes(buf_b + 40, 100, 0),
+	      "inline SEND: the data as it was at post time arrived");
+}
+
+/* RDMA WRITE, WRITE with immediate, READ. */
+static void rdma_checks(struct pair *p)
+{
+	struct ibv_qp *qa = p->qp[0], *qb = p->qp[1];
+	struct ibv_cq *ca = p->cq[0], *cb = p->cq[1];
+	uint64_t rb = (uintptr_t)buf_b;
+	struct ibv_sge sa, sb;
+	struct ibv_send_wr wr;
+	struct ibv_wc wc;
+	int es, er;
+
+	/* A receive is posted: a plain WRITE must not consume it. */
+	sb = sge(mr_b, RECV_OFF, 4096);
+	er = post_recv(qb, 20, &sb, 1);
+
+	fill(buf_a + WRITE_OFF, 5000, 6);
+	memset(buf_b + WRITE_OFF, 0, 8192);
+	sa = sge(mr_a, WRITE_OFF, 5000);
+	wr = rdma_wr(21, IBV_WR_RDMA_WRITE, &sa, rb + WRITE_OFF, mr_b->rkey);
+	es = post_send(qa, &wr);
+	expect_wc(ca, es, 21, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, NULL,
+		  "RDMA WRITE of 5000 bytes: A completes");
+	check(same(buf_b + WRITE_OFF, 5000, 6) && all_bytes(buf_b + WRITE_OFF + 5000, 100, 0),
+	      "RDMA WRITE of 5000 bytes: the data landed in B's MR, nothing past it");
+	check(cq_stays_empty(cb, 50), "RDMA WRITE: no completion on B (the receive stays posted)");
+
+	fill(buf_a + WIMM_OFF, 5000, 7);
+	memset(buf_b + WIMM_OFF, 0, 8192);
+	sa = sge(mr_a, WIMM_OFF, 5000);
+	wr = rdma_wr(22, IBV_WR_RDMA_WRITE_WITH_IMM, &sa, rb + WIMM_OFF, mr_b->rkey);
+	wr.imm_data = htobe32(0xcafe0001);
+	es = post_send(qa, &wr);
+	expect_wc(ca, es, 22, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, NULL,
+		  "RDMA WRITE_WITH_IMM of 5000 bytes: A completes");
+	if (expect_wc(cb, er, 20, IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM, &wc,
+		      "RDMA WRITE_WITH_IMM: consumes B's receive"))
+		check((wc.wc_flags & IBV_WC_WITH_IMM) && wc.imm_data == htobe32(0xcafe0001) &&
+		      wc.byte_len == 5000,
+		      "RDMA WRITE_WITH_IMM: IBV_WC_WITH_IMM, immediate 0xcafe0001, byte_len 5000 (got %#x, %#x, %u)",
+		      wc.wc_flags, be32toh(wc.imm_data), wc.byte_len);
+	check(same(buf_b + WIMM_OFF, 5000, 7) && all_bytes(buf_b + WIMM_OFF + 5000, 100, 0),
+	      "RDMA WRITE_WITH_IMM: the data landed in B's MR, not in the receive buffer");
+
+	fill(buf_b + READ_OFF, 5000, 8);
+	memset(buf_a + READ_OFF, 0, 8192);
+	sa = sge(mr_a, READ_OFF, 5000);
+	wr = rdma_wr(23, IBV_WR_RDMA_READ, &sa, rb + READ_OFF, mr_b->rkey);
+	es = post_send(qa, &wr);
+	expect_wc(ca, es, 23, IBV_WC_SUCCESS, IBV_WC_RDMA_READ, &wc, "RDMA READ of 5000 bytes: A completes");
+	check(same(buf_a + READ_OFF, 5000, 8) && all_bytes(buf_a + READ_OFF + 5000, 100, 0),
+	      "RDMA READ of 5000 bytes: B's data arrived in A's buffer, nothing past it");
+	check(cq_stays_empty(cb, 0), "RDMA READ: no completion on B");
+}
+
+/* FETCH_AND_ADD and CMP_AND_SWP on an 8-byte aligned word of B's MR. */
+static void atomic_checks(struct pair *p)
+{
+	volatile uint64_t *rv = (uint64_t *)(buf_b + ATOMIC_OFF);
+	volatile uint64_t *lv = (uint64_t *)(buf_a + ATOMIC_OFF);
+	uint64_t raddr = (uintptr_t)rv;
+	struct ibv_sge sa = sge(mr_a, ATOMIC_OFF, 8);
+	struct ibv_send_wr wr;
+	int es;
+
+	*rv = 0x100000000ULL + 100;
+	*lv = 0xdeadbeef;
+	wr = send_wr(30, IBV_WR_ATOMIC_FETCH_AND_ADD, &sa, 1);
+	wr.wr.atomic.remote_addr = raddr;
+	wr.wr.atomic.rkey = mr_b->rkey;
+	wr.wr.atomic.compare_add = 5;
+	es = post_send(p->qp[0], &wr);
+	expect_wc(p->cq[0], es, 30, IBV_WC_SUCCESS, IBV_WC_FETCH_ADD, NULL, "FETCH_AND_ADD: A completes");
+	check(*lv == 0x100000000ULL + 100 && *rv == 0x100000000ULL + 105,
+	      "FETCH_AND_ADD 5: returns the old value, memory holds the sum (got %#llx, %#llx)",
+	      (unsigned long long)*lv, (unsigned long long)*rv);
+
+	*lv = 0xdeadbeef;
+	wr = send_wr(31, IBV_WR_ATOMIC_CMP_AND_SWP, &sa, 1);
+	wr.wr.atomic.remote_addr = raddr;
+	wr.wr.atomic.rkey = mr_b->rkey;
+	wr.wr.atomic.compare_add = 0x100000000ULL + 105;
+	wr.wr.atomic.swap = 0x700000007ULL;
+	es = post_send(p->qp[0], &wr);
+	expect_wc(p->cq[0], es, 31, IBV_WC_SUCCESS, IBV_WC_COMP_SWAP, NULL,
+		  "CMP_AND_SWP, equal: A completes");
+	check(*lv == 0x100000000ULL + 105 && *rv == 0x700000007ULL,
+	      "CMP_AND_SWP, equal: returns the old value, memory swapped (got %#llx, %#llx)",
+	      (unsigned long long)*lv, (unsigned long long)*rv);
+
+	*lv = 0xdeadbeef;
+	wr = send_wr(32, IBV_WR_ATOMIC_CMP_AND_SWP, &sa, 1);
+	wr.wr.atomic.remote_addr = raddr;
+	wr.wr.atomic.rkey = mr_b->rkey;
+	wr.wr.atomic.compare_add = 0x700000008ULL;
+	wr.wr.atomic.swap = 1;
+	es = post_send(p->qp[0], &wr);
+	expect_wc(p->cq[0], es, 32, IBV_WC_SUCCESS, IBV_WC_COMP_SWAP, NULL,
+		  "CMP_AND_SWP, different: A completes");
+	check(*lv == 0x700000007ULL && *rv == 0x700000007ULL,
+	      "CMP_AND_SWP, different: returns the old value, memory unchanged (got %#llx, %#llx)",
+	      (unsigned long long)*lv, (unsigned long long)*rv);
+}
+
+/*
+ * After an error completion, A is in ERR, as query_qp must report (rxe
+ * does), and a work request posted then completes with IBV_WC_WR_FLUSH_ERR
+ * (@what names the error case).
+ */
+static void check_flushed(struct pair *p, uint64_t wr_id, const char *what)
+{
+	struct ibv_qp_attr a;
+	struct ibv_qp_init_attr ia;
+	struct ibv_sge sa = sge(mr_a, WRITE_OFF, 64);
+	struct ibv_send_wr wr = rdma_wr(wr_id, IBV_WR_RDMA_WRITE, &sa, (uintptr_t)buf_b + WRITE_OFF,
+					mr_b->rkey);
+	int es;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = -1;
+	ibv_query_qp(p->qp[0], &a, IBV_QP_STATE, &ia);
+	check(a.qp_state == IBV_QPS_ERR, "%s: A is in ERR (got %s)", what, qps_name(a.qp_state));
+	es = post_send(p->qp[0], &wr);
+	expect_wc(p->cq[0], es, wr_id, IBV_WC_WR_FLUSH_ERR, 0, NULL,
+		  "%s: the next WRITE, a valid one, is flushed", what);
+}
+
+/* Remote access errors, each on a fresh pair. */
+static void access_error_checks(void)
+{
+	const struct {
+		const char *what;
+		int ro;			/* to mr_ro, else to mr_b */
+		uint64_t off;		/* into the MR's buffer */
+		uint32_t in_mr;		/* of the 200 bytes, those inside the MR */
+		int bad_rkey;
+	} cases[] = {
+		{ "WRITE with a wrong rkey", 0, WRITE_OFF, 200, 1 },
+		{ "WRITE past the end of the MR", 0, BUF_LEN - 100, 100, 0 },
+		{ "WRITE to an MR without remote write", 1, WRITE_OFF, 200, 0 },
+	};
+	struct ibv_sge sa = sge(mr_a, WRITE_OFF, 200);
+	struct ibv_send_wr wr;
+	struct pair p;
+	int es;
+
+	for (unsigned int i = 0; i < ARRAY_SIZE(cases); i++) {
+		struct ibv_mr *mr = cases[i].ro ? mr_ro : mr_b;
+		uint8_t *buf = mr->addr;
+		/* Not a key of this device's: another index, another key byte. */
+		uint32_t rkey = cases[i].bad_rkey ? mr->rkey ^ 0x5a5a5aa5 : mr->rkey;
+
+		if (!pair_make(&p, &default_opts, cases[i].what))
+			continue;
+		fill(buf_a + WRITE_OFF, 200, 9);
+		memset(buf + cases[i].off, 0x77, cases[i].in_mr);
+		wr = rdma_wr(40, IBV_WR_RDMA_WRITE, &sa, (uintptr_t)buf + cases[i].off, rkey);
+		es = post_send(p.qp[0], &wr);
+		expect_wc(p.cq[0], es, 40, IBV_WC_REM_ACCESS_ERR, 0, NULL, "%s: A completes",
+			  cases[i].what);
+		check(all_bytes(buf + cases[i].off, cases[i].in_mr, 0x77),
+		      "%s: B's memory is untouched", cases[i].what);
+		check_flushed(&p, 41, cases[i].what);
+		pair_destroy(&p);
+	}
+}
+
+/* Receiver not ready. */
+static void rnr_checks(void)
+{
+	struct pair_opts o = default_opts;
+	struct ibv_send_wr wr;
+	struct ibv_sge sa, sb;
+	struct ibv_wc wc;
+	struct pair p;
+	int es, er;
+
+	/* No retries: the first RNR NAK ends the SEND. */
+	o.rnr_retry = 0;
+	if (pair_make(&p, &o, "RNR, rnr_retry 0")) {
+		sa = sge(mr_a, 0, 100);
+		wr = send_wr(50, IBV_WR_SEND, &sa, 1);
+		es = post_send(p.qp[0], &wr);
+		expect_wc(p.cq[0], es, 50, IBV_WC_RNR_RETRY_EXC_ERR, 0, NULL,
+			  "RNR, rnr_retry 0: SEND with no receive posted on B fails");
+		check_flushed(&p, 51, "RNR, rnr_retry 0");
+		pair_destroy(&p);
+	}
+
+	/* Retries forever (7), 0.01 ms apart: a receive posted late is found. */
+	o.rnr_retry = 7;
+	o.min_rnr_timer = 1;
+	if (pair_make(&p, &o, "RNR, rnr_retry 7")) {
+		fill(buf_a, 2000, 10);
+		memset(buf_b, 0, 4096);
+		sa = sge(mr_a, 0, 2000);
+		wr = send_wr(52, IBV_WR_SEND, &sa, 1);
+		es = post_send(p.qp[0], &wr);
+		usleep(50000);
+		check(cq_stays_empty(p.cq[0], 0), "RNR, rnr_retry 7: SEND still pending after 50 ms");
+		sb = sge(mr_b, RECV_OFF, 4096);
+		er = post_recv(p.qp[1], 53, &sb, 1);
+		expect_wc(p.cq[0], es, 52, IBV_WC_SUCCESS, IBV_WC_SEND, NULL,
+			  "RNR, rnr_retry 7: SEND completes once B posts a receive");
+		if (expect_wc(p.cq[1], er, 53, IBV_WC_SUCCESS, IBV_WC_RECV, &wc,
+			      "RNR, rnr_retry 7: B's late receive"))
+			check(wc.byte_len == 2000, "RNR, rnr_retry 7: byte_len 2000 (got %u)", wc.byte_len);
+		check(same(buf_b, 2000, 10), "RNR, rnr_retry 7: the data arrived");
+		pair_destroy(&p);
+	}
+}
+
+/* Unsignaled sends (sq_sig_all 0) make no completion; receives do. */
+static void unsignaled_checks(void)
+{
+	struct ibv_send_wr wr;
+	struct ibv_sge sa[4], sb[4];
+	struct ibv_wc wc;
+	struct pair p;
+	int es = 0, er = 0, n = 0, others = 0, ok;
+
+	if (!pair_make(&p, &default_opts, "unsignaled"))
+		return;
+	for (int i = 0; i < 4; i++) {
+		sb[i] = sge(mr_b, i * 1024, 1024);
+		er = er ? er : post_recv(p.qp[1], 60 + i, &sb[i], 1);
+	}
+	for (int i = 0; i < 4; i++) {
+		fill(buf_a + i * 1024, 10 * (i + 1), 11 + i);
+		sa[i] = sge(mr_a, i * 1024, 10 * (i + 1));
+		wr = send_wr(70 + i, IBV_WR_SEND, &sa[i], 1);
+		if (i < 3)
+			wr.send_flags = 0;
+		es = es ? es : post_send(p.qp[0], &wr);
+	}
+	/* The receives, in order, each with its send's length and data. */
+	ok = !er && !es;
+	for (int i = 0; i < 4 && ok; i++) {
+		memset(&wc, 0, sizeof(wc));
+		if (!poll_wc(p.cq[1], &wc, timed_out ? SHORT_MS : POLL_MS)) {
+			printf("# receive %d: no completion\n", i);
+			timed_out = 1;
+			ok = 0;
+			break;
+		}
+		ok = wc.status == IBV_WC_SUCCESS &&
+		     wc.opcode == IBV_WC_RECV && wc.wr_id == (uint64_t)(60 + i) &&
+		     wc.byte_len == (uint32_t)(10 * (i + 1)) && same(buf_b + i * 1024, 10 * (i + 1), 11 + i);
+		if (!ok)
+			printf("# receive %d: %s, %s, wr_id %llu, byte_len %u\n", i,
+			       ibv_wc_status_str(wc.status), wc_opcode_name(wc.opcode),
+			       (unsigned long long)wc.wr_id, wc.byte_len);
+	}
+	check(ok, "3 unsignaled SENDs and a signaled one: B's 4 receives complete in order, with their data");
+	/* A: the signaled send's completion, nothing for the others. */
+	while (poll_wc(p.cq[0], &wc, n || timed_out ? 50 : POLL_MS)) {
+		if (wc.wr_id == 73 && wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_SEND)
+			n++;
+		else
+			others++;
+	}
+	check(!es && n == 1 && others == 0,
+	      "3 unsignaled SENDs and a signaled one: exactly one send completion, the signaled one's (got %d, %d others)",
+	      n, others);
+	pair_destroy(&p);
+}
+
+/*
+ * A receive too small for the SEND. The responder NAKs it as an invalid
+ * request and completes the receive with a local length error (IBA
+ * responder error class C). rxe (Linux 6.12) does not: its copy_data() fails with EINVAL,
+ * not the ENOSPC send_data_in() maps to a length error, so it takes the
+ * receive for a malformed WQE: a local QP operation error on B and a remote
+ * operation error NAK to A. -q expects that.
+ */
+static void length_error_checks(void)
+{
+	const enum ibv_wc_status a_status = rxe_quirks ? IBV_WC_REM_OP_ERR : IBV_WC_REM_INV_REQ_ERR;
+	const enum ibv_wc_status b_status = rxe_quirks ? IBV_WC_LOC_QP_OP_ERR : IBV_WC_LOC_LEN_ERR;
+	struct ibv_send_wr wr;
+	struct ibv_sge sa, sb;
+	struct ibv_wc wc;
+	struct pair p;
+	int es, er;
+
+	if (!pair_make(&p, &default_opts, "receive too small"))
+		return;
+	sb = sge(mr_b, RECV_OFF, 100);
+	er = post_recv(p.qp[1], 80, &sb, 1);
+	sa = sge(mr_a, 0, 200);
+	wr = send_wr(81, IBV_WR_SEND, &sa, 1);
+	es = post_send(p.qp[0], &wr);
+	expect_wc(p.cq[0], es, 81, a_status, 0, NULL,
+		  "SEND of 200 bytes into a receive of 100: A completes%s",
+		  rxe_quirks ? " (rxe's status)" : "");
+	expect_wc(p.cq[1], er, 80, b_status, 0, &wc,
+		  "SEND of 200 bytes into a receive of 100: B's receive%s",
+		  rxe_quirks ? " (rxe's status)" : "");
+	check_flushed(&p, 82, "receive too small");
+	pair_destroy(&p);
+}
+
+/* Messages whose PSNs wrap from 2^24 - 1 to 0. */
+static void psn_wrap_checks(void)
+{
+	struct pair_opts o = default_opts;
+	struct ibv_send_wr wr;
+	struct ibv_sge sa, sb;
+	struct ibv_wc wc;
+	struct pair p;
+	int es, er;
+
+	o.psn = 0xfffffe;
+	if (!pair_make(&p, &o, "PSN wrap"))
+		return;
+	for (int i = 0; i < 2; i++) {
+		fill(buf_a, 3000, 20 + i);
+		memset(buf_b, 0, 4096);
+		sb = sge(mr_b, RECV_OFF, 4096);
+		er = post_recv(p.qp[1], 90 + i, &sb, 1);
+		sa = sge(mr_a, 0, 3000);
+		wr = send_wr(92 + i, IBV_WR_SEND, &sa, 1);
+		es = post_send(p.qp[0], &wr);
+		expect_wc(p.cq[0], es, 92 + i, IBV_WC_SUCCESS, IBV_WC_SEND, NULL,
+			  "PSN wrap: SEND %d of 3000 bytes from PSN %#x: A completes", i + 1,
+			  (0xfffffe + 3 * i) & 0xffffff);
+		if (expect_wc(p.cq[1], er, 90 + i, IBV_WC_SUCCESS, IBV_WC_RECV, &wc,
+			      "PSN wrap: SEND %d: B's receive", i + 1))
+			check(wc.byte_len == 3000 && same(buf_b, 3000, 20 + i),
+			      "PSN wrap: SEND %d: 3000 bytes arrived (got %u)", i + 1, wc.byte_len);
+	}
+	pair_destroy(&p);
+}
+
+static void *map(size_t len)
+{
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	return p == MAP_FAILED ? NULL : p;
+}
+
+/* Opens device @i (0: A's, 1: B's) and allocates its PD; 1 on success. */
+static int open_side(int i, const char *dev)
+{
+	struct ibv_device_attr dattr;
+
+	ctx[i] = open_dev(dev);
+	check(ctx[i] != NULL, "open %s", dev);
+	if (!ctx[i])
+		return 0;
+	check_err(ibv_query_gid(ctx[i], 1, gid_idx[i], &gid[i]), 0, "query_gid 1/%d of %s",
+		  gid_idx[i], dev);
+	check_err(ibv_query_device(ctx[i], &dattr), 0, "query_device of %s", dev);
+	check(dattr.atomic_cap != IBV_ATOMIC_NONE, "%s reports atomics (atomic_cap %d)", dev,
+	      dattr.atomic_cap);
+	pd[i] = ibv_alloc_pd(ctx[i]);
+	check(pd[i] != NULL, "alloc_pd on %s", dev);
+	return pd[i] != NULL;
+}
+
+int main(int argc, char **argv)
+{
+	const char *dev[2] = { NULL, NULL };
+	struct pair p;
+	int opt;
+
+	while ((opt = getopt(argc, argv, "d:g:D:G:q")) != -1) {
+		if (opt == 'd')
+			dev[0] = optarg;
+		else if (opt == 'g')
+			gid_idx[0] = atoi(optarg);
+		else if (opt == 'D')
+			dev[1] = optarg;
+		else if (opt == 'G')
+			gid_idx[1] = atoi(optarg);
+		else if (opt == 'q')
+			rxe_quirks = 1;
+		else
+			return 2;
+	}
+	if (!dev[0] || gid_idx[0] < 0 || (!dev[1] != (gid_idx[1] < 0))) {
+		fprintf(stderr, "usage: %s -d DEV -g GIDINDEX [-D DEV2 -G GIDINDEX2] [-q]\n", argv[0]);
+		return 2;
+	}
+
+	printf("TAP version 13\n");
+	if (!open_side(0, dev[0]))
+		goto close;
+	if (dev[1]) {
+		if (!open_side(1, dev[1]))
+			goto close;
+	} else {
+		ctx[1] = ctx[0];
+		pd[1] = pd[0];
+		gid[1] = gid[0];
+		gid_idx[1] = gid_idx[0];
+	}
+	buf_a = map(BUF_LEN);
+	buf_b = map(BUF_LEN);
+	buf_ro = map(BUF_LEN);
+	mr_a = buf_a ? ibv_reg_mr(pd[0], buf_a, BUF_LEN, ALL_ACCESS) : NULL;
+	mr_b = buf_b ? ibv_reg_mr(pd[1], buf_b, BUF_LEN, ALL_ACCESS) : NULL;
+	mr_ro = buf_ro ? ibv_reg_mr(pd[1], buf_ro, BUF_LEN,
+				    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ) : NULL;
+	check(mr_a && mr_b && mr_ro, "MRs: A's and B's with all access rights, one of B's without remote write");
+	if (!mr_a || !mr_b || !mr_ro)
+		goto close;
+
+	if (pair_make(&p, &default_opts, "main")) {
+		query_checks(&p);
+		send_checks(&p);
+		rdma_checks(&p);
+		atomic_checks(&p);
+		pair_destroy(&p);
+	}
+	access_error_checks();
+	rnr_checks();
+	unsignaled_checks();
+	length_error_checks();
+	psn_wrap_checks();
+
+close:
+	if (mr_a)
+		ibv_dereg_mr(mr_a);
+	if (mr_b)
+		ibv_dereg_mr(mr_b);
+	if (mr_ro)
+		ibv_dereg_mr(mr_ro);
+	for (int i = 0; i < (dev[1] ? 2 : 1); i++) {
+		if (pd[i])
+			check_err(ibv_dealloc_pd(pd[i]), 0, "dealloc_pd on %s once everything is gone",
+				  dev[i]);
+		if (ctx[i])
+			check_err(ibv_close_device(ctx[i]), 0, "close_device %s", dev[i]);
+	}
+	printf("1..%d\n", n_checks);
+	return n_failed ? 1 : 0;
+}
