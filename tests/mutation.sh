@@ -62,7 +62,7 @@ mutant() {
 run_mutant() {
 	local src=$work/${names[$1]}
 	"$TOP/qemu/vm.sh" --append kmemleak=on --timeout 600 --out "$src/run" -- \
-		env RXUD_KO="$src/rxud.ko" "$TOP/tests/guest-runner.sh" "$TOP/${tests[$1]}" >/dev/null 2>&1
+		env RXUD_KO="$src/rxud.ko" RXUD_FAIL_FAST=1 "$TOP/tests/guest-runner.sh" "$TOP/${tests[$1]}" >/dev/null 2>&1
 }
 
 # judge I: whether mutant I's run shows what must catch it.

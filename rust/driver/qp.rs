@@ -525,7 +525,7 @@ impl RxudQp {
             return Err(crate::ib::eopnotsupp());
         }
         let new = cfg.apply(attr, next)?;
-        if matches!(self.core.qp_type, QpType::Rc) {
+        if matches!(self.core.qp_type, QpType::Rc | QpType::Uc) {
             self.connect(cur, &new, attr, ndev)?;
         }
         *cfg = new;
@@ -560,6 +560,7 @@ impl RxudQp {
             max_rd_atomic: new.max_rd_atomic,
             max_dest_rd_atomic: new.max_dest_rd_atomic,
         };
+        let uc = self.core.qp_type == QpType::Uc;
         let made = if cur == QpState::Init && new.state == QpState::Rtr {
             let av = new.av.ok_or(EINVAL)?;
             let path = Path {
@@ -567,13 +568,18 @@ impl RxudQp {
                 dest_qpn: new.dest_qpn,
                 sport: super::tx::source_port(self.core.qpn),
             };
-            Some(RcState::new(path, ndev.ok_or(ENODEV)?, &attrs)?)
+            Some(RcState::new(path, ndev.ok_or(ENODEV)?, &attrs, uc)?)
         } else {
             None
         };
         let mut sender = if cur == QpState::Rtr && new.state == QpState::Rts {
             let slot = self.core.sq.ring().geometry().slot_size();
-            Some(rc::Sender::new(&attrs, self.core.cap.max_send_wr, slot)?)
+            Some(rc::SendSide::new(
+                uc,
+                &attrs,
+                self.core.cap.max_send_wr,
+                slot,
+            )?)
         } else {
             None
         };

@@ -54,6 +54,7 @@ use crate::proto::{
         Action, Completion, Config, Incoming, Message, MsgKind, Outcome, Plan, PostError, Request,
         Requester, Resource, Responder, Response, Slot, Status, TxPacket, WqeRef,
     },
+    uc,
     wire::{
         aeth::{self, NakCode},
         atomic, bth, ieth, immdt,
@@ -152,6 +153,49 @@ struct Receiver {
     recv_held: bool,
 }
 
+/// The two halves of a UC QP.
+struct UcSide {
+    rx: uc::Receiver,
+    /// From RTS on.
+    tx: Option<UcTx>,
+}
+
+/// The UC send side: the message being cut into packets.
+pub(crate) struct UcTx {
+    sender: uc::Sender,
+    /// The WQE of the message in progress.
+    slot: KVec<u8>,
+    /// That message and its next packet.
+    cur: Option<(uc::Message, u32)>,
+    /// An error completion moved the QP to ERROR: later WQEs flush.
+    failed: bool,
+}
+
+/// The send side a QP gets at RTS.
+pub(crate) enum SendSide {
+    Rc(Sender),
+    Uc(UcTx),
+}
+
+impl SendSide {
+    /// The send side of an RC (or, with `uc`, a UC) QP, for `depth` work
+    /// requests of `slot_size` bytes. Context: process.
+    pub(crate) fn new(uc: bool, a: &RcAttrs, depth: u32, slot_size: u32) -> Result<Self> {
+        if uc {
+            let mut slot = KVec::with_capacity(slot_size as usize, GFP_KERNEL)?;
+            slot.extend_with(slot_size as usize, 0, GFP_KERNEL)?;
+            Ok(Self::Uc(UcTx {
+                sender: uc::Sender::new(a.sq_psn, a.mtu),
+                slot,
+                cur: None,
+                failed: false,
+            }))
+        } else {
+            Ok(Self::Rc(Sender::new(a, depth, slot_size)?))
+        }
+    }
+}
+
 /// Built packets waiting for IP, oldest first.
 struct TxQueue {
     slots: [Option<TxSkb>; TXQ_LEN],
@@ -207,8 +251,11 @@ pub(crate) struct RcState {
     /// Rights the QP grants its peer (modify_qp's access flags).
     access: AccessFlags,
     receiver: Receiver,
-    /// From RTS on.
+    /// From RTS on (RC).
     sender: Option<Sender>,
+    /// UC's halves, for a UC QP (which then has no `sender`, and whose
+    /// responder stays unused; the receive WQE buffer serves both).
+    uc: Option<UcSide>,
     txq: TxQueue,
     sending: bool,
     /// The deadline the timer is armed for.
@@ -251,10 +298,15 @@ fn now() -> u64 {
 }
 
 impl RcState {
-    /// The state of a QP entering RTR: a responder expecting `rq_psn`.
-    /// Context: process (allocates).
-    pub(crate) fn new(path: Path, ndev: NetDeviceRef, a: &RcAttrs) -> Result<KBox<Self>> {
-        let res = Store::new(Resource::EMPTY, u32::from(a.max_dest_rd_atomic))?;
+    /// The state of a QP entering RTR: a responder expecting `rq_psn`
+    /// (with `uc`, UC's receiver). Context: process (allocates).
+    pub(crate) fn new(path: Path, ndev: NetDeviceRef, a: &RcAttrs, uc: bool) -> Result<KBox<Self>> {
+        let rd = if uc {
+            0
+        } else {
+            u32::from(a.max_dest_rd_atomic)
+        };
+        let res = Store::new(Resource::EMPTY, rd)?;
         let mut recv = KVec::with_capacity(MAX_RECV_SLOT, GFP_KERNEL)?;
         recv.extend_with(MAX_RECV_SLOT, 0, GFP_KERNEL)?;
         Ok(KBox::new(
@@ -269,6 +321,10 @@ impl RcState {
                     recv_held: false,
                 },
                 sender: None,
+                uc: uc.then(|| UcSide {
+                    rx: uc::Receiver::new(a.rq_psn, a.mtu),
+                    tx: None,
+                }),
                 txq: TxQueue::new(),
                 sending: false,
                 armed: None,
@@ -279,9 +335,11 @@ impl RcState {
     }
 
     /// Entering RTS: the send side starts.
-    pub(crate) fn start_sending(&mut self, s: Sender) {
-        if self.sender.is_none() {
-            self.sender = Some(s);
+    pub(crate) fn start_sending(&mut self, s: SendSide) {
+        match (s, self.uc.as_mut()) {
+            (SendSide::Rc(s), None) if self.sender.is_none() => self.sender = Some(s),
+            (SendSide::Uc(t), Some(u)) if u.tx.is_none() => u.tx = Some(t),
+            _ => {}
         }
     }
 
@@ -293,15 +351,31 @@ impl RcState {
     /// An error completion or a fatal request moved the QP to the error
     /// state on its own (query_qp reports ERR).
     pub(crate) fn is_error(&self) -> bool {
-        self.receiver.resp.is_error() || self.sender.as_ref().is_some_and(|s| s.req.is_error())
+        self.receiver.resp.is_error()
+            || self.sender.as_ref().is_some_and(|s| s.req.is_error())
+            || self.uc_tx().is_some_and(|t| t.failed)
+    }
+
+    fn uc_tx(&self) -> Option<&UcTx> {
+        self.uc.as_ref().and_then(|u| u.tx.as_ref())
+    }
+
+    fn uc_tx_mut(&mut self) -> Option<&mut UcTx> {
+        self.uc.as_mut().and_then(|u| u.tx.as_mut())
     }
 
     /// The next PSNs, for query_qp: (sq_psn, rq_psn).
     pub(crate) fn psns(&self) -> (Option<Psn>, Psn) {
-        (
-            self.sender.as_ref().map(|s| s.req.next_psn()),
-            self.receiver.resp.expected_psn(),
-        )
+        match &self.uc {
+            Some(u) => (
+                u.tx.as_ref().map(|t| t.sender.next_psn()),
+                u.rx.expected_psn(),
+            ),
+            None => (
+                self.sender.as_ref().map(|s| s.req.next_psn()),
+                self.receiver.resp.expected_psn(),
+            ),
+        }
     }
 
     /// The netdev is going away (or the QP leaves the connected states):
@@ -324,6 +398,12 @@ pub(crate) fn enter_error(qp: &QpCore, st: &mut RcState) {
     }
     if let Some(s) = &mut st.sender {
         s.req.flush();
+    }
+    if let Some(t) = st.uc_tx_mut() {
+        t.failed = true;
+        if t.cur.take().is_some() {
+            complete_uc(qp, &t.slot, status::WR_FLUSH_ERR, 0);
+        }
     }
     complete_sends(qp, st);
 }
@@ -414,6 +494,10 @@ fn kick(qp: &Arc<QpCore>) {
 /// the poster's publish-fence-read of the flag, so a WQE is either seen
 /// here or answered by a doorbell.
 fn pump(qp: &Arc<QpCore>, st: &mut RcState) {
+    if st.uc.is_some() {
+        uc_pump(qp, st);
+        return;
+    }
     let t = now();
     // At most one more round for a WQE posted while the flag was being
     // cleared (more would spin on a ring whose producer lies).
@@ -443,6 +527,109 @@ fn pump(qp: &Arc<QpCore>, st: &mut RcState) {
     }
 }
 
+/// UC's sending: WQEs from the ring cut into packets while the queue has
+/// room; a message completes once its last packet is queued. The flag
+/// logic is RC's, with "holds work" meaning a message in progress (the
+/// kick budget's timer comes back for the rest).
+fn uc_pump(qp: &QpCore, st: &mut RcState) {
+    for last_look in [false, true] {
+        uc_transmit(qp, st);
+        let busy = st.uc_tx().is_some_and(|t| t.cur.is_some());
+        qp.sq.ring().set_sender_active(busy);
+        if busy || last_look {
+            break;
+        }
+        core::sync::atomic::fence(Ordering::SeqCst);
+        if !qp.sq.has_entries() {
+            break;
+        }
+    }
+}
+
+fn uc_transmit(qp: &QpCore, st: &mut RcState) {
+    let mtu = st.mtu;
+    while !st.txq.is_full() {
+        let Some(t) = st.uc_tx_mut() else {
+            return;
+        };
+        if t.cur.is_none() {
+            if !matches!(qp.sq.pop(&mut t.slot), Ok(true)) {
+                return;
+            }
+            let w = SendWqe::decode(&t.slot);
+            if t.failed {
+                complete_uc(qp, &t.slot, status::WR_FLUSH_ERR, 0);
+                continue;
+            }
+            let started = check_wqe(qp, &w, &t.slot, mtu).and_then(|m| {
+                t.sender
+                    .start(m.kind, m.len)
+                    .map_err(|_| Status::LocalQpOperation)
+            });
+            match started {
+                Ok(m) => t.cur = Some((m, 0)),
+                Err(e) => {
+                    t.failed = true;
+                    complete_uc(qp, &t.slot, wc_status(e), 0);
+                    continue;
+                }
+            }
+        }
+        let Some((m, k)) = t.cur else {
+            return;
+        };
+        let p = m.packet(k);
+        let slot = core::mem::take(&mut t.slot);
+        let built = build_request(qp, st, &slot, &Out::from(&p));
+        let Some(t) = st.uc_tx_mut() else {
+            return;
+        };
+        t.slot = slot;
+        t.cur = (!p.last).then_some((m, k + 1));
+        let failed = match built {
+            Ok(skb) => {
+                st.txq.push(skb);
+                None
+            }
+            // No memory or route: the packet is lost, as UC allows.
+            Err(None) => None,
+            Err(Some(e)) => Some(e),
+        };
+        let Some(t) = st.uc_tx_mut() else {
+            return;
+        };
+        if let Some(e) = failed {
+            t.cur = None;
+            t.failed = true;
+            complete_uc(qp, &t.slot, wc_status(e), 0);
+        } else if p.last {
+            complete_uc(qp, &t.slot, status::SUCCESS, p.offset + p.len);
+        }
+    }
+}
+
+/// The send completion of a UC WQE (if signaled, or failed).
+fn complete_uc(qp: &QpCore, slot: &[u8], code: u32, len: u32) {
+    let w = SendWqe::decode(slot);
+    let signaled = qp.sq_sig_all() || w.send_flags & send_flags::SIGNALED != 0;
+    if !signaled && code == status::SUCCESS {
+        return;
+    }
+    let op = match w.opcode {
+        opcode::RDMA_WRITE | opcode::RDMA_WRITE_WITH_IMM => wc_opcode::RDMA_WRITE,
+        _ => wc_opcode::SEND,
+    };
+    let cqe = Cqe {
+        wr_id: w.wr_id,
+        status: code,
+        opcode: op,
+        byte_len: len,
+        qp_num: qp.qpn(),
+        ..Default::default()
+    };
+    let _ = qp.send_cq.push(&cqe, false);
+}
+
 /// Builds the packets the requester has due into the queue.
 fn transmit(qp: &QpCore, st: &mut RcState, t: u64) {
     while !st.txq.is_full() {
@@ -455,7 +642,11 @@ fn transmit(qp: &QpCore, st: &mut RcState, t: u64) {
         if p.retransmit {
             st.counters.retransmits += 1;
         }
-        match build_request(qp, st, &p) {
+        let built = match st.sender.as_ref() {
+            Some(s) => build_request(qp, st, s.wqe(p.wqe), &Out::from(&p)),
+            None => Err(None),
+        };
+        match built {
             Ok(skb) => st.txq.push(skb),
             // Not built (no memory, no route): as if lost, the timer
             // resends it. A local fault fails the WQE.
@@ -565,16 +756,51 @@ fn check_wqe(
     Ok(Message { id: 0, kind, len })
 }
 
-/// Builds the request packet `p` of the requester's WQE. `Err(Some)`:
+/// A request packet to build (from `rc::TxPacket` or `uc::TxPacket`).
+struct Out {
+    psn: Psn,
+    opcode: Opcode,
+    ack_req: bool,
+    offset: u32,
+    len: u32,
+    dma_len: u32,
+}
+
+impl From<&TxPacket> for Out {
+    fn from(p: &TxPacket) -> Self {
+        Self {
+            psn: p.psn,
+            opcode: p.opcode,
+            ack_req: p.ack_req,
+            offset: p.offset,
+            len: p.len,
+            dma_len: p.dma_len,
+        }
+    }
+}
+
+impl From<&uc::TxPacket> for Out {
+    fn from(p: &uc::TxPacket) -> Self {
+        Self {
+            psn: p.psn,
+            opcode: p.opcode,
+            ack_req: false,
+            offset: p.offset,
+            len: p.len,
+            dma_len: p.dma_len,
+        }
+    }
+}
+
+/// Builds the request packet `p` of the WQE in `slot`. `Err(Some)`:
 /// the WQE fails with that status; `Err(None)`: not sent now (resent
 /// later).
 fn build_request(
     qp: &QpCore,
     st: &RcState,
-    p: &TxPacket,
+    slot: &[u8],
+    p: &Out,
 ) -> core::result::Result<TxSkb, Option<Status>> {
-    let s = st.sender.as_ref().ok_or(None)?;
-    let slot = s.wqe(p.wqe);
     let w = SendWqe::decode(slot);
     let info = p.opcode.info().map_err(|_| None)?;
     let ends = info.position.ends_message();
@@ -777,8 +1003,11 @@ pub(crate) enum RcDrop {
     /// Malformed headers for the opcode.
     Malformed,
     /// A duplicate, stale or out-of-sequence packet (answered as the
-    /// protocol says, but nothing delivered).
+    /// protocol says, but nothing delivered), or a UC packet of a lost
+    /// message.
     Sequence,
+    /// A UC SEND that found no receive WQE (UC has no RNR).
+    NoRecv,
 }
 
 /// An RC packet for `qp`. Context: softirq.
@@ -797,7 +1026,9 @@ pub(crate) fn receive(
         if p.src != st.path.av.dgid {
             return Err(RcDrop::NotConnected);
         }
-        if is_response {
+        if st.uc.is_some() {
+            on_uc_packet(qp, st, p)
+        } else if is_response {
             on_response(qp, st, p)
         } else {
             on_request(qp, st, atomics, p)
@@ -805,6 +1036,55 @@ pub(crate) fn receive(
     };
     kick(qp);
     r
+}
+
+/// A UC packet: placed whole-message-or-nothing, never answered.
+fn on_uc_packet(
+    qp: &QpCore,
+    st: &mut RcState,
+    p: &RxPacket<'_>,
+) -> core::result::Result<(), RcDrop> {
+    let req = uc::Request {
+        psn: p.psn,
+        opcode: p.opcode,
+        payload_len: p.payload.len() as u32,
+        reth: p.reth(),
+    };
+    let u = st.uc.as_mut().ok_or(RcDrop::NotConnected)?;
+    let plan = match u.rx.on_packet(&req) {
+        uc::Action::Execute(plan) => plan,
+        uc::Action::Drop => return Err(RcDrop::Sequence),
+    };
+    let placed = if plan.needs_recv {
+        take_recv(qp, st)
+    } else {
+        Ok(())
+    }
+    .and_then(|()| match plan.kind {
+        MsgKind::Write | MsgKind::WriteImm => place_write(qp, st, p, plan.va, plan.rkey),
+        _ => place_send(qp, st, p, plan.offset),
+    });
+    let u = st.uc.as_mut().ok_or(RcDrop::NotConnected)?;
+    match placed {
+        Ok(()) => {
+            u.rx.commit(&plan);
+            if plan.completes_recv {
+                finish_recv(qp, st, p, plan.kind, plan.offset + plan.len);
+            }
+            Ok(())
+        }
+        Err(Refuse::Rnr) => {
+            u.rx.abandon(&plan);
+            Err(RcDrop::NoRecv)
+        }
+        Err(Refuse::Nak(code)) => {
+            u.rx.abandon(&plan);
+            // A receive too short (or unusable) completes in error; the
+            // message is lost either way.
+            fail_recv(qp, st, code);
+            Err(RcDrop::Sequence)
+        }
+    }
 }
 
 /// A response for the requester: ACK/NAK, READ data, atomic ACK.
@@ -886,7 +1166,7 @@ fn on_request(
         Ok(orig) => {
             let _ = st.receiver.resp.commit(&plan, orig);
             if plan.completes_recv {
-                finish_recv(qp, st, p, &plan);
+                finish_recv(qp, st, p, plan.kind, plan.offset + plan.len);
             }
         }
         Err(Refuse::Rnr) => {
@@ -921,53 +1201,18 @@ fn execute(
     p: &RxPacket<'_>,
     plan: &Plan,
 ) -> core::result::Result<u64, Refuse> {
-    if plan.needs_recv && !st.receiver.recv_held {
-        let q = recv_queue(qp).ok_or(Refuse::Nak(NakCode::RemoteOperationalError))?;
-        match q.pop(&mut st.receiver.recv) {
-            Ok(true) => st.receiver.recv_held = true,
-            _ => return Err(Refuse::Rnr),
-        }
+    if plan.needs_recv {
+        take_recv(qp, st)?;
     }
-    let n = p.payload.len();
     match plan.kind {
-        MsgKind::Send | MsgKind::SendImm | MsgKind::SendInv => {
-            if plan.kind == MsgKind::SendInv {
-                // Invalidation of the peer's key needs memory windows or
-                // fast-registration MRs bound to user QPs: not yet.
-                return Err(Refuse::Nak(NakCode::InvalidRequest));
-            }
-            let w = RecvWqe::decode(&st.receiver.recv);
-            let max = qp
-                .cap()
-                .max_recv_sge
-                .max(qp.srq.as_ref().map(|s| s.max_sge()).unwrap_or(0));
-            if w.num_sge > max {
-                return Err(Refuse::Nak(NakCode::RemoteOperationalError));
-            }
-            let body = st
-                .receiver
-                .recv
-                .get(RECV_WQE_HEADER_SIZE as usize..)
-                .unwrap_or(&[]);
-            Sgl::new(&qp.mrs, qp.pd, body, w.num_sge)
-                .copy_from_skb(u64::from(plan.offset), p.skb, p.payload.start, n)
-                .map_err(|e| match e {
-                    SglError::Length => Refuse::Nak(NakCode::InvalidRequest),
-                    SglError::Protection => Refuse::Nak(NakCode::RemoteOperationalError),
-                })?;
-            Ok(0)
+        MsgKind::SendInv => {
+            // Invalidation of the peer's key needs memory windows or
+            // fast-registration MRs bound to user QPs: not yet.
+            Err(Refuse::Nak(NakCode::InvalidRequest))
         }
+        MsgKind::Send | MsgKind::SendImm => place_send(qp, st, p, plan.offset).map(|()| 0),
         MsgKind::Write | MsgKind::WriteImm => {
-            if n > 0 {
-                let mr = remote_mr(qp, st, plan.rkey, plan.va, n, AccessFlags::REMOTE_WRITE)?;
-                let (mr, off) = mr;
-                let umem = mr.umem().ok_or(Refuse::Nak(NakCode::RemoteAccessError))?;
-                umem.copy_from_skb(off, p.skb, p.payload.start, n)
-                    .map_err(|_| Refuse::Nak(NakCode::RemoteAccessError))?;
-            } else if !st.access.contains(AccessFlags::REMOTE_WRITE) {
-                return Err(Refuse::Nak(NakCode::RemoteAccessError));
-            }
-            Ok(0)
+            place_write(qp, st, p, plan.va, plan.rkey).map(|()| 0)
         }
         MsgKind::Read => {
             // Checked whole now; each response packet checks its piece
@@ -1015,6 +1260,72 @@ fn execute(
     }
 }
 
+/// Takes a receive WQE for a SEND (or a WRITE with immediate), unless one
+/// is held already (a SEND in progress, or one UC abandoned).
+fn take_recv(qp: &QpCore, st: &mut RcState) -> core::result::Result<(), Refuse> {
+    if st.receiver.recv_held {
+        return Ok(());
+    }
+    let q = recv_queue(qp).ok_or(Refuse::Nak(NakCode::RemoteOperationalError))?;
+    match q.pop(&mut st.receiver.recv) {
+        Ok(true) => {
+            st.receiver.recv_held = true;
+            Ok(())
+        }
+        _ => Err(Refuse::Rnr),
+    }
+}
+
+/// Copies a SEND packet's payload into the held receive WQE at `offset`.
+fn place_send(
+    qp: &QpCore,
+    st: &RcState,
+    p: &RxPacket<'_>,
+    offset: u32,
+) -> core::result::Result<(), Refuse> {
+    let w = RecvWqe::decode(&st.receiver.recv);
+    let max = qp
+        .cap()
+        .max_recv_sge
+        .max(qp.srq.as_ref().map(|s| s.max_sge()).unwrap_or(0));
+    if w.num_sge > max {
+        return Err(Refuse::Nak(NakCode::RemoteOperationalError));
+    }
+    let body = st
+        .receiver
+        .recv
+        .get(RECV_WQE_HEADER_SIZE as usize..)
+        .unwrap_or(&[]);
+    Sgl::new(&qp.mrs, qp.pd, body, w.num_sge)
+        .copy_from_skb(u64::from(offset), p.skb, p.payload.start, p.payload.len())
+        .map_err(|e| match e {
+            SglError::Length => Refuse::Nak(NakCode::InvalidRequest),
+            SglError::Protection => Refuse::Nak(NakCode::RemoteOperationalError),
+        })
+}
+
+/// Copies a WRITE packet's payload to `va` under `rkey`.
+fn place_write(
+    qp: &QpCore,
+    st: &RcState,
+    p: &RxPacket<'_>,
+    va: u64,
+    rkey: u32,
+) -> core::result::Result<(), Refuse> {
+    let n = p.payload.len();
+    if n == 0 {
+        return if st.access.contains(AccessFlags::REMOTE_WRITE) {
+            Ok(())
+        } else {
+            Err(Refuse::Nak(NakCode::RemoteAccessError))
+        };
+    }
+    let (mr, off) = remote_mr(qp, st, rkey, va, n, AccessFlags::REMOTE_WRITE)?;
+    let umem = mr.umem().ok_or(Refuse::Nak(NakCode::RemoteAccessError))?;
+    umem.copy_from_skb(off, p.skb, p.payload.start, n)
+        .map_err(|_| Refuse::Nak(NakCode::RemoteAccessError))
+}
+
 /// The MR `rkey` names, checked for `len` bytes at `va` with `rights`
 /// (and the QP granting them); its offset.
 fn remote_mr(
@@ -1037,16 +1348,16 @@ fn remote_mr(
 
 /// The last packet of a SEND or WRITE with immediate: the receive WQE
 /// completes.
-fn finish_recv(qp: &QpCore, st: &mut RcState, p: &RxPacket<'_>, plan: &Plan) {
+fn finish_recv(qp: &QpCore, st: &mut RcState, p: &RxPacket<'_>, kind: MsgKind, len: u32) {
     if !st.receiver.recv_held {
         return;
     }
     st.receiver.recv_held = false;
     let w = RecvWqe::decode(&st.receiver.recv);
     let imm = p.immdt();
-    let (op, len) = match plan.kind {
-        MsgKind::WriteImm => (wc_opcode::RECV_RDMA_WITH_IMM, plan.offset + plan.len),
-        _ => (wc_opcode::RECV, plan.offset + plan.len),
+    let op = match kind {
+        MsgKind::WriteImm => wc_opcode::RECV_RDMA_WITH_IMM,
+        _ => wc_opcode::RECV,
     };
     let mut cqe = Cqe {
         wr_id: w.wr_id,

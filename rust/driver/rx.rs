@@ -105,8 +105,13 @@ impl RxPort {
             Opcode::UD_SEND_ONLY | Opcode::UD_SEND_ONLY_WITH_IMMEDIATE => {
                 self.receive_ud(skb, &qp, ip, head, bth.solicited(), payload)
             }
-            op if op.transport() == Some(Transport::Rc) => {
-                if qp.qp_type() != QpType::Rc || !qp.live.can_receive() {
+            op if matches!(op.transport(), Some(Transport::Rc | Transport::Uc)) => {
+                let want = if op.transport() == Some(Transport::Rc) {
+                    QpType::Rc
+                } else {
+                    QpType::Uc
+                };
+                if qp.qp_type() != want || !qp.live.can_receive() {
                     return Err(RxCounter::DropNoQp);
                 }
                 let p = rc::RxPacket {
@@ -123,6 +128,7 @@ impl RxPort {
                     rc::RcDrop::NotConnected => RxCounter::DropNoQp,
                     rc::RcDrop::Malformed => RxCounter::DropMalformed,
                     rc::RcDrop::Sequence => RxCounter::DropSequence,
+                    rc::RcDrop::NoRecv => RxCounter::DropNoRecv,
                 })
             }
             _ => Err(RxCounter::DropUnsupported),

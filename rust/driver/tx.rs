@@ -40,7 +40,7 @@ const DEFAULT_TTL: u8 = 64;
 /// Runs the sender of `qp` until its send queue is empty, unless another
 /// sender is already at it. Context: process.
 pub(crate) fn doorbell(dev: &RxudDevice, qp: &Arc<QpCore>, ndev: &NetDevice) -> Result {
-    if qp.qp_type() == QpType::Rc {
+    if matches!(qp.qp_type(), QpType::Rc | QpType::Uc) {
         super::rc::doorbell(qp);
         return Ok(());
     }

@@ -12,5 +12,6 @@ pub mod guid;
 pub mod mtu;
 pub mod psn;
 pub mod rc;
+pub mod uc;
 pub mod window;
 pub mod wire;

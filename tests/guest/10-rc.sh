@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# RC traffic: ibv_rc_pingpong and perftest (SEND, RDMA WRITE, RDMA READ,
-# atomics) between two rxud devices, each in a network namespace of its
-# own joined by a veth pair; ibv_rc_pingpong again over a link that loses
+# RC and UC traffic: ibv_rc_pingpong and perftest (SEND, RDMA WRITE, RDMA
+# READ, atomics), ibv_uc_pingpong and UC WRITEs, between two rxud devices,
+# each in a network namespace of its own joined by a veth pair; ibv_rc_pingpong again over a link that loses
 # 5% of the packets (netem); then rxud and rxe against each other
 # (interop), with the ports' counters showing what crossed.
 . "$(dirname "$0")/../lib/tap.sh"
 . "$(dirname "$0")/../lib/rxud.sh"
-TAP_PLANNED=26
+TAP_PLANNED=30
 tap_begin $TAP_PLANNED
 export RDMAV_DRIVERS=$RXUD_TOP/rdma-core-provider/build/librxud
 
@@ -38,7 +38,7 @@ hwc() { cat "/sys/class/infiniband/$1/ports/1/hw_counters/$2"; }
 run_pair() {
 	local sns=$1 sdev=$2 cns=$3 cdev=$4 prog=$5 gopt=-x sg cg spid t0=$SECONDS
 	shift 5
-	[ "$prog" != ibv_rc_pingpong ] || gopt=-g
+	case $prog in ibv_*_pingpong) gopt=-g ;; esac
 	: >"$CLI_OUT"
 	: >"$SRV_OUT"
 	if sg=$(v2_gid_index "$sdev" ${GID_PREFIX:+"$GID_PREFIX"}) &&
@@ -71,6 +71,13 @@ pingpong() {
 	local sns=$1 sdev=$2 cns=$3 cdev=$4
 	shift 4
 	PP_TIMEOUT=${PP_TIMEOUT:-30} run_pair "$sns" "$sdev" "$cns" "$cdev" ibv_rc_pingpong -m 1024 -c "$@"
+}
+
+# uc_pingpong ARGS...: the same with ibv_uc_pingpong (no -c there).
+uc_pingpong() {
+	local sns=$1 sdev=$2 cns=$3 cdev=$4
+	shift 4
+	PP_TIMEOUT=${PP_TIMEOUT:-30} run_pair "$sns" "$sdev" "$cns" "$cdev" ibv_uc_pingpong -m 1024 "$@"
 }
 
 # srv_done N: the server of the last pingpong ran N iterations and found
@@ -141,6 +148,12 @@ check "ib_atomic_bw -A CMP_AND_SWAP x 200 between two rxud devices" result 8 200
 perf rca rxud0 rcb rxud1 ib_atomic_bw -A FETCH_AND_ADD -n 200
 check "ib_atomic_bw -A FETCH_AND_ADD x 200 between two rxud devices" result 8 200
 
+# UC: RC's packets without ACKs (a lossless veth: every message arrives).
+uc_pingpong rca rxud0 rcb rxud1 -s 8192 -n 50
+check "ibv_uc_pingpong, 8 KB x 50 (UC), between two rxud devices" pp_done 50
+perf rca rxud0 rcb rxud1 ib_write_bw -c UC -s 65536 -n 200
+check "ib_write_bw -c UC 64 KB x 200 between two rxud devices" result 65536 200
+
 check_eq "no ICRC errors (rxud0 rxud1)" "0 0" "$(hwc rxud0 rx_drop_bad_icrc) $(hwc rxud1 rx_drop_bad_icrc)"
 check_eq "no packet dropped as malformed or unsupported (rxud0 rxud1)" "0 0 0 0" \
 	"$(hwc rxud0 rx_drop_malformed) $(hwc rxud0 rx_drop_unsupported) $(hwc rxud1 rx_drop_malformed) $(hwc rxud1 rx_drop_unsupported)"
@@ -191,6 +204,10 @@ check "ibv_rc_pingpong -c, 8 KB x 20: rxe client, rxud server" pp_done 20
 # is at $CIP.
 SIP=$CIP pingpong - rxe0 rca rxud0 -s 8192 -n 20
 check "ibv_rc_pingpong -c, 8 KB x 20: rxud client, rxe server" pp_done 20
+uc_pingpong rca rxud0 - rxe0 -s 8192 -n 20
+check "ibv_uc_pingpong, 8 KB x 20: rxe client, rxud server" pp_done 20
+SIP=$CIP uc_pingpong - rxe0 rca rxud0 -s 8192 -n 20
+check "ibv_uc_pingpong, 8 KB x 20: rxud client, rxe server" pp_done 20
 # RDMA WRITE and READ both ways: rxud as requester and as responder.
 perf rca rxud0 - rxe0 ib_write_bw -s 65536 -n 100
 check "ib_write_bw 64 KB x 100: rxe writes to rxud" result 65536 100

@@ -13,6 +13,14 @@ tap_begin() { # tap_begin PLANNED
 tap_ok() { TAP_N=$((TAP_N + 1)); echo "ok $TAP_N - $*"; }
 tap_not_ok() { TAP_N=$((TAP_N + 1)); TAP_FAIL=$((TAP_FAIL + 1)); echo "not ok $TAP_N - $*"; }
 tap_diag() { sed 's/^/# /'; }
+# After a failed check's diagnostics: with RXUD_FAIL_FAST set (the
+# mutation tests, which need only the first failure), stop the test here
+# instead of waiting out the timeouts of every later check.
+tap_bail_if_fast() {
+	[ -z "${RXUD_FAIL_FAST:-}" ] && return
+	echo "Bail out! RXUD_FAIL_FAST: stopping at the first failed check"
+	exit 1
+}
 
 # check DESC CMD...: CMD must succeed.
 check() {
@@ -23,6 +31,7 @@ check() {
 	else
 		tap_not_ok "$desc"
 		printf '%s\n' "command: $*" "$out" | tap_diag
+		tap_bail_if_fast
 	fi
 }
 
@@ -37,6 +46,7 @@ check_fails() {
 	else
 		tap_not_ok "$desc"
 		printf '%s\n' "command: $*" "expected failure with: $want" "got exit $rc: $out" | tap_diag
+		tap_bail_if_fast
 	fi
 }
 
@@ -47,6 +57,7 @@ check_eq() {
 	else
 		tap_not_ok "$1"
 		printf '%s\n' "expected: $2" "actual:   $3" | tap_diag
+		tap_bail_if_fast
 	fi
 }
 
