@@ -19,6 +19,7 @@ RUNS=(
 	"ib_send_bw 65536 300"
 	"ib_read_bw 65536 200"
 	"ib_write_bw 1048576 20"
+	"ib_write_bw 65536 300 -c UC"
 	"ib_send_bw 1024 1000 -c UD"
 	"ib_write_lat 2 300"
 	"ib_send_lat 2 300"

@@ -499,25 +499,16 @@ fn pump(qp: &Arc<QpCore>, st: &mut RcState) {
         return;
     }
     let t = now();
-    // At most one more round for a WQE posted while the flag was being
-    // cleared (more would spin on a ring whose producer lies).
-    for last_look in [false, true] {
+    with_doorbell_flag(qp, st, |st| {
+        let mtu = st.mtu;
         let Some(s) = st.sender.as_mut() else {
-            return;
+            return false;
         };
-        admit_wqes(qp, s, st.mtu);
+        admit_wqes(qp, s, mtu);
         transmit(qp, st, t);
         complete_sends(qp, st);
-        let busy = st.sender.as_ref().is_some_and(|s| !s.req.is_empty());
-        qp.sq.ring().set_sender_active(busy);
-        if busy || last_look {
-            break;
-        }
-        core::sync::atomic::fence(Ordering::SeqCst);
-        if !qp.sq.has_entries() {
-            break;
-        }
-    }
+        st.sender.as_ref().is_some_and(|s| !s.req.is_empty())
+    });
     let deadline = st.sender.as_ref().and_then(|s| s.req.next_deadline());
     if let Some(d) = deadline {
         if st.armed != Some(d) {
@@ -532,9 +523,20 @@ fn pump(qp: &Arc<QpCore>, st: &mut RcState) {
 /// logic is RC's, with "holds work" meaning a message in progress (the
 /// kick budget's timer comes back for the rest).
 fn uc_pump(qp: &QpCore, st: &mut RcState) {
-    for last_look in [false, true] {
+    with_doorbell_flag(qp, st, |st| {
         uc_transmit(qp, st);
-        let busy = st.uc_tx().is_some_and(|t| t.cur.is_some());
+        st.uc_tx().is_some_and(|t| t.cur.is_some())
+    });
+}
+
+/// Runs `step`, which moves work from the send ring and says whether the
+/// send side still holds work, and publishes that as `SENDER_ACTIVE`;
+/// once more after a full fence if the flag was cleared and the ring has
+/// entries (a WQE posted while it was being cleared). Only once more: a
+/// ring whose producer lies must not make this spin.
+fn with_doorbell_flag(qp: &QpCore, st: &mut RcState, mut step: impl FnMut(&mut RcState) -> bool) {
+    for last_look in [false, true] {
+        let busy = step(st);
         qp.sq.ring().set_sender_active(busy);
         if busy || last_look {
             break;
