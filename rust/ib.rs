@@ -30,7 +30,7 @@ pub(crate) use device::{
 pub(crate) use mmap::SharedMem;
 pub(crate) use mr::{AccessFlags, MrKind, UserRange};
 pub(crate) use qp::{QpAttr, QpAttrMask, QpCap, QpInitAttr, QpQuery, QpState, QpType};
-pub(crate) use srq::{SrqAttr, SrqModify};
+pub(crate) use srq::{SrqAttr, SrqEvents, SrqModify};
 pub(crate) use stats::CounterDesc;
 pub(crate) use udata::{UContext, UData};
 pub(crate) use umem::Umem;

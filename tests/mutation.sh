@@ -123,7 +123,7 @@ build_all() {
 	# reveals (the last of a burst, an ACK) is never resent.
 	mutant rc-no-retransmit-timer driver/rc.rs \
 		'crate::timer::Timer::arm(qp, d.saturating_sub(t));' 'let _ = d;' \
-		tests/guest/10-rc.sh 'not ok [0-9]+ - 5% loss'
+		tests/guest/12-rc-loss.sh 'not ok [0-9]+ - 5% loss'
 
 	# The RC responder stops checking the rights of the MR an rkey names.
 	mutant rc-mr-rights-unchecked driver/rc.rs \

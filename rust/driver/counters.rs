@@ -1,13 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Per-port counters, updated lock-free on the packet paths and reported
-//! as the port's hardware counters (`rdma statistic show link rxud0/1`).
+//! as the port's hardware counters (`rdma statistic show link rxud0/1`):
+//! what the receive path dropped and why, and the RC events that cost
+//! packets (retransmissions, RNR NAKs, duplicates).
 
 use crate::ib::CounterDesc;
 use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::c_str;
 
-/// What rxud counts on receive. The discriminant is the position in
+/// What rxud counts. The discriminant is the position in
 /// [`RX_COUNTER_DESCS`].
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum RxCounter {
@@ -32,9 +34,17 @@ pub(crate) enum RxCounter {
     /// Not delivered: an RC packet out of sequence, a duplicate or a
     /// stale response (the protocol answers it; nothing is placed).
     DropSequence = 8,
+    /// RC request packets sent again (timeouts, NAKs, implied NAKs).
+    RcRetransmits = 9,
+    /// RC retransmit timer expiries that started a retransmission.
+    RcTimeouts = 10,
+    /// RNR NAKs the RC responder sent (a SEND found no receive WQE).
+    RcRnrNaks = 11,
+    /// Duplicate RC requests the responder answered again.
+    RcDuplicates = 12,
 }
 
-const RX_COUNTERS: usize = 9;
+const RX_COUNTERS: usize = 13;
 
 /// Counter names, as `rdma statistic` shows them.
 pub(crate) static RX_COUNTER_DESCS: [CounterDesc; RX_COUNTERS] = [
@@ -47,6 +57,10 @@ pub(crate) static RX_COUNTER_DESCS: [CounterDesc; RX_COUNTERS] = [
     CounterDesc::new(c_str!("rx_drop_no_recv")),
     CounterDesc::new(c_str!("rx_drop_cq_full")),
     CounterDesc::new(c_str!("rx_drop_sequence")),
+    CounterDesc::new(c_str!("rc_retransmits")),
+    CounterDesc::new(c_str!("rc_timeouts")),
+    CounterDesc::new(c_str!("rc_rnr_naks_sent")),
+    CounterDesc::new(c_str!("rc_duplicates")),
 ];
 
 /// The receive counters of one port.

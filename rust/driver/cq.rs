@@ -12,7 +12,7 @@ use crate::abi::{
 };
 use crate::ib::{CqArm, CqEvents, CqInitAttr, UData};
 use crate::sync::{new_spinlock_irq, SpinLockIrq};
-use core::sync::atomic::{AtomicU8, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use kernel::{prelude::*, sync::Arc};
 
 /// Arming state (`req_notify_cq`), read by the completer.
@@ -31,6 +31,8 @@ pub(crate) struct CqCore {
     ring: SpinLockIrq<CqRing>,
     armed: AtomicU8,
     events: CqEvents,
+    /// A completion found the CQ full; the owner has been told (once).
+    overflowed: AtomicBool,
 }
 
 struct CqRing {
@@ -69,6 +71,7 @@ impl RxudCq {
             pin_init!(CqCore {
                 ring <- new_spinlock_irq!(CqRing { ring, producer: 0 }, "rxud:cq"),
                 armed: AtomicU8::new(DISARMED),
+                overflowed: AtomicBool::new(false),
                 events,
             }),
             GFP_KERNEL,
@@ -163,6 +166,12 @@ impl CqCore {
                 .occupancy(r.producer, consumer)
                 .ok_or(CqFull::Broken)?;
             if used >= geometry.slot_count() {
+                drop(r);
+                // The completion is lost: the owner hears of it once, as
+                // an async event (IB_EVENT_CQ_ERR), as with rxe.
+                if !self.overflowed.swap(true, Ordering::AcqRel) {
+                    self.events.overflow();
+                }
                 return Err(CqFull::Overflow);
             }
             let at = r.producer;

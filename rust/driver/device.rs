@@ -18,8 +18,8 @@ use super::Registry;
 use crate::ib::{
     AccessFlags, AddressVector, CounterDesc, CqArm, CqEvents, CqInitAttr, Device, DeviceAttr,
     DeviceCapFlags, DeviceOps, LinkLayer, MrKind, PortAttr, PortCapFlags, PortImmutable,
-    PortPhysState, PortState, QpAttr, QpCap, QpInitAttr, QpQuery, SrqAttr, SrqModify, UData, Umem,
-    UserRange,
+    PortPhysState, PortState, QpAttr, QpCap, QpInitAttr, QpQuery, SrqAttr, SrqEvents, SrqModify,
+    UData, Umem, UserRange,
 };
 use crate::net::NetDevice;
 use crate::proto::{mtu, wire::bth::DEFAULT_PKEY};
@@ -90,7 +90,7 @@ pub(crate) struct RxudDevice {
     next_pd: AtomicU32,
     /// The receive side of the port: counters and (with the data path)
     /// delivery.
-    rx: Arc<RxPort>,
+    pub(super) rx: Arc<RxPort>,
     /// The port's place on its namespace's UDP socket; closes the socket
     /// with the namespace's last device.
     _transport: Attachment,
@@ -243,9 +243,10 @@ impl DeviceOps for RxudDevice {
         dev: &Device<Self>,
         _pd: &RxudPd,
         attr: &SrqAttr,
+        events: SrqEvents,
         udata: &UData,
     ) -> Result<(RxudSrq, SrqAttr)> {
-        RxudSrq::new(dev.data(), attr, udata)
+        RxudSrq::new(dev.data(), attr, events, udata)
     }
 
     fn modify_srq(

@@ -10,6 +10,7 @@ use super::device::{RxudDevice, MAX_INLINE_DATA, MAX_QP_RD_ATOM, MAX_QP_WR, MAX_
 use super::mr::MrTable;
 use super::rc::{self, Path, RcAttrs, RcState};
 use super::ring::{Ring, WorkQueue};
+use super::rx::RxPort;
 use super::srq::SrqCore;
 use super::table::IndexTable;
 use crate::abi::{
@@ -98,6 +99,8 @@ pub(crate) struct QpCore {
     pub(super) mrs: Arc<MrTable>,
     /// PSN of the next datagram (UD).
     pub(super) next_psn: AtomicU32,
+    /// The device's port: its counters.
+    pub(super) port: Arc<RxPort>,
     /// RC connection state, from RTR until RESET (see `rc.rs`). Taken in
     /// process and softirq context, never in hard irq: a bottom-half lock,
     /// so routing (IPv6 disables softirqs itself) may run under it.
@@ -164,6 +167,17 @@ impl QpCore {
 
     pub(crate) fn sq_sig_all(&self) -> bool {
         self.sq_sig_all
+    }
+
+    /// Takes the next receive WQE, from the QP's receive queue or its SRQ
+    /// (which may raise the SRQ limit event). `Ok(false)` if none is
+    /// posted. Any context.
+    pub(crate) fn pop_recv(&self, out: &mut [u8]) -> Result<bool> {
+        match (&self.rq, &self.srq) {
+            (Some(rq), _) => rq.pop(out),
+            (None, Some(srq)) => srq.pop(out),
+            (None, None) => Ok(false),
+        }
     }
 
     /// Gives back the netdev an RC QP sends on (see
@@ -482,6 +496,7 @@ impl RxudQp {
                 sq_active: AtomicBool::new(false),
                 mrs: dev.mr_keys.clone(),
                 next_psn: AtomicU32::new(0),
+                port: dev.rx.clone(),
                 rto <- Timer::new(),
                 rc <- new_spinlock_bh!(None, "rxud:qp_rc"),
             }),

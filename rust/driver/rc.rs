@@ -33,9 +33,9 @@
 //! The netdev the QP sends on is held from RTR until the QP leaves the
 //! connected states or the netdev goes away ([`RcState::detach`]).
 
+use super::counters::RxCounter;
 use super::mr::{self, MrError};
 use super::qp::QpCore;
-use super::ring::WorkQueue;
 use super::sgl::{Sgl, SglError};
 use super::tx;
 use crate::abi::{
@@ -235,14 +235,6 @@ impl TxQueue {
     }
 }
 
-/// Per-QP counters the data path keeps (for `rdma statistic` later).
-#[derive(Default)]
-pub(crate) struct RcCounters {
-    pub(crate) retransmits: u64,
-    pub(crate) duplicates: u64,
-    pub(crate) out_of_sequence: u64,
-}
-
 /// One RC QP's connection state (from RTR on).
 pub(crate) struct RcState {
     path: Path,
@@ -260,7 +252,6 @@ pub(crate) struct RcState {
     sending: bool,
     /// The deadline the timer is armed for.
     armed: Option<u64>,
-    counters: RcCounters,
 }
 
 /// The QP attributes RC needs, from modify_qp.
@@ -328,7 +319,6 @@ impl RcState {
                 txq: TxQueue::new(),
                 sending: false,
                 armed: None,
-                counters: RcCounters::default(),
             },
             GFP_KERNEL,
         )?)
@@ -425,7 +415,7 @@ pub(crate) fn timer_fired(qp: Arc<QpCore>) {
                     s.req.on_timeout(now()),
                     crate::proto::rc::TimerOutcome::Retransmit
                 ) {
-                    st.counters.retransmits += 1;
+                    qp.port.counters.add(RxCounter::RcTimeouts, 1);
                 }
             }
         }
@@ -642,7 +632,7 @@ fn transmit(qp: &QpCore, st: &mut RcState, t: u64) {
             break;
         };
         if p.retransmit {
-            st.counters.retransmits += 1;
+            qp.port.counters.add(RxCounter::RcRetransmits, 1);
         }
         let built = match st.sender.as_ref() {
             Some(s) => build_request(qp, st, s.wqe(p.wqe), &Out::from(&p)),
@@ -1152,11 +1142,10 @@ fn on_request(
     let plan = match st.receiver.resp.on_request(&req) {
         Action::Execute(plan) => plan,
         Action::Duplicate => {
-            st.counters.duplicates += 1;
+            qp.port.counters.add(RxCounter::RcDuplicates, 1);
             return Err(RcDrop::Sequence);
         }
         Action::OutOfSequence | Action::Drop => {
-            st.counters.out_of_sequence += 1;
             return Err(RcDrop::Sequence);
         }
         Action::Error(_) => {
@@ -1172,6 +1161,7 @@ fn on_request(
             }
         }
         Err(Refuse::Rnr) => {
+            qp.port.counters.add(RxCounter::RcRnrNaks, 1);
             let _ = st.receiver.resp.rnr(&plan);
         }
         Err(Refuse::Nak(code)) => {
@@ -1185,14 +1175,6 @@ fn on_request(
 enum Refuse {
     Rnr,
     Nak(NakCode),
-}
-
-fn recv_queue(qp: &QpCore) -> Option<&WorkQueue> {
-    match (&qp.rq, &qp.srq) {
-        (Some(rq), _) => Some(rq),
-        (None, Some(srq)) => Some(&srq.queue),
-        (None, None) => None,
-    }
 }
 
 /// Carries out an in-sequence request; the atomic's original value.
@@ -1268,8 +1250,7 @@ fn take_recv(qp: &QpCore, st: &mut RcState) -> core::result::Result<(), Refuse> 
     if st.receiver.recv_held {
         return Ok(());
     }
-    let q = recv_queue(qp).ok_or(Refuse::Nak(NakCode::RemoteOperationalError))?;
-    match q.pop(&mut st.receiver.recv) {
+    match qp.pop_recv(&mut st.receiver.recv) {
         Ok(true) => {
             st.receiver.recv_held = true;
             Ok(())

@@ -138,6 +138,15 @@ impl WorkQueue {
         }
     }
 
+    /// Entries waiting (0 for a broken queue). Any context.
+    pub(crate) fn len(&self) -> u32 {
+        let consumer = *self.consumer.lock();
+        self.ring
+            .geometry()
+            .occupancy(self.ring.producer(), consumer)
+            .unwrap_or(0)
+    }
+
     /// Whether entries are waiting. Any context.
     pub(crate) fn has_entries(&self) -> bool {
         let consumer = *self.consumer.lock();

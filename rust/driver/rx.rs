@@ -159,13 +159,8 @@ impl RxPort {
             .map(|h| h.imm_data())
             .filter(|_| head.first() == Some(&Opcode::UD_SEND_ONLY_WITH_IMMEDIATE.0));
         let mut slot = [0u8; MAX_RECV_SLOT];
-        let queue = match (&qp.rq, &qp.srq) {
-            (Some(rq), _) => rq,
-            (None, Some(srq)) => &srq.queue,
-            (None, None) => return Err(RxCounter::DropNoQp),
-        };
         // UD drops what finds no receive buffer.
-        match queue.pop(&mut slot) {
+        match qp.pop_recv(&mut slot) {
             Ok(true) => {}
             Ok(false) => return Err(RxCounter::DropNoRecv),
             Err(_) => return Err(RxCounter::DropNoRecv),

@@ -6,7 +6,7 @@ use super::counter::Counted;
 use super::device::{RxudDevice, MAX_SRQ_SGE, MAX_SRQ_WR};
 use super::ring::{Ring, WorkQueue};
 use crate::abi::{recv_wqe_slot_size, CreateSrqReq, CreateSrqResp};
-use crate::ib::{SrqAttr, SrqModify, UData};
+use crate::ib::{SrqAttr, SrqEvents, SrqModify, UData};
 use core::sync::atomic::{AtomicU32, Ordering};
 use kernel::{prelude::*, sync::Arc};
 
@@ -17,6 +17,7 @@ pub(crate) struct SrqCore {
     /// Raise the SRQ limit event when fewer WQEs remain; 0 when
     /// disarmed (the event disarms it).
     limit: AtomicU32,
+    events: SrqEvents,
 }
 
 pub(crate) struct RxudSrq {
@@ -25,7 +26,12 @@ pub(crate) struct RxudSrq {
 }
 
 impl RxudSrq {
-    pub(crate) fn new(dev: &RxudDevice, attr: &SrqAttr, udata: &UData) -> Result<(Self, SrqAttr)> {
+    pub(crate) fn new(
+        dev: &RxudDevice,
+        attr: &SrqAttr,
+        events: SrqEvents,
+        udata: &UData,
+    ) -> Result<(Self, SrqAttr)> {
         let req: CreateSrqReq = udata.read()?;
         if req.comp_mask != 0 {
             return Err(crate::ib::eopnotsupp());
@@ -52,6 +58,7 @@ impl RxudSrq {
                 queue: KBox::pin_init(WorkQueue::new(ring), GFP_KERNEL)?,
                 max_sge,
                 limit: AtomicU32::new(0),
+                events,
             },
             GFP_KERNEL,
         )?;
@@ -92,6 +99,25 @@ impl RxudSrq {
 }
 
 impl SrqCore {
+    /// Takes the oldest receive WQE (as `WorkQueue::pop`); if that leaves
+    /// fewer than the armed limit, disarms it and raises the SRQ limit
+    /// event (IBTA 10.2.9.4). Any context.
+    pub(crate) fn pop(&self, out: &mut [u8]) -> Result<bool> {
+        let taken = self.queue.pop(out)?;
+        let limit = self.limit.load(Ordering::Relaxed);
+        if taken
+            && limit != 0
+            && self.queue.len() < limit
+            && self
+                .limit
+                .compare_exchange(limit, 0, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+        {
+            self.events.limit_reached();
+        }
+        Ok(taken)
+    }
+
     /// Most SGEs of one of its WQEs.
     pub(crate) fn max_sge(&self) -> u32 {
         self.max_sge

@@ -384,6 +384,32 @@ void rxud_ib_cq_event(struct ib_cq *cq)
 		cq->comp_handler(cq, cq->cq_context);
 }
 
+/* Fewer WQEs than the armed limit remain: IB_EVENT_SRQ_LIMIT_REACHED. */
+void rxud_ib_srq_limit_reached(struct ib_srq *srq)
+{
+	struct ib_event ev = {
+		.device = srq->device,
+		.element.srq = srq,
+		.event = IB_EVENT_SRQ_LIMIT_REACHED,
+	};
+
+	if (srq->event_handler)
+		srq->event_handler(&ev, srq->srq_context);
+}
+
+/* The CQ overflowed: IB_EVENT_CQ_ERR to its owner (as rxe reports it). */
+void rxud_ib_cq_overflow(struct ib_cq *cq)
+{
+	struct ib_event ev = {
+		.device = cq->device,
+		.element.cq = cq,
+		.event = IB_EVENT_CQ_ERR,
+	};
+
+	if (cq->event_handler)
+		cq->event_handler(&ev, cq->cq_context);
+}
+
 int rxud_tx_push_udp6(struct sk_buff *skb, const struct in6_addr *saddr,
 		      const struct in6_addr *daddr, __be16 sport, u8 tclass,
 		      u8 hop_limit, u32 flow_label, u8 **datagram)

@@ -87,6 +87,8 @@ int rxud_tx_push_udp6(struct sk_buff *skb, const struct in6_addr *saddr,
 		      u8 hop_limit, u32 flow_label, u8 **datagram);
 int rxud_tx_send6(struct sk_buff *skb);
 void rxud_ib_cq_event(struct ib_cq *cq);
+void rxud_ib_cq_overflow(struct ib_cq *cq);
+void rxud_ib_srq_limit_reached(struct ib_srq *srq);
 
 /* The counter array of hardware statistics and its length. */
 u64 *rxud_hw_stats_values(struct rdma_hw_stats *stats, int *num);

@@ -49,6 +49,14 @@ impl CqEvents {
         // SAFETY: the CQ is live (type invariant).
         unsafe { bindings::rxud_ib_cq_event(self.cq.as_ptr()) };
     }
+
+    /// Reports that the CQ overflowed (`IB_EVENT_CQ_ERR` to its event
+    /// handler, if any). Any context.
+    pub(crate) fn overflow(&self) {
+        // SAFETY: the CQ is live (type invariant); ib_core's event
+        // handlers may be called from any context.
+        unsafe { bindings::rxud_ib_cq_overflow(self.cq.as_ptr()) };
+    }
 }
 
 /// Which completions should raise the next completion event

@@ -22,7 +22,7 @@ use super::attr::{DeviceAttr, LinkLayer, PortAttr, PortImmutable};
 use super::cq::{CqArm, CqEvents, CqInitAttr};
 use super::mr::{AccessFlags, MrKind, UserRange};
 use super::qp::{QpAttr, QpCap, QpInitAttr, QpQuery};
-use super::srq::{SrqAttr, SrqModify};
+use super::srq::{SrqAttr, SrqEvents, SrqModify};
 use super::udata::UData;
 use crate::ffi::bindings;
 use crate::net::{netdev::NetDeviceRef, NetDevice};
@@ -168,6 +168,7 @@ pub(crate) trait DeviceOps: Sized + Send + Sync {
         _dev: &Device<Self>,
         _pd: &Self::Pd,
         _attr: &SrqAttr,
+        _events: SrqEvents,
         _udata: &UData,
     ) -> Result<(Self::Srq, SrqAttr)> {
         kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)

@@ -42,6 +42,32 @@ impl SrqAttr {
     }
 }
 
+/// How the driver tells an SRQ's owner that the SRQ limit was reached.
+///
+/// # Invariants
+///
+/// `srq` is the `ib_srq` the driver's SRQ object belongs to; it is valid
+/// while that object exists, and the driver only uses an `SrqEvents`
+/// while it does (its QPs, destroyed first, and receive paths that end
+/// before a QP's destruction returns).
+pub(crate) struct SrqEvents {
+    srq: core::ptr::NonNull<bindings::ib_srq>,
+}
+
+// SAFETY: ib_core's event handlers may be called from any context; the
+// pointer is only passed to the handler.
+unsafe impl Send for SrqEvents {}
+// SAFETY: as above.
+unsafe impl Sync for SrqEvents {}
+
+impl SrqEvents {
+    /// Reports `IB_EVENT_SRQ_LIMIT_REACHED`. Any context.
+    pub(crate) fn limit_reached(&self) {
+        // SAFETY: the SRQ is live (type invariant).
+        unsafe { bindings::rxud_ib_srq_limit_reached(self.srq.as_ptr()) };
+    }
+}
+
 impl<T: DeviceOps> Adapter<T> {
     /// `ib_device_ops.create_srq`.
     ///
@@ -67,11 +93,17 @@ impl<T: DeviceOps> Adapter<T> {
         let r = if i.srq_type != bindings::IB_SRQT_BASIC {
             Err(super::eopnotsupp())
         } else {
-            T::create_srq(dev, pd, &SrqAttr::from_raw(&i.attr), &udata).map(|(data, granted)| {
-                // ib_core reports the granted sizes to the creator.
-                granted.to_raw(&mut i.attr);
-                data
-            })
+            // SAFETY: `srq` is a valid, non-NULL object pointer (contract),
+            // live as long as the object the driver's SRQ is part of.
+            let srq_ptr = unsafe { core::ptr::NonNull::new_unchecked(srq) };
+            let events = SrqEvents { srq: srq_ptr };
+            T::create_srq(dev, pd, &SrqAttr::from_raw(&i.attr), events, &udata).map(
+                |(data, granted)| {
+                    // ib_core reports the granted sizes to the creator.
+                    granted.to_raw(&mut i.attr);
+                    data
+                },
+            )
         };
         // SAFETY: the object has room for `Object<_, T::Srq>`, data not
         // yet initialised.

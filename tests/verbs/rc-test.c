@@ -23,6 +23,7 @@
  * device's run short.
  */
 #include <errno.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -256,6 +257,8 @@ struct pair_opts {
 	int rnr_retry;		/* of A (B always gets 7) */
 	int min_rnr_timer;	/* of B (A always gets 1) */
 	uint32_t psn;		/* A's first send PSN; B's is psn + 0x1000 */
+	int cqe;		/* CQ entries asked for (0: 32) */
+	struct ibv_srq *srq;	/* B's receives come from it, if set */
 };
 
 /* Work requests of the checks retry RNR a little, with the shortest wait. */
@@ -327,7 +330,7 @@ static int pair_make(struct pair *p, const struct pair_opts *o, const char *name
 	memset(p, 0, sizeof(*p));
 	for (int i = 0; i < 2; i++) {
 		errno = 0;
-		p->cq[i] = ibv_create_cq(ctx[i], 32, NULL, NULL, 0);
+		p->cq[i] = ibv_create_cq(ctx[i], o->cqe ? o->cqe : 32, NULL, NULL, 0);
 		if (!p->cq[i]) {
 			err = errno ? errno : -1;
 			goto out;
@@ -343,6 +346,9 @@ static int pair_make(struct pair *p, const struct pair_opts *o, const char *name
 			.cap = { .max_send_wr = 16, .max_recv_wr = 16, .max_send_sge = 4,
 				 .max_recv_sge = 4, .max_inline_data = INLINE_LEN },
 		};
+
+		if (i == 1 && o->srq)
+			ia.srq = o->srq;
 
 		errno = 0;
 		p->qp[i] = ibv_create_qp(pd[i], &ia);
@@ -697,6 +703,115 @@ static void rnr_checks(void)
 }
 
 /* Unsignaled sends (sq_sig_all 0) make no completion; receives do. */
+/*
+ * A receive CQ that overflows raises IBV_EVENT_CQ_ERR on the device's
+ * async event queue (both rxe and rxud drop the completion that did not
+ * fit): B's CQ is made as small as the device allows, and gets more
+ * receive completions than it holds, none of them polled.
+ */
+static void cq_overflow_checks(void)
+{
+	struct pair_opts o = default_opts;
+	struct ibv_async_event ev;
+	struct ibv_send_wr wr;
+	struct ibv_sge sa, sb;
+	struct pollfd pfd;
+	struct pair p;
+	int n, err = 0, got = 0;
+
+	o.cqe = 1;
+	if (!pair_make(&p, &o, "CQ overflow"))
+		return;
+	/* One more than the CQ holds (A's sends are unsignaled: A's CQ stays empty). */
+	n = p.cq[1]->cqe + 1;
+	if (n > 16) {
+		check(0, "CQ overflow: B's CQ of 1 entry holds %d (more than the test's 15)", n - 1);
+		pair_destroy(&p);
+		return;
+	}
+	sa = sge(mr_a, 0, 8);
+	sb = sge(mr_b, RECV_OFF, 8);
+	for (int i = 0; i < n && !err; i++)
+		err = post_recv(p.qp[1], 100 + i, &sb, 1);
+	for (int i = 0; i < n && !err; i++) {
+		wr = send_wr(200 + i, IBV_WR_SEND, &sa, 1);
+		wr.send_flags = 0;
+		err = post_send(p.qp[0], &wr);
+	}
+	check(!err, "CQ overflow: %d receives and %d unsignaled SENDs posted (%s)", n, n,
+	      err ? strerror(err) : "success");
+	/* Other events (of other objects) may come first: look past them. */
+	pfd = (struct pollfd){ .fd = ctx[1]->async_fd, .events = POLLIN };
+	for (long long end = now_ms() + POLL_MS; !err && !got && now_ms() < end;) {
+		if (poll(&pfd, 1, (int)(end - now_ms())) != 1 || ibv_get_async_event(ctx[1], &ev))
+			break;
+		got = ev.event_type == IBV_EVENT_CQ_ERR && ev.element.cq == p.cq[1];
+		ibv_ack_async_event(&ev);
+	}
+	check(got, "CQ overflow: B's device reports IBV_EVENT_CQ_ERR for B's CQ within %d ms", POLL_MS);
+	pair_destroy(&p);
+}
+
+/*
+ * An armed SRQ limit: once a SEND leaves fewer receives in the SRQ than
+ * the limit, IBV_EVENT_SRQ_LIMIT_REACHED comes, and the limit is disarmed
+ * (query_srq reports 0).
+ */
+static void srq_limit_checks(void)
+{
+	struct ibv_srq_init_attr sia = { .attr = { .max_wr = 16, .max_sge = 1 } };
+	struct pair_opts o = default_opts;
+	struct ibv_srq_attr sa_attr = { .srq_limit = 2 };
+	struct ibv_async_event ev;
+	struct ibv_send_wr wr;
+	struct ibv_recv_wr rwr, *bad;
+	struct ibv_sge sa, sb;
+	struct ibv_wc wc;
+	struct pollfd pfd;
+	struct pair p;
+	int err = 0, got = 0;
+
+	o.srq = ibv_create_srq(pd[1], &sia);
+	check(o.srq != NULL, "SRQ limit: SRQ created on B's device");
+	if (!o.srq)
+		return;
+	if (!pair_make(&p, &o, "SRQ limit")) {
+		ibv_destroy_srq(o.srq);
+		return;
+	}
+	sa = sge(mr_a, 0, 8);
+	sb = sge(mr_b, RECV_OFF, 8);
+	for (int i = 0; i < 4 && !err; i++) {
+		rwr = (struct ibv_recv_wr){ .wr_id = 300 + i, .sg_list = &sb, .num_sge = 1 };
+		err = ibv_post_srq_recv(o.srq, &rwr, &bad);
+	}
+	check_err(err ? err : ibv_modify_srq(o.srq, &sa_attr, IBV_SRQ_LIMIT), 0,
+		  "SRQ limit: 4 receives posted, limit 2 armed");
+	/* 4 - 3 = 1 left, below 2: the third SEND raises the event. */
+	for (int i = 0; i < 3 && !err; i++) {
+		wr = send_wr(400 + i, IBV_WR_SEND, &sa, 1);
+		err = post_send(p.qp[0], &wr) ||
+		      !expect_wc(p.cq[1], 0, 300 + i, IBV_WC_SUCCESS, IBV_WC_RECV, NULL,
+				 "SRQ limit: SEND %d lands in the SRQ's receive %d", i, i);
+	}
+	while (ibv_poll_cq(p.cq[0], 1, &wc) > 0)
+		;
+	pfd = (struct pollfd){ .fd = ctx[1]->async_fd, .events = POLLIN };
+	for (long long end = now_ms() + POLL_MS; !err && !got && now_ms() < end;) {
+		if (poll(&pfd, 1, (int)(end - now_ms())) != 1 || ibv_get_async_event(ctx[1], &ev))
+			break;
+		got = ev.event_type == IBV_EVENT_SRQ_LIMIT_REACHED && ev.element.srq == o.srq;
+		ibv_ack_async_event(&ev);
+	}
+	check(got, "SRQ limit: IBV_EVENT_SRQ_LIMIT_REACHED for the SRQ within %d ms", POLL_MS);
+	memset(&sa_attr, 0xff, sizeof(sa_attr));
+	err = ibv_query_srq(o.srq, &sa_attr);
+	check(!err && sa_attr.srq_limit == 0, "SRQ limit: disarmed after the event (query_srq: %s, limit %u)",
+	      err ? strerror(err) : "success", sa_attr.srq_limit);
+	pair_destroy(&p);
+	ibv_destroy_srq(o.srq);
+}
+
 static void unsignaled_checks(void)
 {
 	struct ibv_send_wr wr;
@@ -902,6 +1017,8 @@ int main(int argc, char **argv)
 	access_error_checks();
 	rnr_checks();
 	unsignaled_checks();
+	cq_overflow_checks();
+	srq_limit_checks();
 	length_error_checks();
 	psn_wrap_checks();
 

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# RC over a link that loses 5% of the packets one way (netem), between two
+# rxud devices in network namespaces of their own joined by a veth pair:
+# ibv_rc_pingpong with validated data must still complete, the losses must
+# show as retransmissions and as out-of-sequence packets not delivered.
+. "$(dirname "$0")/../lib/tap.sh"
+. "$(dirname "$0")/../lib/rxud.sh"
+. "$(dirname "$0")/../lib/traffic.sh"
+TAP_PLANNED=7
+tap_begin $TAP_PLANNED
+export RDMAV_DRIVERS=$RXUD_TOP/rdma-core-provider/build/librxud
+
+SIP=169.254.212.1 # the server's address (rlv0, in rla)
+CIP=169.254.212.2 # the client's (rlv1, in rlb)
+CLI_OUT=/tmp/12-rc-loss.client
+SRV_OUT=/tmp/12-rc-loss.server
+
+rxud_load
+ip netns add rla
+ip netns add rlb
+ip link add rlv0 type veth peer name rlv1
+ip link set rlv0 netns rla
+ip link set rlv1 netns rlb
+for ns in rla rlb; do ip netns exec $ns ip link set lo up; done
+ip netns exec rla ip addr add $SIP/24 dev rlv0
+ip netns exec rlb ip addr add $CIP/24 dev rlv1
+ip netns exec rla ip link set rlv0 up
+ip netns exec rlb ip link set rlv1 up
+ip netns exec rla rdma link add rxud0 type rxud netdev rlv0
+ip netns exec rlb rdma link add rxud1 type rxud netdev rlv1
+wait_for 10 ip netns exec rlb ping -c1 -W1 $SIP >/dev/null
+wait_for 10 v2_gid_index rxud0
+wait_for 10 v2_gid_index rxud1
+
+# --- A lossy link ------------------------------------------------------
+# netem drops 5% of what the server (rxud0) sends: its replies' packets
+# and its ACKs of the client's messages. The client's last message is the
+# one exchange RC cannot save: when the ACK of it is lost, the server has
+# every completion it waits for, exits and destroys its QP, and the
+# client's retries find no QP ("transport retry counter exceeded"), an
+# ibv_rc_pingpong property, not a fault. The server, which is the side
+# that checks the data, always finishes if lost packets are recovered:
+# it has sent all 100 replies only if the client got every message
+# through, and its QP stays until the client has acknowledged them all.
+nm_why=$(modprobe sch_netem 2>&1)
+if nm_err=$(ip netns exec rla tc qdisc add dev rlv0 root netem loss 5% 2>&1); then
+	seq0=$(($(hwc rxud0 rx_drop_sequence) + $(hwc rxud1 rx_drop_sequence)))
+	re0=$(($(hwc rxud0 rc_retransmits) + $(hwc rxud1 rc_retransmits)))
+	PP_TIMEOUT=30 pingpong rla rxud0 rlb rxud1 -s 8192 -n 100
+	nm_stats=$(ip netns exec rla tc -s qdisc show dev rlv0)
+	printf '%s\n' "$nm_stats" | tap_diag
+	dropped=$(sed -n 's/.*(dropped \([0-9]*\),.*/\1/p' <<<"$nm_stats" | head -n 1)
+	seq=$(($(hwc rxud0 rx_drop_sequence) + $(hwc rxud1 rx_drop_sequence) - seq0))
+	re=$(($(hwc rxud0 rc_retransmits) + $(hwc rxud1 rc_retransmits) - re0))
+	ip netns exec rla tc qdisc del dev rlv0 root
+	check "5% loss: the server ran 100 exchanges of 8 KB and found the data -c expects" srv_done 100
+	check "5% loss: the client finished too, or lost only its last ACK (retry counter exceeded)" \
+		grep -qE '^100 iters in |transport retry counter exceeded' "$CLI_OUT"
+	check "netem dropped packets of the run (${dropped:-none})" test "${dropped:-0}" -gt 0
+	check "out-of-sequence and duplicate packets seen and not delivered (rx_drop_sequence +$seq)" test "$seq" -gt 0
+	check "lost packets were sent again (rc_retransmits +$re)" test "$re" -gt 0
+else
+	why="no netem qdisc in this kernel: ${nm_err//$'\n'/ }${nm_why:+ (modprobe sch_netem: ${nm_why//$'\n'/ })}"
+	tap_ok "5% loss: ibv_rc_pingpong server # SKIP $why"
+	tap_ok "5% loss: ibv_rc_pingpong client # SKIP $why"
+	tap_ok "5% loss: netem dropped packets # SKIP $why"
+	tap_ok "5% loss: rx_drop_sequence # SKIP $why"
+	tap_ok "5% loss: rc_retransmits # SKIP $why"
+fi
+
+ip netns exec rla rdma link delete rxud0
+ip netns exec rlb rdma link delete rxud1
+ip netns del rla
+ip netns del rlb
+check "no rxud device left" test "$(ib_count)" = 0
+check "rmmod rxud" rxud_unload
+tap_end

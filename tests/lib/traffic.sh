@@ -1,0 +1,83 @@
+# Traffic between RDMA devices for in-guest tests: client/server runs of
+# the rdma-core examples and perftest, each side in a network namespace.
+# Source after tap.sh and rxud.sh. The caller sets SIP (the address clients
+# connect to), CLI_OUT and SRV_OUT (where the two sides' output goes).
+# shellcheck shell=bash
+
+# inns NS CMD...: CMD in network namespace NS ("-": this one).
+inns() {
+	local ns=$1
+	shift
+	if [ "$ns" = - ]; then "$@"; else ip netns exec "$ns" "$@"; fi
+}
+
+# listening NS: something listens on TCP 18515 (the port ibv_rc_pingpong and
+# perftest exchange their QPs' addresses on) in NS.
+listening() { inns "$1" ss -Hltn 'sport = :18515' | grep -q .; }
+# serving PID NS: the server PID is listening in NS, or has exited already.
+serving() { ! kill -0 "$1" 2>/dev/null || listening "$2"; }
+
+hwc() { cat "/sys/class/infiniband/$1/ports/1/hw_counters/$2"; }
+
+# run_pair SERVER_NS SERVER_DEV CLIENT_NS CLIENT_DEV PROG ARGS...: PROG as a
+# server on SERVER_DEV, then as its client on CLIENT_DEV, both with ARGS,
+# -d DEV and DEV's RoCE v2 GID index (-g for ibv_rc_pingpong, -x for
+# perftest; with GID_PREFIX, the GID that starts with it). The client
+# connects to $SIP. Output in $CLI_OUT and $SRV_OUT, and as diagnostics.
+run_pair() {
+	local sns=$1 sdev=$2 cns=$3 cdev=$4 prog=$5 gopt=-x sg cg spid t0=$SECONDS
+	shift 5
+	case $prog in ibv_*_pingpong) gopt=-g ;; esac
+	: >"$CLI_OUT"
+	: >"$SRV_OUT"
+	if sg=$(v2_gid_index "$sdev" ${GID_PREFIX:+"$GID_PREFIX"}) &&
+		cg=$(v2_gid_index "$cdev" ${GID_PREFIX:+"$GID_PREFIX"}); then
+		inns "$sns" timeout "${PP_TIMEOUT:-60}" "$prog" -d "$sdev" "$gopt" "$sg" "$@" >"$SRV_OUT" 2>&1 &
+		spid=$!
+		wait_for 20 serving "$spid" "$sns"
+		inns "$cns" timeout "${PP_TIMEOUT:-60}" "$prog" -d "$cdev" "$gopt" "$cg" "$@" "$SIP" >"$CLI_OUT" 2>&1
+		echo "client exit $?" >>"$CLI_OUT"
+		wait "$spid"
+		echo "server exit $?" >>"$SRV_OUT"
+	else
+		echo "no RoCE v2 GID${GID_PREFIX:+ starting with $GID_PREFIX}" >"$CLI_OUT"
+	fi
+	{
+		echo "$prog $* ($cdev -> $sdev), $((SECONDS - t0)) s:"
+		cat "$CLI_OUT"
+		echo "-- server:"
+		cat "$SRV_OUT"
+	} | tap_diag
+}
+
+# pingpong SERVER_NS SERVER_DEV CLIENT_NS CLIENT_DEV ARGS...: an
+# ibv_rc_pingpong run at path MTU 1024 with -c. What -c checks is thin:
+# the client zeroes the first byte of each page of its 0x7b-filled buffer,
+# and at the end the server reads those bytes of the last message it got
+# (printing "invalid data in page N" for a wrong one; its exit status
+# stays 0).
+pingpong() {
+	local sns=$1 sdev=$2 cns=$3 cdev=$4
+	shift 4
+	PP_TIMEOUT=${PP_TIMEOUT:-30} run_pair "$sns" "$sdev" "$cns" "$cdev" ibv_rc_pingpong -m 1024 -c "$@"
+}
+
+# uc_pingpong ARGS...: the same with ibv_uc_pingpong (no -c there).
+uc_pingpong() {
+	local sns=$1 sdev=$2 cns=$3 cdev=$4
+	shift 4
+	PP_TIMEOUT=${PP_TIMEOUT:-30} run_pair "$sns" "$sdev" "$cns" "$cdev" ibv_uc_pingpong -m 1024 "$@"
+}
+
+# srv_done N: the server of the last pingpong ran N iterations and found
+# the data -c expects; pp_done N: the client ran them too.
+srv_done() { grep -q "^$1 iters in " "$SRV_OUT" && ! grep -q 'invalid data' "$SRV_OUT"; }
+pp_done() { grep -q "^$1 iters in " "$CLI_OUT" && srv_done "$1"; }
+
+# result SIZE ITERS: the perftest client printed its result line (bandwidth:
+# size, iterations, peak and average; latency: size, iterations, minimum
+# and maximum).
+result() { grep -qE "^ *$1 +$2 +[0-9.]+ +[0-9.]+" "$CLI_OUT"; }
+
+# perf SERVER_NS SERVER_DEV CLIENT_NS CLIENT_DEV TEST ARGS...
+perf() { run_pair "$@"; }
