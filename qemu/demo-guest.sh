@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs in each VM of `make run` (qemu/run-pair-demo.sh): load rxud, create
 # rxud0 on the link, show it as ib_core and libibverbs see it, send IP
-# traffic, then RDMA traffic over rxud (ibv_ud_pingpong: vm0 serves, vm1
-# connects) and show the port counters.
+# traffic, then RDMA traffic over rxud (ibv_ud_pingpong, then
+# ibv_rc_pingpong: vm0 serves, vm1 connects) and show the port counters.
 set -e
 top=$(cd "$(dirname "$0")/.." && pwd)
 modprobe -a udp_tunnel ip6_udp_tunnel # rxud.ko needs them; insmod does not load them
@@ -37,6 +37,15 @@ else
 	for _ in $(seq 120); do [ -e "$peer_out/pingpong-ready" ] && break; sleep 0.5; done
 	sleep 2
 	timeout 120 ibv_ud_pingpong -d rxud0 -g "$gid" -s 1024 -n 100 "$RXUD_PEER_IP"
+fi
+echo "== vm$RXUD_VM: RDMA over rxud: ibv_rc_pingpong (RC, 8 KB messages, data checked)"
+if [ "$RXUD_VM" = 0 ]; then
+	touch "$RXUD_OUT/rc-pingpong-ready"
+	timeout 120 ibv_rc_pingpong -d rxud0 -g "$gid" -m 1024 -s 8192 -n 100 -c
+else
+	for _ in $(seq 120); do [ -e "$peer_out/rc-pingpong-ready" ] && break; sleep 0.5; done
+	sleep 2
+	timeout 120 ibv_rc_pingpong -d rxud0 -g "$gid" -m 1024 -s 8192 -n 100 -c "$RXUD_PEER_IP"
 fi
 echo "== vm$RXUD_VM: port counters"
 rdma statistic show link rxud0/1

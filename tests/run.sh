@@ -132,8 +132,9 @@ if [ "$mode" != host ]; then
 	log "main job (make run: qemu/run-pair-demo.sh)"
 	if "$TOP/qemu/run-pair-demo.sh" >"$OUT/run-demo.txt" 2>&1 &&
 		grep -q '== vm0: done' "$OUT/run-demo.txt" && grep -q '== vm1: done' "$OUT/run-demo.txt" &&
-		[ "$(grep -c 'iters in' "$OUT/run-demo.txt")" -ge 2 ]; then
-		echo "ok - make run: two VMs loaded rxud, showed rxud0 and ran ibv_ud_pingpong over it"
+		[ "$(grep -c 'iters in' "$OUT/run-demo.txt")" -ge 4 ] &&
+		! grep -q 'invalid data' "$OUT/run-demo.txt"; then
+		echo "ok - make run: two VMs loaded rxud, showed rxud0 and ran ibv_ud_pingpong and ibv_rc_pingpong over it"
 		passed=$((passed + 1))
 	else
 		echo "not ok - make run failed (see $OUT/run-demo.txt)"
