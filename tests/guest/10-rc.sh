@@ -18,21 +18,7 @@ SRV_OUT=/tmp/10-rc.server
 
 rxud_load
 modprobe rdma_rxe
-ip netns add rca
-ip netns add rcb
-ip link add rcv0 type veth peer name rcv1
-ip link set rcv0 netns rca
-ip link set rcv1 netns rcb
-for ns in rca rcb; do ip netns exec $ns ip link set lo up; done
-ip netns exec rca ip addr add $SIP/24 dev rcv0
-ip netns exec rcb ip addr add $CIP/24 dev rcv1
-ip netns exec rca ip link set rcv0 up
-ip netns exec rcb ip link set rcv1 up
-ip netns exec rca rdma link add rxud0 type rxud netdev rcv0
-ip netns exec rcb rdma link add rxud1 type rxud netdev rcv1
-wait_for 10 ip netns exec rcb ping -c1 -W1 $SIP >/dev/null
-wait_for 10 v2_gid_index rxud0
-wait_for 10 v2_gid_index rxud1
+rxud_pair rca rcb rcv0 rcv1
 
 # --- ibv_rc_pingpong between the two rxud devices ----------------------
 pingpong rca rxud0 rcb rxud1 -s 64 -n 50

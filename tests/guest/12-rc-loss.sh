@@ -16,21 +16,7 @@ CLI_OUT=/tmp/12-rc-loss.client
 SRV_OUT=/tmp/12-rc-loss.server
 
 rxud_load
-ip netns add rla
-ip netns add rlb
-ip link add rlv0 type veth peer name rlv1
-ip link set rlv0 netns rla
-ip link set rlv1 netns rlb
-for ns in rla rlb; do ip netns exec $ns ip link set lo up; done
-ip netns exec rla ip addr add $SIP/24 dev rlv0
-ip netns exec rlb ip addr add $CIP/24 dev rlv1
-ip netns exec rla ip link set rlv0 up
-ip netns exec rlb ip link set rlv1 up
-ip netns exec rla rdma link add rxud0 type rxud netdev rlv0
-ip netns exec rlb rdma link add rxud1 type rxud netdev rlv1
-wait_for 10 ip netns exec rlb ping -c1 -W1 $SIP >/dev/null
-wait_for 10 v2_gid_index rxud0
-wait_for 10 v2_gid_index rxud1
+rxud_pair rla rlb rlv0 rlv1
 
 # --- A lossy link ------------------------------------------------------
 # netem drops 5% of what the server (rxud0) sends: its replies' packets

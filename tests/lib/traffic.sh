@@ -81,3 +81,26 @@ result() { grep -qE "^ *$1 +$2 +[0-9.]+ +[0-9.]+" "$CLI_OUT"; }
 
 # perf SERVER_NS SERVER_DEV CLIENT_NS CLIENT_DEV TEST ARGS...
 perf() { run_pair "$@"; }
+
+# rxud_pair NS_A NS_B VETH_A VETH_B: rxud0 on VETH_A in namespace NS_A at
+# $SIP/24 and rxud1 on VETH_B in NS_B at $CIP/24, the two ends of one veth
+# pair; returns once they reach each other and have RoCE v2 GIDs.
+rxud_pair() {
+	local na=$1 nb=$2 va=$3 vb=$4
+	ip netns add "$na"
+	ip netns add "$nb"
+	ip link add "$va" type veth peer name "$vb"
+	ip link set "$va" netns "$na"
+	ip link set "$vb" netns "$nb"
+	ip netns exec "$na" ip link set lo up
+	ip netns exec "$nb" ip link set lo up
+	ip netns exec "$na" ip addr add "$SIP/24" dev "$va"
+	ip netns exec "$nb" ip addr add "$CIP/24" dev "$vb"
+	ip netns exec "$na" ip link set "$va" up
+	ip netns exec "$nb" ip link set "$vb" up
+	ip netns exec "$na" rdma link add rxud0 type rxud netdev "$va"
+	ip netns exec "$nb" rdma link add rxud1 type rxud netdev "$vb"
+	wait_for 10 ip netns exec "$nb" ping -c1 -W1 "$SIP" >/dev/null
+	wait_for 10 v2_gid_index rxud0
+	wait_for 10 v2_gid_index rxud1
+}
