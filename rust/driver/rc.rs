@@ -368,6 +368,23 @@ impl RcState {
         }
     }
 
+    /// The BTH of a packet to the peer QP (the pad count is set by
+    /// `packet::Repr::emit`).
+    fn bth(&self, opcode: Opcode, psn: Psn, solicited: bool, ack_req: bool) -> bth::Repr {
+        bth::Repr {
+            opcode,
+            solicited,
+            mig_req: false,
+            pad_count: 0,
+            pkey: bth::DEFAULT_PKEY,
+            fecn: false,
+            becn: false,
+            dest_qp: self.path.dest_qpn,
+            ack_req,
+            psn,
+        }
+    }
+
     /// The netdev is going away (or the QP leaves the connected states):
     /// no more packets; gives back the netdev.
     pub(crate) fn detach(&mut self) -> Option<NetDeviceRef> {
@@ -796,18 +813,8 @@ fn build_request(
     let w = SendWqe::decode(slot);
     let info = p.opcode.info().map_err(|_| None)?;
     let ends = info.position.ends_message();
-    let mut repr = packet::Repr::new(bth::Repr {
-        opcode: p.opcode,
-        solicited: ends && w.send_flags & send_flags::SOLICITED != 0,
-        mig_req: false,
-        pad_count: 0,
-        pkey: bth::DEFAULT_PKEY,
-        fecn: false,
-        becn: false,
-        dest_qp: st.path.dest_qpn,
-        ack_req: p.ack_req,
-        psn: p.psn,
-    });
+    let solicited = ends && w.send_flags & send_flags::SOLICITED != 0;
+    let mut repr = packet::Repr::new(st.bth(p.opcode, p.psn, solicited, p.ack_req));
     if info.has(ExtHeader::Reth) {
         let op = RdmaOp::decode(&w.op);
         repr.reth = Some(reth::Repr {
@@ -1385,18 +1392,7 @@ fn respond(qp: &QpCore, st: &mut RcState) {
 }
 
 fn build_response(qp: &QpCore, st: &RcState, r: &Response) -> Option<TxSkb> {
-    let mut repr = packet::Repr::new(bth::Repr {
-        opcode: r.opcode(),
-        solicited: false,
-        mig_req: false,
-        pad_count: 0,
-        pkey: bth::DEFAULT_PKEY,
-        fecn: false,
-        becn: false,
-        dest_qp: st.path.dest_qpn,
-        ack_req: false,
-        psn: r.psn(),
-    });
+    let mut repr = packet::Repr::new(st.bth(r.opcode(), r.psn(), false, false));
     let ndev = st.ndev.as_deref()?;
     let skb = match *r {
         Response::Ack { aeth, .. } => {
