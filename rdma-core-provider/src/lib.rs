@@ -18,6 +18,7 @@ mod qp;
 mod ring;
 mod srq;
 mod sys;
+mod wr;
 
 use core::ffi::{c_void, CStr};
 use std::os::unix::ffi::OsStrExt;

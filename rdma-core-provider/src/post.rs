@@ -243,7 +243,7 @@ fn overflow_errno(_: SlotOverflow) -> c_int {
 ///
 /// If `n` is not 0, `ptr` points to `n` initialised `T`s that stay
 /// unchanged while the slice is used.
-unsafe fn app_slice<'w, T>(ptr: *const T, n: usize) -> &'w [T] {
+pub(crate) unsafe fn app_slice<'w, T>(ptr: *const T, n: usize) -> &'w [T] {
     if n == 0 {
         return &[];
     }
@@ -453,24 +453,71 @@ impl<M: RingMemory, D: Doorbell> SendQueue<M, D> {
             return EINVAL;
         }
         let mut err = 0;
-        let (published, doorbell) = {
-            let mem = lock(&self.ring);
-            let ring = mem.ring();
-            let mut producer = Producer::new(&ring);
+        let rung = self.produce(|producer| {
             let mut wr = head;
             while !wr.is_null() {
                 // SAFETY: per the caller, a valid request, unchanged
                 // during the call.
                 let w = unsafe { &*wr };
                 // SAFETY: per the caller.
-                if let Err(e) = unsafe { self.queue(&mut producer, w) } {
+                if let Err(e) = unsafe { self.queue(producer, w) } {
                     err = e;
                     *bad_wr = wr;
                     break;
                 }
                 wr = w.next;
             }
-            let published = producer.publish();
+            // What was queued before a failure is published.
+            true
+        });
+        match rung {
+            Err(e) => e,
+            Ok(()) => err,
+        }
+    }
+
+    /// Queues every request of `wrs` (their `next` pointers are ignored)
+    /// or none: if one fails, nothing of the batch is published and its
+    /// errno is returned. Otherwise publishes them all and rings the
+    /// doorbell as [`post`](Self::post) does. This is `ibv_wr_complete`,
+    /// for which a failure aborts the whole batch. An empty batch publishes
+    /// nothing and rings nothing. A doorbell's error is returned with the
+    /// batch published, as `post` returns it.
+    ///
+    /// # Safety
+    ///
+    /// Each request is as [`post`](Self::post) requires.
+    pub(crate) unsafe fn post_batch(&self, wrs: &[ibv_send_wr]) -> Result<(), c_int> {
+        let mut err = Ok(());
+        self.produce(|producer| {
+            for w in wrs {
+                // SAFETY: per the caller.
+                if let Err(e) = unsafe { self.queue(producer, w) } {
+                    err = Err(e);
+                    // The producer is dropped unpublished: the slots
+                    // written so far stay free.
+                    return false;
+                }
+            }
+            true
+        })?;
+        err
+    }
+
+    /// Runs `fill` over a producer of the ring, under the queue's lock,
+    /// and publishes what it committed if it returns `true`; then, outside
+    /// the lock, rings the doorbell if something was published and the
+    /// kernel's sender is not active. Fails with the doorbell's errno.
+    fn produce(&self, fill: impl FnOnce(&mut Producer<'_, '_>) -> bool) -> Result<(), c_int> {
+        let (published, doorbell) = {
+            let mem = lock(&self.ring);
+            let ring = mem.ring();
+            let mut producer = Producer::new(&ring);
+            let published = if fill(&mut producer) {
+                producer.publish()
+            } else {
+                0
+            };
             (published, published > 0 && !ring.consumer_active())
         };
         // Outside the lock: other posters need not wait for the kernel.
@@ -479,11 +526,9 @@ impl<M: RingMemory, D: Doorbell> SendQueue<M, D> {
             .fetch_add(u64::from(published), Ordering::Relaxed);
         if doorbell {
             self.doorbells.fetch_add(1, Ordering::Relaxed);
-            if let Err(e) = self.doorbell.ring() {
-                return e;
-            }
+            self.doorbell.ring()?;
         }
-        err
+        Ok(())
     }
 
     /// Checks `wr` and writes it into the next free slot.

@@ -9,9 +9,11 @@ use crate::post::{
     recv_state_allows, send_state_allows, CmdDoorbell, QpType, RecvQueue, SendCaps, SendQueue,
 };
 use crate::sys::*;
-use crate::{create_object_with_rings, destroy_object};
-use core::ffi::c_int;
+use crate::wr::Session;
+use crate::{create_object_with_rings, destroy_object, set_errno};
+use core::ffi::{c_int, c_void};
 use core::mem::{offset_of, size_of};
+use rxud_abi::opcode;
 use rxud_abi::{recv_wqe_slot_size, send_wqe_slot_size, CreateQpReq, CreateQpResp};
 
 /// librxud's QP. All-zero is valid (what `create_object_with_rings` starts
@@ -29,9 +31,15 @@ struct QpRings {
     sq: SendQueue,
     /// `None` when the QP receives through an SRQ.
     rq: Option<RecvQueue>,
+    /// The `ibv_wr_*` batch (used if the QP was made with them).
+    wr: Session,
 }
 
-const _: () = assert!(offset_of!(Qp, vqp) == 0 && offset_of!(verbs_qp, qp) == 0);
+const _: () = assert!(
+    offset_of!(Qp, vqp) == 0
+        && offset_of!(verbs_qp, qp_ex) == 0
+        && offset_of!(ibv_qp_ex, qp_base) == 0
+);
 
 /// CREATE_QP with rxud's request and response payloads, contiguous after
 /// the core parts as libibverbs requires.
@@ -115,26 +123,31 @@ unsafe fn map_rings(
         Ok(QpRings {
             sq: SendQueue::new(sq, caps, doorbell),
             rq,
+            wr: Session::new(cap.max_send_sge, cap.max_inline_data),
         })
     }
 }
 
-pub(crate) unsafe extern "C" fn create_qp(
-    pd: *mut ibv_pd,
-    attr: *mut ibv_qp_init_attr,
-) -> *mut ibv_qp {
+/// Creates a QP and maps its rings (the body of `create_qp` and
+/// `create_qp_ex`); NULL with `errno` set on failure. The capabilities the
+/// kernel granted are put into `attr.cap`.
+///
+/// # Safety
+///
+/// `pd` is a live PD of librxud's and `attr` the attributes to create with.
+unsafe fn create(pd: *mut ibv_pd, attr: *mut ibv_qp_init_attr) -> *mut Qp {
     // SAFETY: `Qp` is valid zeroed; `pd` and `attr` come from libibverbs;
     // command and response are laid out as libibverbs expects. The rings
     // are kept only once all are mapped, and `destroy` destroys the kernel
     // QP `create` made.
-    let qp = unsafe {
+    unsafe {
         create_object_with_rings(
             |qp: *mut Qp| {
                 let mut cmd = CreateQpCmd::default();
                 let mut resp = CreateQpRespBuf::default();
                 let ret = ibv_cmd_create_qp(
                     pd,
-                    &raw mut (*qp).vqp.qp,
+                    &raw mut (*qp).vqp.qp_ex.qp_base,
                     attr,
                     &raw mut cmd.core,
                     size_of::<CreateQpCmd>(),
@@ -153,7 +166,7 @@ pub(crate) unsafe extern "C" fn create_qp(
                 // sees the real ones.
                 let rings = map_rings(
                     (*pd).context,
-                    &raw const (*qp).vqp.qp,
+                    &raw const (*qp).vqp.qp_ex.qp_base,
                     &resp,
                     &(*attr).cap,
                     (*attr).qp_type,
@@ -161,14 +174,138 @@ pub(crate) unsafe extern "C" fn create_qp(
                 (*qp).rings = Some(Box::new(rings));
                 Ok(())
             },
-            |qp| ibv_cmd_destroy_qp(&raw mut (*qp).vqp.qp),
+            |qp| ibv_cmd_destroy_qp(&raw mut (*qp).vqp.qp_ex.qp_base),
         )
-    };
+    }
+}
+
+pub(crate) unsafe extern "C" fn create_qp(
+    pd: *mut ibv_pd,
+    attr: *mut ibv_qp_init_attr,
+) -> *mut ibv_qp {
+    // SAFETY: arguments from libibverbs.
+    let qp = unsafe { create(pd, attr) };
     if qp.is_null() {
         return core::ptr::null_mut();
     }
     // SAFETY: `qp` is live.
-    unsafe { &raw mut (*qp).vqp.qp }
+    unsafe { &raw mut (*qp).vqp.qp_ex.qp_base }
+}
+
+/// The `ibv_wr_*` operations a QP of `qp_type` can be made with (as
+/// `ibv_post_send` allows them, minus SEND with invalidate, which user QPs
+/// have no use for without memory windows).
+fn supported_send_ops(qp_type: ibv_enum) -> Option<u64> {
+    let send = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM;
+    let write = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM;
+    match qp_type {
+        IBV_QPT_RC => Some(
+            send | write
+                | IBV_QP_EX_WITH_RDMA_READ
+                | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP
+                | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD,
+        ),
+        IBV_QPT_UC => Some(send | write),
+        IBV_QPT_UD => Some(send),
+        _ => None,
+    }
+}
+
+/// Checks what `ibv_create_qp_ex` asks for beyond `ibv_create_qp`: a PD
+/// (`EINVAL` without), no creation flags, and `send_ops_flags` the QP type
+/// supports; anything else (other `comp_mask` bits: XRC, TSO, RSS, ...;
+/// operations such as BIND_MW, LOCAL_INV, SEND_WITH_INV, TSO, ATOMIC_WRITE)
+/// is `EOPNOTSUPP`.
+fn check_qp_init_attr_ex(
+    comp_mask: u32,
+    create_flags: u32,
+    qp_type: ibv_enum,
+    send_ops_flags: u64,
+) -> Result<(), c_int> {
+    let known =
+        IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+    if comp_mask & !known != 0 {
+        return Err(EOPNOTSUPP);
+    }
+    if comp_mask & IBV_QP_INIT_ATTR_PD == 0 {
+        return Err(EINVAL);
+    }
+    if comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS != 0 && create_flags != 0 {
+        return Err(EOPNOTSUPP);
+    }
+    if comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS != 0 {
+        let supported = supported_send_ops(qp_type).ok_or(EOPNOTSUPP)?;
+        if send_ops_flags & !supported != 0 {
+            return Err(EOPNOTSUPP);
+        }
+    }
+    Ok(())
+}
+
+/// Fills in the `ibv_wr_*` callbacks: the builders of the operations
+/// `send_ops_flags` asked for, every setter, and the batch callbacks.
+fn set_qp_ex_ops(qpx: &mut ibv_qp_ex, send_ops_flags: u64) {
+    let with = |flag: u64| send_ops_flags & flag != 0;
+    qpx.wr_send = with(IBV_QP_EX_WITH_SEND).then_some(wr_send);
+    qpx.wr_send_imm = with(IBV_QP_EX_WITH_SEND_WITH_IMM).then_some(wr_send_imm);
+    qpx.wr_rdma_write = with(IBV_QP_EX_WITH_RDMA_WRITE).then_some(wr_rdma_write);
+    qpx.wr_rdma_write_imm = with(IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM).then_some(wr_rdma_write_imm);
+    qpx.wr_rdma_read = with(IBV_QP_EX_WITH_RDMA_READ).then_some(wr_rdma_read);
+    qpx.wr_atomic_cmp_swp = with(IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP).then_some(wr_atomic_cmp_swp);
+    qpx.wr_atomic_fetch_add =
+        with(IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD).then_some(wr_atomic_fetch_add);
+    qpx.wr_set_ud_addr = Some(wr_set_ud_addr);
+    qpx.wr_set_inline_data = Some(wr_set_inline_data);
+    qpx.wr_set_inline_data_list = Some(wr_set_inline_data_list);
+    qpx.wr_set_sge = Some(wr_set_sge);
+    qpx.wr_set_sge_list = Some(wr_set_sge_list);
+    qpx.wr_start = Some(wr_start);
+    qpx.wr_complete = Some(wr_complete);
+    qpx.wr_abort = Some(wr_abort);
+}
+
+/// `ibv_create_qp_ex` (libibverbs calls `ibv_create_qp` itself when only a
+/// PD is given): the same QP as `create_qp`, and with
+/// `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS` the `ibv_wr_*` interface, which
+/// `ibv_qp_to_qp_ex` then returns (`VERBS_QP_EX`).
+pub(crate) unsafe extern "C" fn create_qp_ex(
+    _ctx: *mut ibv_context,
+    attr: *mut ibv_qp_init_attr_ex,
+) -> *mut ibv_qp {
+    // SAFETY: libibverbs passes the application's attributes.
+    let attr = unsafe { &mut *attr };
+    if let Err(err) = check_qp_init_attr_ex(
+        attr.comp_mask,
+        attr.create_flags,
+        attr.qp_type,
+        attr.send_ops_flags,
+    ) {
+        set_errno(err);
+        return core::ptr::null_mut();
+    }
+    let mut init = ibv_qp_init_attr {
+        qp_context: attr.qp_context,
+        send_cq: attr.send_cq,
+        recv_cq: attr.recv_cq,
+        srq: attr.srq,
+        cap: attr.cap,
+        qp_type: attr.qp_type,
+        sq_sig_all: attr.sq_sig_all,
+    };
+    // SAFETY: the application's PD (checked present) and attributes.
+    let qp = unsafe { create(attr.pd, &mut init) };
+    if qp.is_null() {
+        return core::ptr::null_mut();
+    }
+    attr.cap = init.cap;
+    // SAFETY: `qp` is live and not yet known to anyone else.
+    unsafe {
+        if attr.comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS != 0 {
+            set_qp_ex_ops(&mut (*qp).vqp.qp_ex, attr.send_ops_flags);
+            (*qp).vqp.comp_mask |= VERBS_QP_EX;
+        }
+        &raw mut (*qp).vqp.qp_ex.qp_base
+    }
 }
 
 pub(crate) unsafe extern "C" fn query_qp(
@@ -208,7 +345,7 @@ pub(crate) unsafe extern "C" fn destroy_qp(ibqp: *mut ibv_qp) -> c_int {
     // its rings unmaps them.
     unsafe {
         destroy_object(from_ibv(ibqp), |qp| {
-            let ret = ibv_cmd_destroy_qp(&raw mut (*qp).vqp.qp);
+            let ret = ibv_cmd_destroy_qp(&raw mut (*qp).vqp.qp_ex.qp_base);
             if ret == 0 {
                 drop((*qp).rings.take());
             }
@@ -290,12 +427,287 @@ pub(crate) unsafe extern "C" fn post_recv(
     unsafe { rq.post(wr, bad_wr) }
 }
 
+/// The rings of the QP whose `ibv_qp_ex` libibverbs passes back.
+///
+/// # Safety
+///
+/// `qpx` is the `ibv_qp_ex` of a live QP made by `create_qp_ex`.
+unsafe fn rings_ex<'a>(qpx: *mut ibv_qp_ex) -> Option<&'a QpRings> {
+    // SAFETY: per the caller; `ibv_qp` is at offset 0 of `ibv_qp_ex`.
+    unsafe { rings(qpx.cast()) }
+}
+
+/// A builder: stages a request of `opcode` with the QP's current `wr_id`
+/// and `wr_flags`, immediate data `imm` and the operation fields `op`
+/// writes.
+///
+/// # Safety
+///
+/// `qpx` is the `ibv_qp_ex` of a live QP made by `create_qp_ex`.
+unsafe fn build(qpx: *mut ibv_qp_ex, opcode: u32, imm: u32, op: impl FnOnce(&mut ibv_send_wr)) {
+    // SAFETY: per the caller; `wr_id` and `wr_flags` are the application's
+    // to set between calls, in the thread that builds.
+    let (wr_id, send_flags) = unsafe { ((*qpx).wr_id, (*qpx).wr_flags) };
+    let mut wr = ibv_send_wr {
+        wr_id,
+        opcode,
+        send_flags,
+        imm_data: imm,
+        ..Default::default()
+    };
+    op(&mut wr);
+    // SAFETY: per the caller.
+    if let Some(rings) = unsafe { rings_ex(qpx) } {
+        rings.wr.with_batch(|batch| batch.build(wr));
+    }
+}
+
+/// A setter: `f` on the QP's open batch.
+///
+/// # Safety
+///
+/// `qpx` is the `ibv_qp_ex` of a live QP made by `create_qp_ex`.
+unsafe fn with_batch(qpx: *mut ibv_qp_ex, f: impl FnOnce(&mut crate::wr::Batch)) {
+    // SAFETY: per the caller.
+    if let Some(rings) = unsafe { rings_ex(qpx) } {
+        rings.wr.with_batch(f);
+    }
+}
+
+fn rdma(remote_addr: u64, rkey: u32) -> impl FnOnce(&mut ibv_send_wr) {
+    move |wr| wr.wr.rdma = ibv_send_wr_rdma { remote_addr, rkey }
+}
+
+// The `ibv_qp_ex` callbacks. SAFETY (each): libibverbs' inline wrappers
+// pass the `ibv_qp_ex` of a live QP made by `create_qp_ex` (the
+// application got it from `ibv_qp_to_qp_ex`), with the application's
+// arguments.
+unsafe extern "C" fn wr_send(qpx: *mut ibv_qp_ex) {
+    // SAFETY: see above.
+    unsafe { build(qpx, opcode::SEND, 0, |_| {}) }
+}
+
+unsafe extern "C" fn wr_send_imm(qpx: *mut ibv_qp_ex, imm: u32) {
+    // SAFETY: see above.
+    unsafe { build(qpx, opcode::SEND_WITH_IMM, imm, |_| {}) }
+}
+
+unsafe extern "C" fn wr_rdma_write(qpx: *mut ibv_qp_ex, rkey: u32, remote_addr: u64) {
+    // SAFETY: see above.
+    unsafe { build(qpx, opcode::RDMA_WRITE, 0, rdma(remote_addr, rkey)) }
+}
+
+unsafe extern "C" fn wr_rdma_write_imm(qpx: *mut ibv_qp_ex, rkey: u32, remote_addr: u64, imm: u32) {
+    // SAFETY: see above.
+    unsafe {
+        build(
+            qpx,
+            opcode::RDMA_WRITE_WITH_IMM,
+            imm,
+            rdma(remote_addr, rkey),
+        )
+    }
+}
+
+unsafe extern "C" fn wr_rdma_read(qpx: *mut ibv_qp_ex, rkey: u32, remote_addr: u64) {
+    // SAFETY: see above.
+    unsafe { build(qpx, opcode::RDMA_READ, 0, rdma(remote_addr, rkey)) }
+}
+
+fn atomic(
+    remote_addr: u64,
+    rkey: u32,
+    compare_add: u64,
+    swap: u64,
+) -> impl FnOnce(&mut ibv_send_wr) {
+    move |wr| {
+        wr.wr.atomic = ibv_send_wr_atomic {
+            remote_addr,
+            compare_add,
+            swap,
+            rkey,
+        }
+    }
+}
+
+unsafe extern "C" fn wr_atomic_cmp_swp(
+    qpx: *mut ibv_qp_ex,
+    rkey: u32,
+    remote_addr: u64,
+    compare: u64,
+    swap: u64,
+) {
+    let op = atomic(remote_addr, rkey, compare, swap);
+    // SAFETY: see above.
+    unsafe { build(qpx, opcode::ATOMIC_CMP_AND_SWP, 0, op) }
+}
+
+unsafe extern "C" fn wr_atomic_fetch_add(
+    qpx: *mut ibv_qp_ex,
+    rkey: u32,
+    remote_addr: u64,
+    add: u64,
+) {
+    // SAFETY: see above.
+    unsafe {
+        build(
+            qpx,
+            opcode::ATOMIC_FETCH_AND_ADD,
+            0,
+            atomic(remote_addr, rkey, add, 0),
+        )
+    }
+}
+
+unsafe extern "C" fn wr_set_ud_addr(
+    qpx: *mut ibv_qp_ex,
+    ah: *mut ibv_ah,
+    remote_qpn: u32,
+    remote_qkey: u32,
+) {
+    // SAFETY: see above. The AH is looked up when the batch is posted
+    // (`ibv_wr_complete`), before which the application keeps it alive.
+    unsafe { with_batch(qpx, |b| b.set_ud_addr(ah, remote_qpn, remote_qkey)) }
+}
+
+unsafe extern "C" fn wr_set_sge(qpx: *mut ibv_qp_ex, lkey: u32, addr: u64, length: u32) {
+    // SAFETY: see above.
+    unsafe { with_batch(qpx, |b| b.set_sges(&[ibv_sge { addr, length, lkey }])) }
+}
+
+unsafe extern "C" fn wr_set_sge_list(qpx: *mut ibv_qp_ex, num_sge: usize, sg_list: *const ibv_sge) {
+    // SAFETY: see above.
+    unsafe {
+        with_batch(qpx, |b| {
+            // Refused before the list is looked at.
+            if num_sge > b.max_sge() as usize || (num_sge > 0 && sg_list.is_null()) {
+                b.fail(EINVAL);
+                return;
+            }
+            // SAFETY: the application's `num_sge` elements at `sg_list`,
+            // copied before this returns.
+            b.set_sges(crate::post::app_slice(sg_list, num_sge));
+        })
+    }
+}
+
+/// `length` bytes at `addr`, or `None` (NULL with bytes) if they cannot
+/// be.
+///
+/// # Safety
+///
+/// Unless NULL, `addr` points to `length` readable bytes.
+unsafe fn app_bytes<'a>(addr: *const c_void, length: usize) -> Option<&'a [u8]> {
+    if length > 0 && addr.is_null() {
+        return None;
+    }
+    // SAFETY: per the caller.
+    Some(unsafe { crate::post::app_slice(addr.cast::<u8>(), length) })
+}
+
+unsafe extern "C" fn wr_set_inline_data(qpx: *mut ibv_qp_ex, addr: *mut c_void, length: usize) {
+    // SAFETY: see above.
+    unsafe {
+        with_batch(qpx, |b| {
+            // Refused before the data is looked at.
+            if length > b.max_inline() as usize {
+                b.fail(EINVAL);
+                return;
+            }
+            // SAFETY: the application's `length` bytes, copied before this
+            // returns.
+            match app_bytes(addr, length) {
+                Some(data) => b.set_inline(&[data]),
+                None => b.fail(EINVAL),
+            }
+        })
+    }
+}
+
+unsafe extern "C" fn wr_set_inline_data_list(
+    qpx: *mut ibv_qp_ex,
+    num_buf: usize,
+    buf_list: *const ibv_data_buf,
+) {
+    // SAFETY: see above.
+    unsafe {
+        with_batch(qpx, |b| {
+            if num_buf > 0 && buf_list.is_null() {
+                b.fail(EINVAL);
+                return;
+            }
+            // SAFETY: the application's `num_buf` buffers.
+            let list = crate::post::app_slice(buf_list, num_buf);
+            let mut total = 0usize;
+            let mut bufs = Vec::with_capacity(list.len());
+            for buf in list {
+                total = total.saturating_add(buf.length);
+                // Refused before the data is looked at.
+                if total > b.max_inline() as usize {
+                    b.fail(EINVAL);
+                    return;
+                }
+                // SAFETY: each buffer's `length` bytes, copied before this
+                // returns.
+                match app_bytes(buf.addr, buf.length) {
+                    Some(data) => bufs.push(data),
+                    None => {
+                        b.fail(EINVAL);
+                        return;
+                    }
+                }
+            }
+            b.set_inline(&bufs);
+        })
+    }
+}
+
+unsafe extern "C" fn wr_start(qpx: *mut ibv_qp_ex) {
+    // SAFETY: see above.
+    if let Some(rings) = unsafe { rings_ex(qpx) } {
+        rings.wr.start();
+    }
+}
+
+/// Posts the batch into the send ring, all of it or (on any error of its
+/// builders and setters, or of the checks `ibv_post_send` makes) none,
+/// ringing the doorbell as `ibv_post_send` does. As there, sends before RTS
+/// are refused (`EINVAL`) by libibverbs' cached QP state.
+unsafe extern "C" fn wr_complete(qpx: *mut ibv_qp_ex) -> c_int {
+    // SAFETY: see above.
+    let Some(rings) = (unsafe { rings_ex(qpx) }) else {
+        return EINVAL;
+    };
+    // SAFETY: see above.
+    let state = unsafe { cached_state(qpx.cast()) };
+    let ret = rings.wr.finish(|batch| {
+        if batch.len() > 0 && !send_state_allows(state) {
+            return Err(EINVAL);
+        }
+        // SAFETY: the staged requests point into the batch; AHs are the
+        // application's, live until this returns.
+        batch.with_requests(|wrs| unsafe { rings.sq.post_batch(wrs) })
+    });
+    match ret {
+        Ok(()) => 0,
+        Err(err) => err,
+    }
+}
+
+unsafe extern "C" fn wr_abort(qpx: *mut ibv_qp_ex) {
+    // SAFETY: see above.
+    if let Some(rings) = unsafe { rings_ex(qpx) } {
+        // Nothing to report: an abort without a start does nothing.
+        let _ = rings.wr.finish(|_| Ok(()));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::mmap::testing::FakeDevice;
     use crate::post::tests::{decode_recv, decode_send, decode_sge, recv_wr, send_wr, sge, List};
-    use rxud_abi::{opcode, ring_flags, RingInfo, RING_SLOTS_OFFSET};
+    use rxud_abi::{ring_flags, send_flags, AtomicOp, RdmaOp, RingInfo, UdOp, RING_SLOTS_OFFSET};
 
     const SQ_AT: u64 = 4096;
     const RQ_AT: u64 = 2 * 4096;
@@ -333,12 +745,20 @@ mod tests {
             vqp: unsafe { core::mem::zeroed() },
             rings: None,
         });
-        qp.vqp.qp.handle = 77;
-        qp.vqp.qp.qp_type = qp_type;
-        qp.vqp.qp.state = IBV_QPS_RESET;
+        qp.vqp.qp_ex.qp_base.handle = 77;
+        qp.vqp.qp_ex.qp_base.qp_type = qp_type;
+        qp.vqp.qp_ex.qp_base.state = IBV_QPS_RESET;
         // SAFETY: the fake device's context; the QP's `ibv_qp` filled in as
         // `ibv_cmd_create_qp` would.
-        let rings = unsafe { map_rings(dev.ctx(), &raw const qp.vqp.qp, &resp, &cap, qp_type)? };
+        let rings = unsafe {
+            map_rings(
+                dev.ctx(),
+                &raw const qp.vqp.qp_ex.qp_base,
+                &resp,
+                &cap,
+                qp_type,
+            )?
+        };
         qp.rings = Some(Box::new(rings));
         Ok(qp)
     }
@@ -355,14 +775,14 @@ mod tests {
     fn post_send_list(qp: &mut Qp, list: &List<ibv_send_wr>) -> (c_int, Option<usize>) {
         let mut bad = core::ptr::null_mut();
         // SAFETY: a QP as `create_qp` makes it; a well-formed list.
-        let ret = unsafe { post_send(&raw mut qp.vqp.qp, list.head(), &mut bad) };
+        let ret = unsafe { post_send(&raw mut qp.vqp.qp_ex.qp_base, list.head(), &mut bad) };
         (ret, list.index_of(bad))
     }
 
     fn post_recv_list(qp: &mut Qp, list: &List<ibv_recv_wr>) -> (c_int, Option<usize>) {
         let mut bad = core::ptr::null_mut();
         // SAFETY: as above.
-        let ret = unsafe { post_recv(&raw mut qp.vqp.qp, list.head(), &mut bad) };
+        let ret = unsafe { post_recv(&raw mut qp.vqp.qp_ex.qp_base, list.head(), &mut bad) };
         (ret, list.index_of(bad))
     }
 
@@ -377,12 +797,12 @@ mod tests {
         ]);
         // Not before RTS, and then not even the first is queued.
         for state in [IBV_QPS_RESET, IBV_QPS_INIT, IBV_QPS_RTR] {
-            qp.vqp.qp.state = state;
+            qp.vqp.qp_ex.qp_base.state = state;
             assert_eq!(post_send_list(&mut qp, &list), (EINVAL, Some(0)));
         }
         assert_eq!(producer(&dev, SQ_AT), 0);
         assert_eq!(dev.read(0, 32), [0; 32], "no doorbell");
-        qp.vqp.qp.state = 3; // RTS
+        qp.vqp.qp_ex.qp_base.state = 3; // RTS
         assert_eq!(post_send_list(&mut qp, &list), (0, None));
         assert_eq!(producer(&dev, SQ_AT), 2);
         let first = slot(&dev, SQ_AT, SEND_SLOT, 0);
@@ -404,7 +824,7 @@ mod tests {
         assert_eq!(dev.read(32, 32), [0; 32]);
         // SQE and ERR still post (the kernel flushes).
         dev.write(SQ_AT + 68, &0u32.to_le_bytes());
-        qp.vqp.qp.state = 6; // ERR
+        qp.vqp.qp_ex.qp_base.state = 6; // ERR
         assert_eq!(post_send_list(&mut qp, &list), (0, None));
         assert_eq!(dev.read(32, 8), [28, 0, 0, 0, 8, 0, 1, 0]);
         let counters = qp.rings.as_ref().unwrap().sq.counters();
@@ -418,7 +838,7 @@ mod tests {
         let two = [sge(0x1000, 10, 5), sge(0x2000, 20, 6)];
         let list = List::new(vec![recv_wr(9, &two)]);
         assert_eq!(post_recv_list(&mut qp, &list), (EINVAL, Some(0)), "RESET");
-        qp.vqp.qp.state = IBV_QPS_INIT;
+        qp.vqp.qp_ex.qp_base.state = IBV_QPS_INIT;
         assert_eq!(post_recv_list(&mut qp, &list), (0, None));
         assert_eq!(producer(&dev, RQ_AT), 1);
         let first = slot(&dev, RQ_AT, RECV_SLOT, 0);
@@ -438,7 +858,7 @@ mod tests {
     fn a_qp_on_an_srq_has_no_receive_queue() {
         let mut dev = FakeDevice::new("qp-srq", 3);
         let mut qp = qp(&mut dev, IBV_QPT_RC, true).unwrap();
-        qp.vqp.qp.state = IBV_QPS_INIT;
+        qp.vqp.qp_ex.qp_base.state = IBV_QPS_INIT;
         let list = List::new(vec![recv_wr(1, &[])]);
         assert_eq!(post_recv_list(&mut qp, &list), (EINVAL, Some(0)));
     }
@@ -447,14 +867,26 @@ mod tests {
     fn posting_needs_somewhere_to_report_the_bad_request() {
         let mut dev = FakeDevice::new("qp-null", 3);
         let mut qp = qp(&mut dev, IBV_QPT_RC, false).unwrap();
-        qp.vqp.qp.state = 3;
+        qp.vqp.qp_ex.qp_base.state = 3;
         let list = List::new(vec![send_wr(1, opcode::SEND, &[])]);
         // SAFETY: a QP as `create_qp` makes it; a well-formed list.
-        let ret = unsafe { post_send(&raw mut qp.vqp.qp, list.head(), core::ptr::null_mut()) };
+        let ret = unsafe {
+            post_send(
+                &raw mut qp.vqp.qp_ex.qp_base,
+                list.head(),
+                core::ptr::null_mut(),
+            )
+        };
         assert_eq!(ret, EINVAL);
         let list = List::new(vec![recv_wr(1, &[])]);
         // SAFETY: as above.
-        let ret = unsafe { post_recv(&raw mut qp.vqp.qp, list.head(), core::ptr::null_mut()) };
+        let ret = unsafe {
+            post_recv(
+                &raw mut qp.vqp.qp_ex.qp_base,
+                list.head(),
+                core::ptr::null_mut(),
+            )
+        };
         assert_eq!(ret, EINVAL);
         assert_eq!(producer(&dev, SQ_AT), 0);
         assert_eq!(producer(&dev, RQ_AT), 0);
@@ -470,5 +902,264 @@ mod tests {
         for qp_type in [8, 9, 10] {
             assert_eq!(qp(&mut dev, qp_type, false).err(), Some(EPROTO));
         }
+    }
+
+    /// Calls `ibv_qp_ex` callbacks as libibverbs' inline wrappers do.
+    struct Wr(*mut ibv_qp_ex);
+
+    impl Wr {
+        fn of(qp: &mut Qp, ops: u64) -> Self {
+            set_qp_ex_ops(&mut qp.vqp.qp_ex, ops);
+            Self(&raw mut qp.vqp.qp_ex)
+        }
+
+        /// The callbacks, as the application reaches them.
+        fn x(&self) -> &ibv_qp_ex {
+            // SAFETY: the QP outlives the test's `Wr`; nothing changes it
+            // while the reference is used (the callbacks called through it
+            // touch librxud's state, not the `ibv_qp_ex`).
+            unsafe { &*self.0 }
+        }
+
+        /// Sets `wr_id`, as the application does before a builder.
+        fn wr_id(&self, wr_id: u64) {
+            // SAFETY: as above; no reference to the field is live.
+            unsafe { (*self.0).wr_id = wr_id };
+        }
+
+        /// Sets `wr_flags`, as the application does before a builder.
+        fn wr_flags(&self, flags: u32) {
+            // SAFETY: as above.
+            unsafe { (*self.0).wr_flags = flags };
+        }
+
+        fn start(&self) {
+            // SAFETY: a QP as `create_qp_ex` makes it.
+            unsafe { self.x().wr_start.unwrap()(self.0) }
+        }
+
+        fn complete(&self) -> c_int {
+            // SAFETY: as above.
+            unsafe { self.x().wr_complete.unwrap()(self.0) }
+        }
+
+        fn abort(&self) {
+            // SAFETY: as above.
+            unsafe { self.x().wr_abort.unwrap()(self.0) }
+        }
+
+        fn send(&self, wr_id: u64, flags: u32) {
+            self.wr_id(wr_id);
+            self.wr_flags(flags);
+            // SAFETY: as above.
+            unsafe { self.x().wr_send.unwrap()(self.0) }
+        }
+
+        fn sge(&self, lkey: u32, addr: u64, length: u32) {
+            // SAFETY: as above.
+            unsafe { self.x().wr_set_sge.unwrap()(self.0, lkey, addr, length) }
+        }
+    }
+
+    #[test]
+    fn wr_batches_go_into_the_send_ring_as_post_send_writes_them() {
+        let mut dev = FakeDevice::new("qp-wr", 3);
+        let mut qp = qp(&mut dev, IBV_QPT_RC, false).unwrap();
+        qp.vqp.qp_ex.qp_base.state = 3; // RTS
+        let all = supported_send_ops(IBV_QPT_RC).unwrap();
+        let w = Wr::of(&mut qp, all);
+        w.start();
+        w.wr_id(5);
+        w.wr_flags(send_flags::SIGNALED);
+        // SAFETY: a QP as `create_qp_ex` makes it; valid arguments.
+        unsafe { w.x().wr_rdma_write.unwrap()(w.0, 9, 0x1000) };
+        let list = [sge(0x2000, 10, 1), sge(0x3000, 20, 2)];
+        // SAFETY: as above; `list` holds two elements.
+        unsafe { w.x().wr_set_sge_list.unwrap()(w.0, 2, list.as_ptr()) };
+        w.wr_id(6);
+        w.wr_flags(send_flags::SOLICITED);
+        // SAFETY: as above.
+        unsafe { w.x().wr_send_imm.unwrap()(w.0, 0x0a0b_0c0d) };
+        let mut data = *b"hi!";
+        let bufs = [
+            ibv_data_buf {
+                addr: data.as_mut_ptr().cast(),
+                length: 2,
+            },
+            ibv_data_buf {
+                addr: data[2..].as_mut_ptr().cast(),
+                length: 1,
+            },
+        ];
+        // SAFETY: as above; two buffers of those lengths.
+        unsafe { w.x().wr_set_inline_data_list.unwrap()(w.0, 2, bufs.as_ptr()) };
+        data.fill(0);
+        w.wr_id(7);
+        // SAFETY: as above.
+        unsafe { w.x().wr_atomic_fetch_add.unwrap()(w.0, 3, 0x4000, 1) };
+        w.sge(4, 0x5000, 8);
+        assert_eq!(producer(&dev, SQ_AT), 0, "nothing before wr_complete");
+        assert_eq!(w.complete(), 0);
+        assert_eq!(producer(&dev, SQ_AT), 3);
+        let s0 = slot(&dev, SQ_AT, SEND_SLOT, 0);
+        let (w0, rdma) = (decode_send(&s0), RdmaOp::decode(&decode_send(&s0).op));
+        assert_eq!(
+            (w0.wr_id, w0.opcode, w0.num_sge),
+            (5, opcode::RDMA_WRITE, 2)
+        );
+        assert_eq!(
+            (w0.send_flags, rdma.remote_addr, rdma.rkey),
+            (send_flags::SIGNALED, 0x1000, 9)
+        );
+        assert_eq!(decode_sge(&s0, 64).addr, 0x2000);
+        assert_eq!(decode_sge(&s0, 80).lkey, 2);
+        let s1 = slot(&dev, SQ_AT, SEND_SLOT, 1);
+        let w1 = decode_send(&s1);
+        assert_eq!(
+            (w1.wr_id, w1.opcode, w1.imm_or_inv),
+            (6, opcode::SEND_WITH_IMM, 0x0a0b_0c0d)
+        );
+        assert_eq!(w1.send_flags, send_flags::SOLICITED | send_flags::INLINE);
+        assert_eq!((w1.inline_len, &s1[64..67]), (3, &b"hi!"[..]));
+        let s2 = slot(&dev, SQ_AT, SEND_SLOT, 2);
+        let (w2, atomic) = (decode_send(&s2), AtomicOp::decode(&decode_send(&s2).op));
+        // `wr_flags` stays as the application last set it.
+        let flags = send_flags::SOLICITED;
+        assert_eq!(
+            (w2.wr_id, w2.opcode, w2.send_flags),
+            (7, opcode::ATOMIC_FETCH_AND_ADD, flags)
+        );
+        assert_eq!(
+            (atomic.remote_addr, atomic.compare_add, atomic.rkey),
+            (0x4000, 1, 3)
+        );
+        // One doorbell for the batch: POST_SEND for handle 77.
+        assert_eq!(dev.read(0, 8), [28, 0, 0, 0, 8, 0, 1, 0]);
+        assert_eq!(dev.read(16, 4), [77, 0, 0, 0]);
+        assert_eq!(dev.read(32, 8), [0; 8]);
+    }
+
+    #[test]
+    fn aborted_and_failed_batches_publish_nothing() {
+        let mut dev = FakeDevice::new("qp-wr-fail", 3);
+        let mut qp = qp(&mut dev, IBV_QPT_RC, false).unwrap();
+        qp.vqp.qp_ex.qp_base.state = 3; // RTS
+        let w = Wr::of(&mut qp, IBV_QP_EX_WITH_SEND);
+        assert_eq!(w.complete(), EINVAL, "no wr_start");
+        w.start();
+        w.send(1, 0);
+        w.abort();
+        w.start();
+        w.send(2, 0);
+        // More elements than granted (2).
+        let list = [sge(0, 0, 0); 3];
+        // SAFETY: a QP as `create_qp_ex` makes it; three elements.
+        unsafe { w.x().wr_set_sge_list.unwrap()(w.0, 3, list.as_ptr()) };
+        assert_eq!(w.complete(), EINVAL);
+        w.start();
+        w.send(3, 0);
+        // Inline data longer than granted (32).
+        let long = [0u8; 33];
+        // SAFETY: as above; 33 readable bytes.
+        unsafe { w.x().wr_set_inline_data.unwrap()(w.0, long.as_ptr().cast_mut().cast(), 33) };
+        assert_eq!(w.complete(), EINVAL);
+        // A setter before a builder.
+        w.start();
+        w.sge(1, 2, 3);
+        w.send(4, 0);
+        assert_eq!(w.complete(), EINVAL);
+        // More than the ring's 4 slots: none of the five.
+        w.start();
+        for id in 10..15 {
+            w.send(id, 0);
+        }
+        assert_eq!(w.complete(), ENOMEM);
+        // A request `ibv_post_send` would refuse: an atomic without its
+        // 8-byte element (the QP does not offer atomics; checked anyway).
+        w.start();
+        w.send(20, 0);
+        w.sge(1, 0x1000, 8);
+        w.wr_id(21);
+        // SAFETY: as above.
+        unsafe { wr_atomic_cmp_swp(w.0, 1, 0x2000, 1, 2) };
+        assert_eq!(w.complete(), EINVAL);
+        assert_eq!(producer(&dev, SQ_AT), 0);
+        assert_eq!(dev.read(0, 32), [0; 32], "no doorbell");
+        // Empty batches are fine and ring nothing.
+        w.start();
+        assert_eq!(w.complete(), 0);
+        assert_eq!(dev.read(0, 32), [0; 32]);
+        // Before RTS, by libibverbs' cached state, as `ibv_post_send`.
+        qp.vqp.qp_ex.qp_base.state = IBV_QPS_RTR;
+        w.start();
+        w.send(30, 0);
+        assert_eq!(w.complete(), EINVAL);
+        assert_eq!(producer(&dev, SQ_AT), 0);
+        // And the ring still takes a good batch.
+        qp.vqp.qp_ex.qp_base.state = 3;
+        w.start();
+        w.send(31, 0);
+        assert_eq!(w.complete(), 0);
+        assert_eq!(producer(&dev, SQ_AT), 1);
+        assert_eq!(decode_send(&slot(&dev, SQ_AT, SEND_SLOT, 0)).wr_id, 31);
+    }
+
+    #[test]
+    fn ud_requests_need_an_address() {
+        let mut dev = FakeDevice::new("qp-wr-ud", 3);
+        let mut qp = qp(&mut dev, IBV_QPT_UD, false).unwrap();
+        qp.vqp.qp_ex.qp_base.state = 3;
+        let w = Wr::of(&mut qp, supported_send_ops(IBV_QPT_UD).unwrap());
+        assert!(w.x().wr_rdma_write.is_none() && w.x().wr_atomic_cmp_swp.is_none());
+        w.start();
+        w.send(1, 0);
+        assert_eq!(w.complete(), EINVAL, "no wr_set_ud_addr");
+        let mut ah = crate::ah::Ah::for_test(42);
+        w.start();
+        w.send(2, 0);
+        // SAFETY: a QP as `create_qp_ex` makes it; a live AH of ours.
+        unsafe { w.x().wr_set_ud_addr.unwrap()(w.0, ah.as_ibv(), 0x33, 0x44) };
+        assert_eq!(w.complete(), 0);
+        let wqe = decode_send(&slot(&dev, SQ_AT, SEND_SLOT, 0));
+        let ud = UdOp::decode(&wqe.op);
+        assert_eq!(
+            (wqe.wr_id, ud.ah_num, ud.remote_qpn, ud.remote_qkey),
+            (2, 42, 0x33, 0x44)
+        );
+    }
+
+    #[test]
+    fn create_qp_ex_refuses_what_it_cannot_do() {
+        let pd = IBV_QP_INIT_ATTR_PD;
+        let ops = IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+        let check = check_qp_init_attr_ex;
+        assert_eq!(check(pd, 0, IBV_QPT_RC, 0), Ok(()));
+        assert_eq!(
+            check(pd | IBV_QP_INIT_ATTR_CREATE_FLAGS, 0, IBV_QPT_RC, 0),
+            Ok(())
+        );
+        assert_eq!(check(0, 0, IBV_QPT_RC, 0), Err(EINVAL), "no PD");
+        assert_eq!(
+            check(pd | IBV_QP_INIT_ATTR_CREATE_FLAGS, 1, IBV_QPT_RC, 0),
+            Err(EOPNOTSUPP)
+        );
+        // XRCD, TSO header, RSS, hash.
+        for bit in [1, 3, 4, 5, 7] {
+            assert_eq!(check(pd | 1 << bit, 0, IBV_QPT_RC, 0), Err(EOPNOTSUPP));
+        }
+        for qp_type in [IBV_QPT_RC, IBV_QPT_UC, IBV_QPT_UD] {
+            let all = supported_send_ops(qp_type).unwrap();
+            assert_eq!(check(pd | ops, 0, qp_type, all), Ok(()));
+            // LOCAL_INV, BIND_MW, SEND_WITH_INV, TSO, ATOMIC_WRITE, unknown.
+            for bit in [7, 8, 9, 10, 12, 13, 40] {
+                assert_eq!(check(pd | ops, 0, qp_type, all | 1 << bit), Err(EOPNOTSUPP));
+            }
+        }
+        assert_eq!(supported_send_ops(IBV_QPT_UC), Some(0b1111));
+        assert_eq!(supported_send_ops(IBV_QPT_UD), Some(0b1100));
+        assert_eq!(supported_send_ops(IBV_QPT_RC), Some(0b111_1111));
+        // Send operations for a type rxud does not make (RAW_PACKET).
+        assert_eq!(check(pd | ops, 0, 8, IBV_QP_EX_WITH_SEND), Err(EOPNOTSUPP));
+        assert_eq!(check(pd, 0, 8, 0), Ok(()), "the kernel's to refuse");
     }
 }

@@ -316,8 +316,8 @@ impl Slot<'_, '_, '_> {
 }
 
 /// The work completion libibverbs reports for `cqe`. `ibv_wc` has no room
-/// for the CQE's RoCE fields (`network_hdr_type`, `smac`, `vlan_id`): they
-/// are for the extended CQ, which librxud does not offer yet.
+/// for the CQE's RoCE fields (`network_hdr_type`, `smac`, `vlan_id`); the
+/// extended CQ reads the same `ibv_wc` (it offers no `read_cvlan`, as rxe).
 pub(crate) fn cqe_to_wc(cqe: &Cqe) -> ibv_wc {
     ibv_wc {
         wr_id: cqe.wr_id,

@@ -72,14 +72,91 @@ pub struct ibv_cq {
     pub async_events_completed: u32,
 }
 
-/// `struct verbs_cq`: a union of `ibv_cq` and the larger `ibv_cq_ex`,
-/// which starts with the same fields.
+/// `struct ibv_poll_cq_attr`.
+#[repr(C)]
+pub struct ibv_poll_cq_attr {
+    pub comp_mask: u32,
+}
+
+/// A `read_*` callback of `ibv_cq_ex` returning `T`.
+pub type CqRead<T> = Option<unsafe extern "C" fn(*mut ibv_cq_ex) -> T>;
+
+/// `struct ibv_cq_ex`: the fields of `ibv_cq` (declared here as one
+/// `ibv_cq`, whose layout they are), then the extended CQ's state and
+/// callbacks. `status` and `wr_id` describe the completion `start_poll` or
+/// `next_poll` moved to; the application reads them directly.
+#[repr(C)]
+pub struct ibv_cq_ex {
+    pub cq: ibv_cq,
+    pub comp_mask: u32,
+    /// `enum ibv_wc_status`.
+    pub status: ibv_enum,
+    pub wr_id: u64,
+    pub start_poll: Option<unsafe extern "C" fn(*mut ibv_cq_ex, *mut ibv_poll_cq_attr) -> c_int>,
+    pub next_poll: Option<unsafe extern "C" fn(*mut ibv_cq_ex) -> c_int>,
+    pub end_poll: Option<unsafe extern "C" fn(*mut ibv_cq_ex)>,
+    /// Returns `enum ibv_wc_opcode`.
+    pub read_opcode: CqRead<ibv_enum>,
+    pub read_vendor_err: CqRead<u32>,
+    pub read_byte_len: CqRead<u32>,
+    /// Returns `__be32`.
+    pub read_imm_data: CqRead<u32>,
+    pub read_qp_num: CqRead<u32>,
+    pub read_src_qp: CqRead<u32>,
+    /// Returns `unsigned int`.
+    pub read_wc_flags: CqRead<u32>,
+    pub read_slid: CqRead<u32>,
+    pub read_sl: CqRead<u8>,
+    pub read_dlid_path_bits: CqRead<u8>,
+    pub read_completion_ts: Unused,
+    pub read_cvlan: Unused,
+    pub read_flow_tag: Unused,
+    pub read_tm_info: Unused,
+    pub read_completion_wallclock_ns: Unused,
+}
+
+/// `struct verbs_cq`: a union of `ibv_cq` and the larger `ibv_cq_ex`, which
+/// starts with `ibv_cq`'s fields; declared as the larger one.
 #[repr(C)]
 pub struct verbs_cq {
-    pub cq: ibv_cq,
-    /// The rest of `struct ibv_cq_ex` (its read/poll callbacks).
-    _cq_ex_tail: [u64; 20],
+    pub cq_ex: ibv_cq_ex,
 }
+
+/// `struct ibv_cq_init_attr_ex`.
+#[repr(C)]
+pub struct ibv_cq_init_attr_ex {
+    pub cqe: u32,
+    pub cq_context: *mut c_void,
+    pub channel: *mut ibv_comp_channel,
+    pub comp_vector: u32,
+    /// `enum ibv_create_cq_wc_flags` bits.
+    pub wc_flags: u64,
+    /// `enum ibv_cq_init_attr_mask` bits.
+    pub comp_mask: u32,
+    /// `enum ibv_create_cq_attr_flags` bits.
+    pub flags: u32,
+    pub parent_domain: *mut ibv_pd,
+}
+
+/// `enum ibv_create_cq_wc_flags`: what `ibv_create_cq_ex` may ask the
+/// `read_*` callbacks for.
+pub const IBV_WC_EX_WITH_BYTE_LEN: u64 = 1;
+pub const IBV_WC_EX_WITH_IMM: u64 = 2;
+pub const IBV_WC_EX_WITH_QP_NUM: u64 = 4;
+pub const IBV_WC_EX_WITH_SRC_QP: u64 = 8;
+pub const IBV_WC_EX_WITH_SLID: u64 = 16;
+pub const IBV_WC_EX_WITH_SL: u64 = 32;
+pub const IBV_WC_EX_WITH_DLID_PATH_BITS: u64 = 64;
+/// The fields of `ibv_wc` (`IBV_WC_STANDARD_FLAGS`).
+pub const IBV_WC_STANDARD_FLAGS: u64 = 0x7f;
+/// `enum ibv_cq_init_attr_mask`.
+pub const IBV_CQ_INIT_ATTR_MASK_FLAGS: u32 = 1;
+pub const IBV_CQ_INIT_ATTR_MASK_PD: u32 = 2;
+/// `enum ibv_create_cq_attr_flags`.
+pub const IBV_CREATE_CQ_ATTR_SINGLE_THREADED: u32 = 1;
+pub const IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN: u32 = 2;
+/// `ENOENT`: `start_poll` and `next_poll` found no completion.
+pub const ENOENT: c_int = 2;
 
 /// `enum ibv_qp_state`, `enum ibv_qp_type`: C enums, `unsigned int` here
 /// so that no value the C side stores can be invalid in Rust.
@@ -103,19 +180,103 @@ pub struct ibv_qp {
     pub events_completed: u32,
 }
 
+/// `struct ibv_qp_ex`: `ibv_qp`, then the `ibv_wr_*` interface: `wr_id`
+/// and `wr_flags`, which the application sets before each builder, and
+/// the builders, setters and batch callbacks. Typed where librxud sets
+/// them.
+#[repr(C)]
+pub struct ibv_qp_ex {
+    pub qp_base: ibv_qp,
+    pub comp_mask: u64,
+    pub wr_id: u64,
+    /// `enum ibv_send_flags` bits.
+    pub wr_flags: u32,
+    pub wr_atomic_cmp_swp: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32, u64, u64, u64)>,
+    pub wr_atomic_fetch_add: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32, u64, u64)>,
+    pub wr_bind_mw: Unused,
+    pub wr_local_inv: Unused,
+    pub wr_rdma_read: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32, u64)>,
+    pub wr_rdma_write: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32, u64)>,
+    pub wr_rdma_write_imm: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32, u64, u32)>,
+    pub wr_send: Option<unsafe extern "C" fn(*mut ibv_qp_ex)>,
+    pub wr_send_imm: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32)>,
+    pub wr_send_inv: Unused,
+    pub wr_send_tso: Unused,
+    pub wr_set_ud_addr: Option<unsafe extern "C" fn(*mut ibv_qp_ex, *mut ibv_ah, u32, u32)>,
+    pub wr_set_xrc_srqn: Unused,
+    pub wr_set_inline_data: Option<unsafe extern "C" fn(*mut ibv_qp_ex, *mut c_void, usize)>,
+    pub wr_set_inline_data_list:
+        Option<unsafe extern "C" fn(*mut ibv_qp_ex, usize, *const ibv_data_buf)>,
+    pub wr_set_sge: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32, u64, u32)>,
+    pub wr_set_sge_list: Option<unsafe extern "C" fn(*mut ibv_qp_ex, usize, *const ibv_sge)>,
+    pub wr_start: Option<unsafe extern "C" fn(*mut ibv_qp_ex)>,
+    pub wr_complete: Option<unsafe extern "C" fn(*mut ibv_qp_ex) -> c_int>,
+    pub wr_abort: Option<unsafe extern "C" fn(*mut ibv_qp_ex)>,
+    pub wr_atomic_write: Unused,
+}
+
+/// `struct ibv_data_buf`: one buffer of `ibv_wr_set_inline_data_list`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ibv_data_buf {
+    pub addr: *mut c_void,
+    pub length: usize,
+}
+
 /// `struct verbs_qp` of rdma-core 44: a union of `ibv_qp` and the larger
-/// `ibv_qp_ex` (352 bytes), then `comp_mask` and `xrcd`. (Newer rdma-core
-/// releases changed this layout; 44's is what Debian 12 ships.)
+/// `ibv_qp_ex` (352 bytes, declared as the larger one), then `comp_mask`
+/// and `xrcd`. (Newer rdma-core releases changed this layout; 44's is what
+/// Debian 12 ships.)
 #[repr(C)]
 pub struct verbs_qp {
-    pub qp: ibv_qp,
-    /// The rest of `struct ibv_qp_ex` (the `ibv_wr_*` callbacks).
-    _qp_ex_tail: [u64; 24],
-    /// `VERBS_QP_XRCD`, `VERBS_QP_EX`; 0 for librxud's QPs.
+    pub qp_ex: ibv_qp_ex,
+    /// `VERBS_QP_XRCD`, `VERBS_QP_EX`: librxud sets `VERBS_QP_EX` on QPs
+    /// with the `ibv_wr_*` interface (what `ibv_qp_to_qp_ex` looks at).
     pub comp_mask: u32,
     /// `struct verbs_xrcd *`; unused (no XRC).
     pub xrcd: *mut c_void,
 }
+
+/// `VERBS_QP_EX` of `enum verbs_qp_mask`.
+pub const VERBS_QP_EX: u32 = 2;
+
+/// `struct ibv_qp_init_attr_ex`.
+#[repr(C)]
+pub struct ibv_qp_init_attr_ex {
+    pub qp_context: *mut c_void,
+    pub send_cq: *mut ibv_cq,
+    pub recv_cq: *mut ibv_cq,
+    pub srq: *mut ibv_srq,
+    pub cap: ibv_qp_cap,
+    pub qp_type: ibv_enum,
+    pub sq_sig_all: c_int,
+    /// `enum ibv_qp_init_attr_mask` bits.
+    pub comp_mask: u32,
+    pub pd: *mut ibv_pd,
+    pub xrcd: *mut c_void,
+    pub create_flags: u32,
+    pub max_tso_header: u16,
+    pub rwq_ind_tbl: *mut c_void,
+    /// `struct ibv_rx_hash_conf`: function, key length, key, fields.
+    _rx_hash_conf: [u64; 3],
+    pub source_qpn: u32,
+    /// `enum ibv_qp_create_send_ops_flags` bits.
+    pub send_ops_flags: u64,
+}
+
+/// `enum ibv_qp_init_attr_mask`.
+pub const IBV_QP_INIT_ATTR_PD: u32 = 1;
+pub const IBV_QP_INIT_ATTR_CREATE_FLAGS: u32 = 4;
+pub const IBV_QP_INIT_ATTR_SEND_OPS_FLAGS: u32 = 64;
+
+/// `enum ibv_qp_create_send_ops_flags`.
+pub const IBV_QP_EX_WITH_RDMA_WRITE: u64 = 1;
+pub const IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM: u64 = 2;
+pub const IBV_QP_EX_WITH_SEND: u64 = 4;
+pub const IBV_QP_EX_WITH_SEND_WITH_IMM: u64 = 8;
+pub const IBV_QP_EX_WITH_RDMA_READ: u64 = 16;
+pub const IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP: u64 = 32;
+pub const IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD: u64 = 64;
 
 /// `struct ibv_qp_cap`.
 #[repr(C)]
@@ -545,11 +706,13 @@ pub struct verbs_context_ops {
     pub create_cq: Option<
         unsafe extern "C" fn(*mut ibv_context, c_int, *mut ibv_comp_channel, c_int) -> *mut ibv_cq,
     >,
-    pub create_cq_ex: Unused,
+    pub create_cq_ex:
+        Option<unsafe extern "C" fn(*mut ibv_context, *mut ibv_cq_init_attr_ex) -> *mut ibv_cq_ex>,
     pub create_flow: Unused,
     pub create_flow_action_esp: Unused,
     pub create_qp: Option<unsafe extern "C" fn(*mut ibv_pd, *mut ibv_qp_init_attr) -> *mut ibv_qp>,
-    pub create_qp_ex: Unused,
+    pub create_qp_ex:
+        Option<unsafe extern "C" fn(*mut ibv_context, *mut ibv_qp_init_attr_ex) -> *mut ibv_qp>,
     pub create_rwq_ind_table: Unused,
     pub create_srq:
         Option<unsafe extern "C" fn(*mut ibv_pd, *mut ibv_srq_init_attr) -> *mut ibv_srq>,
@@ -1089,6 +1252,34 @@ mod layout {
     const _: () = assert!(offset_of!(ibv_cq, comp_events_completed) == 120);
     const _: () = assert!(offset_of!(ibv_cq, async_events_completed) == 124);
     const _: () = assert!(size_of::<verbs_cq>() == 288);
+    const _: () = assert!(size_of::<ibv_cq_ex>() == 288);
+    const _: () = assert!(offset_of!(ibv_cq_ex, comp_mask) == 128);
+    const _: () = assert!(offset_of!(ibv_cq_ex, status) == 132);
+    const _: () = assert!(offset_of!(ibv_cq_ex, wr_id) == 136);
+    const _: () = assert!(offset_of!(ibv_cq_ex, start_poll) == 144);
+    const _: () = assert!(offset_of!(ibv_cq_ex, next_poll) == 152);
+    const _: () = assert!(offset_of!(ibv_cq_ex, end_poll) == 160);
+    const _: () = assert!(offset_of!(ibv_cq_ex, read_opcode) == 168);
+    const _: () = assert!(offset_of!(ibv_cq_ex, read_vendor_err) == 176);
+    const _: () = assert!(offset_of!(ibv_cq_ex, read_byte_len) == 184);
+    const _: () = assert!(offset_of!(ibv_cq_ex, read_imm_data) == 192);
+    const _: () = assert!(offset_of!(ibv_cq_ex, read_qp_num) == 200);
+    const _: () = assert!(offset_of!(ibv_cq_ex, read_src_qp) == 208);
+    const _: () = assert!(offset_of!(ibv_cq_ex, read_wc_flags) == 216);
+    const _: () = assert!(offset_of!(ibv_cq_ex, read_slid) == 224);
+    const _: () = assert!(offset_of!(ibv_cq_ex, read_sl) == 232);
+    const _: () = assert!(offset_of!(ibv_cq_ex, read_dlid_path_bits) == 240);
+    const _: () = assert!(offset_of!(ibv_cq_ex, read_completion_ts) == 248);
+    const _: () = assert!(offset_of!(ibv_cq_ex, read_completion_wallclock_ns) == 280);
+    const _: () = assert!(size_of::<ibv_poll_cq_attr>() == 4);
+    const _: () = assert!(size_of::<ibv_cq_init_attr_ex>() == 56);
+    const _: () = assert!(offset_of!(ibv_cq_init_attr_ex, cq_context) == 8);
+    const _: () = assert!(offset_of!(ibv_cq_init_attr_ex, channel) == 16);
+    const _: () = assert!(offset_of!(ibv_cq_init_attr_ex, comp_vector) == 24);
+    const _: () = assert!(offset_of!(ibv_cq_init_attr_ex, wc_flags) == 32);
+    const _: () = assert!(offset_of!(ibv_cq_init_attr_ex, comp_mask) == 40);
+    const _: () = assert!(offset_of!(ibv_cq_init_attr_ex, flags) == 44);
+    const _: () = assert!(offset_of!(ibv_cq_init_attr_ex, parent_domain) == 48);
     const _: () = assert!(size_of::<ibv_wc>() == 48);
     const _: () = assert!(offset_of!(ibv_wc, status) == 8);
     const _: () = assert!(offset_of!(ibv_wc, opcode) == 12);
@@ -1124,6 +1315,37 @@ mod layout {
     const _: () = assert!(offset_of!(ibv_qp, cond) == 104);
     const _: () = assert!(offset_of!(ibv_qp, events_completed) == 152);
     const _: () = assert!(size_of::<verbs_qp>() == 368);
+    const _: () = assert!(size_of::<ibv_qp_ex>() == 352);
+    const _: () = assert!(offset_of!(ibv_qp_ex, comp_mask) == 160);
+    const _: () = assert!(offset_of!(ibv_qp_ex, wr_id) == 168);
+    const _: () = assert!(offset_of!(ibv_qp_ex, wr_flags) == 176);
+    const _: () = assert!(offset_of!(ibv_qp_ex, wr_atomic_cmp_swp) == 184);
+    const _: () = assert!(offset_of!(ibv_qp_ex, wr_atomic_fetch_add) == 192);
+    const _: () = assert!(offset_of!(ibv_qp_ex, wr_bind_mw) == 200);
+    const _: () = assert!(offset_of!(ibv_qp_ex, wr_local_inv) == 208);
+    const _: () = assert!(offset_of!(ibv_qp_ex, wr_rdma_read) == 216);
+    const _: () = assert!(offset_of!(ibv_qp_ex, wr_rdma_write) == 224);
+    const _: () = assert!(offset_of!(ibv_qp_ex, wr_rdma_write_imm) == 232);
+    const _: () = assert!(offset_of!(ibv_qp_ex, wr_send) == 240);
+    const _: () = assert!(offset_of!(ibv_qp_ex, wr_send_imm) == 248);
+    const _: () = assert!(offset_of!(ibv_qp_ex, wr_send_inv) == 256);
+    const _: () = assert!(offset_of!(ibv_qp_ex, wr_send_tso) == 264);
+    const _: () = assert!(offset_of!(ibv_qp_ex, wr_set_ud_addr) == 272);
+    const _: () = assert!(offset_of!(ibv_qp_ex, wr_set_xrc_srqn) == 280);
+    const _: () = assert!(offset_of!(ibv_qp_ex, wr_set_inline_data) == 288);
+    const _: () = assert!(offset_of!(ibv_qp_ex, wr_set_inline_data_list) == 296);
+    const _: () = assert!(offset_of!(ibv_qp_ex, wr_set_sge) == 304);
+    const _: () = assert!(offset_of!(ibv_qp_ex, wr_set_sge_list) == 312);
+    const _: () = assert!(offset_of!(ibv_qp_ex, wr_start) == 320);
+    const _: () = assert!(offset_of!(ibv_qp_ex, wr_complete) == 328);
+    const _: () = assert!(offset_of!(ibv_qp_ex, wr_abort) == 336);
+    const _: () = assert!(offset_of!(ibv_qp_ex, wr_atomic_write) == 344);
+    const _: () = assert!(size_of::<ibv_data_buf>() == 16);
+    const _: () = assert!(size_of::<ibv_qp_init_attr_ex>() == 136);
+    const _: () = assert!(offset_of!(ibv_qp_init_attr_ex, comp_mask) == 60);
+    const _: () = assert!(offset_of!(ibv_qp_init_attr_ex, pd) == 64);
+    const _: () = assert!(offset_of!(ibv_qp_init_attr_ex, create_flags) == 80);
+    const _: () = assert!(offset_of!(ibv_qp_init_attr_ex, send_ops_flags) == 128);
     const _: () = assert!(offset_of!(verbs_qp, comp_mask) == 352);
     const _: () = assert!(offset_of!(verbs_qp, xrcd) == 360);
     const _: () = assert!(size_of::<ibv_qp_cap>() == 20);
@@ -1225,6 +1447,8 @@ mod layout {
     // The callbacks librxud sets.
     const _: () = assert!(offset_of!(verbs_context_ops, create_ah) == 104);
     const _: () = assert!(offset_of!(verbs_context_ops, create_cq) == 120);
+    const _: () = assert!(offset_of!(verbs_context_ops, create_cq_ex) == 128);
+    const _: () = assert!(offset_of!(verbs_context_ops, create_qp_ex) == 160);
     const _: () = assert!(offset_of!(verbs_context_ops, create_qp) == 152);
     const _: () = assert!(offset_of!(verbs_context_ops, create_srq) == 176);
     const _: () = assert!(offset_of!(verbs_context_ops, destroy_ah) == 232);
