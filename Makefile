@@ -27,6 +27,7 @@ LIBIBVERBS_DIR ?= /usr/lib/x86_64-linux-gnu/libibverbs
 
 VERBS_TEST := $(TOP)/tests/verbs/verbs-test
 RC_TEST := $(TOP)/tests/verbs/rc-test
+QP_MEM := $(TOP)/tests/verbs/qp-mem
 KTEST := $(TOP)/tests/kmod
 
 .PHONY: all modules provider ktest install setup run bench check check-host check-vm clean help \
@@ -42,6 +43,10 @@ $(VERBS_TEST): $(TOP)/tests/verbs/verbs-test.c $(TOP)/tests/verbs/tap.h
 	$(CC) -O2 -g -Wall -Wextra -Werror -o $@ $< -libverbs
 
 $(RC_TEST): $(TOP)/tests/verbs/rc-test.c $(TOP)/tests/verbs/tap.h
+	$(CC) -O2 -g -Wall -Wextra -Werror -o $@ $< -libverbs
+
+# Kernel memory per QP, for make bench (which builds it in its own copy).
+$(QP_MEM): $(TOP)/tests/verbs/qp-mem.c
 	$(CC) -O2 -g -Wall -Wextra -Werror -o $@ $< -libverbs
 
 # librxud, named as libibverbs loads it. Tests use it in place through
@@ -74,8 +79,11 @@ setup:
 run: all
 	bash $(TOP)/qemu/run-pair-demo.sh
 
-# perftest over rxe and rxud between two VMs, side by side (not in check).
-bench: all
+# perftest over rxe and rxud between two VMs, side by side (not in check),
+# on the bench kernel. qemu/bench.sh builds that kernel on first use and
+# builds rxud.ko, librxud and qp-mem against it in a copy of this tree, so
+# that this tree's rxud.ko stays built for the test kernel.
+bench:
 	bash $(TOP)/qemu/bench.sh
 
 check: all
@@ -121,7 +129,7 @@ clean:
 	-$(KMAKE) clean
 	-$(MAKE) -C $(KDIR) M=$(KTEST) LLVM=1 clean
 	rm -f $(TOP)/.rxud-kdir
-	rm -f $(VERBS_TEST) $(RC_TEST)
+	rm -f $(VERBS_TEST) $(RC_TEST) $(QP_MEM)
 	rm -rf $(TOP)/rust/proto/target $(TOP)/rust/abi/target $(PROVIDER)/target $(PROVIDER)/build
 
 help:

@@ -1,27 +1,174 @@
 #!/usr/bin/env bash
 # `make bench`: perftest over rxe and over rxud between two VMs on one
-# virtio-net link, in the same run (qemu/bench-guest.sh), printed side by
-# side with the ratio rxud/rxe (bandwidth: higher is better for rxud;
-# latency: lower is better).
+# virtio-net link, in the same run on the same kernel (qemu/bench-guest.sh),
+# with iperf3 TCP over that link as its limit and the kernel memory of an
+# RC QP. Prints the table and writes it, with the date and the machine, to
+# Documentation/benchmarks.rst (the hand-written section from "What limits
+# rxud" on is kept).
+#
+# The VMs boot the bench kernel (RXUD_FLAVOUR=bench: the test kernel without
+# lockdep and the other debugging, see qemu/rxud-bench.config), built and
+# cached on first use. rxud.ko, librxud and qp-mem are built against it in a
+# copy of this tree's sources ($RXUD_CACHE/bench-src): this tree's rxud.ko
+# stays built for the test kernel (make check), and the copy's objects stay
+# built for the bench kernel, so neither build starts over each time.
 #   qemu/bench.sh [OUTDIR]
+#   RXUD_BENCH_REV=COMMIT qemu/bench.sh    measure that commit's sources, not
+#                                          the working tree's (make bench
+#                                          RXUD_BENCH_REV=HEAD does too)
 set -euo pipefail
+export RXUD_FLAVOUR=bench
 . "$(dirname "$0")/lib.sh"
 out=${1:-$RXUD_TOP/tests/out/bench-$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$out"
-"$RXUD_TOP/qemu/vm.sh" --pair --timeout 1200 --out "$out" -- "$RXUD_TOP/qemu/bench-guest.sh" >/dev/null 2>&1 || true
+out=$(cd "$out" && pwd)
+doc=$RXUD_TOP/Documentation/benchmarks.rst
+t0=$SECONDS
+
+export KDIR
+KDIR=$(kernel_dir)
+kernel_note=cached
+[ -f "$KDIR/.rxud-built" ] || kernel_note="built by this run"
+"$RXUD_TOP/qemu/build-kernel.sh"
+kernel_s=$((SECONDS - t0))
+
+# The sources to measure: the working tree's (tracked and untracked, not
+# ignored), or with RXUD_BENCH_REV those of that commit.
+stage=$(mktemp -d)
+trap 'rm -rf "$stage" "$stage.files"' EXIT
+if [ -n "${RXUD_BENCH_REV:-}" ]; then
+	git -C "$RXUD_TOP" archive "$RXUD_BENCH_REV" | tar -C "$stage" -xf -
+else
+	(cd "$RXUD_TOP" && git ls-files -z -co --exclude-standard |
+		tar --null --ignore-failed-read -T - -cf -) | tar -C "$stage" -xf -
+fi
+# Into the copy go only the files whose contents differ (with a new time),
+# and out of it the sources of the last run that are gone: make there
+# rebuilds exactly what changed, whichever sources the last run measured.
+src=$RXUD_CACHE/bench-src
+mkdir -p "$src"
+(cd "$stage" && find . -type f | sort) >"$stage.files"
+comm -23 "$src/.bench-files" "$stage.files" 2>/dev/null | while IFS= read -r f; do rm -f "$src/$f"; done
+while IFS= read -r f; do
+	cmp -s "$stage/$f" "$src/$f" || { mkdir -p "$(dirname "$src/$f")" && cp "$stage/$f" "$src/$f"; }
+done <"$stage.files"
+mv "$stage.files" "$src/.bench-files"
+log "bench: building rxud.ko, librxud and qp-mem for $KDIR in $src (log: $out/build.log)"
+make -C "$src" KDIR="$KDIR" modules provider "$src/tests/verbs/qp-mem" >"$out/build.log" 2>&1 ||
+	{ tail -n 30 "$out/build.log" >&2; die "build failed (log: $out/build.log)"; }
+build_s=$((SECONDS - t0 - kernel_s))
+
+log "bench: two VMs, rxe then rxud (about 15 minutes; logs: $out/vm0.log, $out/vm1.log)"
+load0=$(cut -d' ' -f1 /proc/loadavg)
+"$src/qemu/vm.sh" --pair --timeout 2400 --out "$out" -- "$src/qemu/bench-guest.sh" >/dev/null 2>&1 ||
+	log "bench: the VMs did not both finish cleanly (see $out/vm0.log, $out/vm1.log); rows without a figure show -"
+load1=$(cut -d' ' -f1 /proc/loadavg)
 tsv=$out/vm1/bench.tsv
 [ -s "$tsv" ] || die "no results (see $out/vm0.log, $out/vm1.log)"
-echo "perftest between two TCG VMs over virtio-net ($(uname -m) host, $(nproc) CPUs), the test kernel (lockdep on)"
-awk -F'\t' '
+total_s=$((SECONDS - t0))
+
+# The table, as an RST simple table. Sizes in B/KB/MB, memory in KiB; the
+# ratio is rxud's figure over rxe's (bandwidth: higher is better for rxud;
+# latency and memory: lower); "% of TCP" is rxud's bandwidth over iperf3's.
+table() {
+	awk -F'\t' '
+	function size(s) {
+		if (s !~ /^[0-9]+$/) return s
+		if (s >= 1048576 && s % 1048576 == 0) return s / 1048576 " MB"
+		if (s >= 1024 && s % 1024 == 0) return s / 1024 " KB"
+		return s " B"
+	}
+	function val(v, u) {
+		if (v == "" || v == "-") return "-"
+		if (u == "B") return sprintf("%.1f KiB", v / 1024)
+		return v " " u
+	}
+	$1 == "tcp" { tcp = $4; next }
 	{ key = $2 "\t" $3; if (!(key in seen)) { seen[key] = 1; order[++n] = key; unit[key] = $5 }
-	  val[$1, key] = $4 }
+	  v[$1, key] = $4 }
 	END {
-		printf "%-28s %9s %10s %10s %8s\n", "test", "size", "rxe", "rxud", "rxud/rxe"
-		for (i = 1; i <= n; i++) {
-			k = order[i]; split(k, f, "\t")
-			a = val["rxe", k]; b = val["rxud", k]
-			r = (a + 0 > 0 && b + 0 > 0) ? sprintf("%.2f", b / a) : "-"
-			printf "%-28s %9s %7s %-2s %7s %-2s %8s\n", f[1], f[2], a, unit[k] == "us" ? "us" : "MB", b, unit[k] == "us" ? "us" : "MB", r
+		rows = 0
+		cell[++rows, 1] = "test"; cell[rows, 2] = "size"; cell[rows, 3] = "rxe"
+		cell[rows, 4] = "rxud"; cell[rows, 5] = "rxud/rxe"; cell[rows, 6] = "rxud % of TCP"
+		cell[++rows, 1] = "iperf3 TCP (the link)"; cell[rows, 2] = "-"; cell[rows, 3] = "-"
+		cell[rows, 4] = "-"; cell[rows, 5] = "-"; cell[rows, 6] = val(tcp, "MB/s")
+		# Memory (unit B) after the traffic.
+		for (i = 1; i <= 2 * n; i++) {
+			k = order[i > n ? i - n : i]
+			if ((unit[k] == "B") != (i > n)) continue
+			split(k, f, "\t"); a = v["rxe", k]; b = v["rxud", k]
+			cell[++rows, 1] = f[1]; cell[rows, 2] = size(f[2])
+			cell[rows, 3] = val(a, unit[k]); cell[rows, 4] = val(b, unit[k])
+			cell[rows, 5] = (a + 0 > 0 && b + 0 > 0) ? sprintf("%.2f", b / a) : "-"
+			cell[rows, 6] = (unit[k] == "MB/s" && tcp + 0 > 0 && b + 0 > 0) ? sprintf("%.0f%%", 100 * b / tcp) : "-"
 		}
-	}' "$tsv" | tee "$out/bench.txt"
-echo "results in $out"
+		for (r = 1; r <= rows; r++)
+			for (c = 1; c <= 6; c++)
+				if (length(cell[r, c]) > w[c]) w[c] = length(cell[r, c])
+		rule = ""
+		for (c = 1; c <= 6; c++) { s = ""; for (j = 0; j < w[c]; j++) s = s "="; rule = rule (c > 1 ? "  " : "") s }
+		print rule
+		for (r = 1; r <= rows; r++) {
+			line = ""
+			for (c = 1; c <= 6; c++) line = line (c > 1 ? "  " : "") sprintf("%-" w[c] "s", cell[r, c])
+			sub(/ +$/, "", line); print line
+			if (r == 1) print rule
+		}
+		print rule
+	}' "$tsv"
+}
+table >"$out/bench.txt"
+cat "$out/bench.txt"
+
+if [ -n "${RXUD_BENCH_REV:-}" ]; then
+	rev=$(git -C "$RXUD_TOP" rev-parse --short "$RXUD_BENCH_REV")
+else
+	rev=$(git -C "$RXUD_TOP" rev-parse --short HEAD)
+	[ -z "$(git -C "$RXUD_TOP" status --porcelain --untracked-files=normal -- . ':!Documentation/benchmarks.rst')" ] ||
+		rev="$rev with uncommitted changes"
+fi
+cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n1)
+guest=$(cat "$out/vm1/uname" 2>/dev/null || echo unknown)
+read -r qps wrs <"$out/vm1/qp-mem.conf" || qps=? wrs=?
+# The hand-written part of the document, from its heading on.
+kept=$(sed -n '/^What limits rxud$/,$p' "$doc" 2>/dev/null || true)
+[ -n "$kept" ] || kept=$'What limits rxud\n================\n\nNot written yet.'
+cat >"$doc" <<EOF
+.. SPDX-License-Identifier: GPL-2.0
+
+================
+rxud: benchmarks
+================
+
+.. Written by \`\`make bench\`\` (qemu/bench.sh) down to "What limits rxud";
+   that section is written by hand, and later runs keep it.
+
+\`\`make bench\`\` of $(date -u +%Y-%m-%d): two VMs joined by one virtio-net
+link, rxe first and then rxud on that link, same run, same kernel. vm0
+serves, vm1 connects; the sizes and iteration counts are those of
+qemu/bench-guest.sh, perftest's defaults otherwise (RC unless said, one QP,
+128 WRs in flight for bandwidth). Bandwidth is perftest's average in MB/s
+(2^20 bytes), atomics its message rate, latency its typical figure.
+rxud/rxe: above 1 is better for rxud in bandwidth, below 1 in latency and
+memory. % of TCP: rxud's bandwidth over that of one iperf3 TCP stream (5 s)
+over the same link, in the same run.
+
+- sources: $rev
+- host: $(uname -srm), $(nproc) CPUs ($cpu), $(awk '/^MemTotal:/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo)
+- VMs: $(qemu-system-x86_64 --version | head -n1 | sed 's/ (.*//'), TCG (no KVM), 1 vCPU and 1 GiB each
+- kernel: $guest, the bench flavour (qemu/rxud.config without lockdep,
+  kmemleak and the other debugging: qemu/rxud-bench.config), $kernel_note
+- kernel memory per RC QP: the growth of SUnreclaim (slab, large kmallocs
+  included) and of VmallocUsed in vm1's /proc/meminfo while
+  tests/verbs/qp-mem creates $qps RC QPs ($wrs send and $wrs receive WRs, one
+  SGE each) and moves them to RTS, divided by $qps; the PD and the one CQ
+  that all of them share exist before the first reading
+- host load (1-minute average) as the VMs started and as they ended:
+  $load0 and $load1 (the two VMs alone make about 2)
+- this run: $((total_s / 60)) min $((total_s % 60)) s (kernel $kernel_s s, builds $build_s s, VMs $((total_s - kernel_s - build_s)) s)
+
+$(cat "$out/bench.txt")
+
+$kept
+EOF
+log "bench: table written to $doc; all output in $out; $total_s s in all"

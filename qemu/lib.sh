@@ -17,11 +17,32 @@ KMAKE_FLAGS=(LLVM=1 "RUSTC=$KRUSTC" "RUSTDOC=$KRUSTDOC" "BINDGEN=$KBINDGEN")
 log() { printf '[rxud] %s\n' "$*" >&2; }
 die() { printf '[rxud] error: %s\n' "$*" >&2; exit 1; }
 
-# Cache key: everything that changes what the kernel build produces.
+# Kernel flavours, each built and cached on its own: "test" (qemu/rxud.config,
+# with lockdep, kmemleak and the other debugging that finds our bugs; built by
+# `make setup`) and "bench" (qemu/rxud-bench.config on top, which turns that
+# debugging off: it taxes locks and allocations, rxe's and rxud's unequally,
+# and would skew the ratios of `make bench`, which builds it on first use).
+RXUD_FLAVOUR=${RXUD_FLAVOUR:-test}
+case $RXUD_FLAVOUR in
+test | bench) ;;
+*) die "RXUD_FLAVOUR=$RXUD_FLAVOUR: not test or bench" ;;
+esac
+
+# The config fragments of the flavour, applied in this order.
+kernel_fragments() {
+	echo "$RXUD_TOP/qemu/rxud.config"
+	[ "$RXUD_FLAVOUR" = test ] || echo "$RXUD_TOP/qemu/rxud-$RXUD_FLAVOUR.config"
+}
+
+# Cache key: everything that changes what the kernel build produces. The test
+# flavour's key must not change with this script (a new key is a rebuild of
+# 10 to 30 minutes for everyone): other flavours add their fragment after
+# rxud.config, and the test flavour adds nothing.
 kernel_key() {
 	{
 		dpkg-query -W -f='${Version}\n' linux-source-6.12 2>/dev/null || echo none
-		cat "$RXUD_TOP/qemu/rxud.config"
+		# shellcheck disable=SC2046 # paths without blanks
+		cat $(kernel_fragments)
 		"$KRUSTC" --version 2>/dev/null || echo no-rustc
 		"$KBINDGEN" --version 2>/dev/null || echo no-bindgen
 		clang --version 2>/dev/null | head -n1
@@ -29,12 +50,17 @@ kernel_key() {
 	} | sha256sum | cut -c1-12
 }
 
-kernel_dir() { echo "$RXUD_CACHE/linux-6.12-$(kernel_key)"; }
+# The flavour's name in its tree's name: none for the test kernel (whose
+# trees predate flavours), "bench-" for the bench kernel.
+kernel_tag() { [ "$RXUD_FLAVOUR" = test ] || echo "$RXUD_FLAVOUR-"; }
+kernel_dir() { echo "$RXUD_CACHE/linux-6.12-$(kernel_tag)$(kernel_key)"; }
 
 # The built kernel tree, or die with the command that makes it.
 need_kernel() {
+	local how="run 'make setup' first"
+	[ "$RXUD_FLAVOUR" = test ] || how="build it with RXUD_FLAVOUR=$RXUD_FLAVOUR qemu/build-kernel.sh"
 	KDIR=${KDIR:-$(kernel_dir)}
-	[ -f "$KDIR/.rxud-built" ] || die "no built kernel at $KDIR: run 'make setup' first"
+	[ -f "$KDIR/.rxud-built" ] || die "no built kernel at $KDIR: $how"
 }
 
 need_vng() {
