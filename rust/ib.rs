@@ -9,6 +9,7 @@ pub(crate) mod attr;
 pub(crate) mod cq;
 pub(crate) mod device;
 mod flags;
+pub(crate) mod kmem;
 pub(crate) mod link;
 pub(crate) mod mmap;
 pub(crate) mod mr;
@@ -17,6 +18,7 @@ pub(crate) mod srq;
 pub(crate) mod stats;
 pub(crate) mod udata;
 pub(crate) mod umem;
+pub(crate) mod wr;
 
 pub(crate) use ah::{AddressVector, NetworkType};
 pub(crate) use attr::{
@@ -34,6 +36,7 @@ pub(crate) use srq::{SrqAttr, SrqEvents, SrqModify};
 pub(crate) use stats::CounterDesc;
 pub(crate) use udata::{UContext, UData};
 pub(crate) use umem::Umem;
+pub(crate) use wr::{Completion, QpHandle, RecvWr, Remote, SendFlags, SendOp, SendWr, SgeList};
 
 use kernel::error::Error;
 

@@ -126,3 +126,11 @@ pub(crate) fn synchronize_rcu() {
     // SAFETY: callable from any sleepable context; no precondition.
     unsafe { bindings::synchronize_rcu() };
 }
+
+/// Whether the caller may send packets and take bottom-half locks: not in
+/// hard irq or NMI, interrupts enabled. Kernel consumers may post work
+/// requests from anywhere; where this is false, sending is deferred.
+pub(crate) fn may_send_inline() -> bool {
+    // SAFETY: reads the preempt count and interrupt flag; no precondition.
+    unsafe { bindings::rxud_may_send_inline() }
+}

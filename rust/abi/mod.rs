@@ -130,7 +130,7 @@ pub use wc::{network, status, wc_flags, wc_opcode};
 // Work-queue entries (`wqe.rs`).
 mod wqe;
 #[allow(unused_imports)]
-pub use wqe::{opcode, send_flags, AtomicOp, RdmaOp, RecvWqe, SendWqe, Sge, UdOp};
+pub use wqe::{opcode, send_flags, AtomicOp, RdmaOp, RecvWqe, RegMrOp, SendWqe, Sge, UdOp};
 
 // Ring geometry and slot sizes (`ring.rs`), used by both sides. The module
 // uses only part of them, and `unused_imports` is not covered by its

@@ -32,6 +32,8 @@ pub mod wc_opcode {
     pub const COMP_SWAP: u32 = 3;
     pub const FETCH_ADD: u32 = 4;
     pub const LOCAL_INV: u32 = 6;
+    /// A fast registration completed (kernel consumers only).
+    pub const REG_MR: u32 = 10;
     pub const RECV: u32 = 128;
     pub const RECV_RDMA_WITH_IMM: u32 = 129;
 }
@@ -74,6 +76,35 @@ impl Cqe {
         b[56..64].copy_from_slice(&self.reserved1.to_le_bytes());
         b
     }
+
+    /// The CQE a ring slot holds (the inverse of [`Cqe::to_bytes`]).
+    pub fn from_bytes(b: &[u8; 64]) -> Self {
+        let u16_at = |i: usize| u16::from_le_bytes([b[i], b[i + 1]]);
+        let u32_at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+        let u64_at = |i: usize| u64::from(u32_at(i)) | (u64::from(u32_at(i + 4)) << 32);
+        let mut smac = [0u8; 6];
+        smac.copy_from_slice(&b[48..54]);
+        Self {
+            wr_id: u64_at(0),
+            status: u32_at(8),
+            opcode: u32_at(12),
+            vendor_err: u32_at(16),
+            byte_len: u32_at(20),
+            imm_data: u32_at(24),
+            qp_num: u32_at(28),
+            src_qp: u32_at(32),
+            wc_flags: u32_at(36),
+            pkey_index: u16_at(40),
+            slid: u16_at(42),
+            sl: b[44],
+            dlid_path_bits: b[45],
+            network_hdr_type: b[46],
+            reserved0: b[47],
+            smac,
+            vlan_id: u16_at(54),
+            reserved1: u64_at(56),
+        }
+    }
 }
 
 #[allow(clippy::manual_is_multiple_of)]
@@ -98,6 +129,31 @@ mod layout {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn from_bytes_inverts_to_bytes() {
+        let c = Cqe {
+            wr_id: 0x0102_0304_0506_0708,
+            status: 5,
+            opcode: 129,
+            vendor_err: 3,
+            byte_len: 4096,
+            imm_data: 0xdead_beef,
+            qp_num: 0x12_3456,
+            src_qp: 1,
+            wc_flags: 0x49,
+            pkey_index: 7,
+            slid: 0xabcd,
+            sl: 2,
+            dlid_path_bits: 1,
+            network_hdr_type: 3,
+            reserved0: 0,
+            smac: [1, 2, 3, 4, 5, 6],
+            vlan_id: 100,
+            reserved1: u64::MAX - 1,
+        };
+        assert_eq!(Cqe::from_bytes(&c.to_bytes()), c);
+    }
 
     #[test]
     fn bytes_are_the_repr_c_image() {

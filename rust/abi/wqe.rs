@@ -27,6 +27,10 @@ pub mod opcode {
     pub const ATOMIC_FETCH_AND_ADD: u32 = 6;
     pub const LOCAL_INV: u32 = 7;
     pub const SEND_WITH_INV: u32 = 9;
+    /// Fast registration (`IB_WR_REG_MR`): kernel QPs only. The kernel
+    /// refuses it (and LOCAL_INV) in a user process's ring, since user
+    /// MRs are not fast-registration MRs.
+    pub const REG_MR: u32 = 0x20;
 }
 
 /// `SendWqe::send_flags`: the values of `ibv_send_flags`.
@@ -264,6 +268,41 @@ impl UdOp {
     }
 }
 
+/// Operands of a REG_MR work request (kernel QPs only): register the
+/// fast-registration MR at `key`'s index under `key`, with `access`
+/// (ib_core's `IB_ACCESS_*` bits) over `[iova, iova + length)` of its
+/// page list, whose pages are `page_size` bytes.
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub struct RegMrOp {
+    pub iova: u64,
+    pub length: u64,
+    pub key: u32,
+    pub access: u32,
+    pub page_size: u32,
+}
+
+impl RegMrOp {
+    pub fn decode(op: &[u8; 32]) -> Self {
+        Self {
+            iova: get_u64(op, 0),
+            length: get_u64(op, 8),
+            key: get_u32(op, 16),
+            access: get_u32(op, 20),
+            page_size: get_u32(op, 24),
+        }
+    }
+
+    pub fn encode(&self) -> [u8; 32] {
+        let mut op = [0u8; 32];
+        put_u64(&mut op, 0, self.iova);
+        put_u64(&mut op, 8, self.length);
+        put_u32(&mut op, 16, self.key);
+        put_u32(&mut op, 20, self.access);
+        put_u32(&mut op, 24, self.page_size);
+        op
+    }
+}
+
 #[allow(clippy::manual_is_multiple_of)]
 mod layout {
     use super::super::{RECV_WQE_HEADER_SIZE, SEND_WQE_HEADER_SIZE, SGE_SIZE};
@@ -300,6 +339,14 @@ mod tests {
             remote_qkey: 0x8001_0000,
         };
         assert_eq!(UdOp::decode(&u.encode()), u);
+        let m = RegMrOp {
+            iova: 0xffff_8880_0000_1000,
+            length: 1 << 20,
+            key: 0x1234_56ab,
+            access: 7,
+            page_size: 4096,
+        };
+        assert_eq!(RegMrOp::decode(&m.encode()), m);
     }
 
     #[test]

@@ -42,6 +42,13 @@ impl RxudAh {
     }
 }
 
+impl RxudAh {
+    /// The number UD work requests name the AH by.
+    pub(crate) fn number(&self) -> u32 {
+        self.num
+    }
+}
+
 impl Drop for RxudAh {
     fn drop(&mut self) {
         // Never sleeps: a spinlock and, at worst, freeing the vector.

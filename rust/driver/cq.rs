@@ -191,6 +191,22 @@ impl CqCore {
         Ok(())
     }
 
+    /// Takes the oldest entry, for a kernel consumer (`ib_poll_cq`; a
+    /// user process consumes its mapping itself). `None` if there is
+    /// none. Any context but hard irq.
+    pub(crate) fn pop(&self) -> Option<Cqe> {
+        let r = self.ring.lock();
+        let consumer = r.ring.consumer();
+        match r.ring.geometry().occupancy(r.producer, consumer) {
+            Some(n) if n > 0 => {}
+            _ => return None,
+        }
+        let mut b = [0u8; 64];
+        r.ring.read_slot(consumer, &mut b).ok()?;
+        r.ring.set_consumer(consumer.wrapping_add(1));
+        Some(Cqe::from_bytes(&b))
+    }
+
     /// Whether the CQ holds unconsumed entries (a snapshot: the owner may
     /// consume concurrently; it only advises a re-poll).
     fn has_entries(&self) -> bool {

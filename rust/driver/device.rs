@@ -9,17 +9,17 @@ use super::counters::RX_COUNTER_DESCS;
 use super::cq::RxudCq;
 use super::mr::{MrTable, RxudMr, MAX_FAST_REG_PAGES};
 use super::pd::RxudPd;
-use super::qp::{QpCore, RxudQp, FIRST_QPN};
+use super::qp::{QpTable, RxudQp};
 use super::rx::RxPort;
 use super::srq::RxudSrq;
 use super::table::IndexTable;
 use super::transport::{Attachment, Transports};
 use super::Registry;
 use crate::ib::{
-    AccessFlags, AddressVector, CounterDesc, CqArm, CqEvents, CqInitAttr, Device, DeviceAttr,
-    DeviceCapFlags, DeviceOps, LinkLayer, MrKind, PortAttr, PortCapFlags, PortImmutable,
-    PortPhysState, PortState, QpAttr, QpCap, QpInitAttr, QpQuery, SrqAttr, SrqEvents, SrqModify,
-    UData, Umem, UserRange,
+    AccessFlags, AddressVector, Completion, CounterDesc, CqArm, CqEvents, CqInitAttr, Device,
+    DeviceAttr, DeviceCapFlags, DeviceOps, LinkLayer, MrKind, PortAttr, PortCapFlags,
+    PortImmutable, PortPhysState, PortState, QpAttr, QpCap, QpInitAttr, QpQuery, RecvWr, SendWr,
+    SrqAttr, SrqEvents, SrqModify, UData, Umem, UserRange,
 };
 use crate::net::NetDevice;
 use crate::proto::{mtu, wire::bth::DEFAULT_PKEY};
@@ -78,7 +78,7 @@ pub(crate) struct RxudDevice {
     pub(super) cqs: Arc<ObjectCounter>,
     pub(super) srqs: Arc<ObjectCounter>,
     /// QPs by number (the data path's lookup).
-    pub(super) qps: Arc<IndexTable<QpCore>>,
+    pub(super) qps: Arc<QpTable>,
     /// Address vectors by AH number.
     pub(super) ahs: Arc<IndexTable<AddressVector>>,
     /// MRs by key (the data path's lkey/rkey lookup).
@@ -112,7 +112,7 @@ impl RxudDevice {
         transports: &Arc<Transports>,
         ndev: &NetDevice,
     ) -> Result<Self> {
-        let qps = IndexTable::new(FIRST_QPN, MAX_QP)?;
+        let qps = QpTable::new(MAX_QP)?;
         let mr_keys = IndexTable::new(1, MAX_MR)?;
         let rx = RxPort::new(qps.clone(), mr_keys.clone())?;
         let transport = transports.attach(ndev, rx.clone())?;
@@ -321,7 +321,10 @@ impl DeviceOps for RxudDevice {
             .device_cap_flags(
                 DeviceCapFlags::PORT_ACTIVE_EVENT
                     | DeviceCapFlags::SYS_IMAGE_GUID
-                    | DeviceCapFlags::RC_RNR_NAK_GEN,
+                    | DeviceCapFlags::RC_RNR_NAK_GEN
+                    // REG_MR and LOCAL_INV work requests, SEND with
+                    // invalidate (nvme-rdma and other ULPs require it).
+                    | DeviceCapFlags::MEM_MGT_EXTENSIONS,
             )
             .atomics_within_device()
             .allow_user_unregister();
@@ -376,9 +379,40 @@ impl DeviceOps for RxudDevice {
         LinkLayer::Ethernet
     }
 
-    fn post_send_doorbell(dev: &Device<Self>, qp: &RxudQp) -> Result {
-        let ndev = dev.netdev(PORT).ok_or(ENODEV)?;
-        super::tx::doorbell(dev.data(), qp.core(), &ndev)
+    fn post_send_doorbell(_dev: &Device<Self>, qp: &RxudQp) -> Result {
+        super::tx::doorbell(qp.core());
+        Ok(())
+    }
+
+    fn post_send(_dev: &Device<Self>, qp: &RxudQp, wr: &SendWr<'_, Self>) -> Result {
+        super::post::post_send(qp.core(), wr)
+    }
+
+    fn post_recv(_dev: &Device<Self>, qp: &RxudQp, wr: &RecvWr<'_>) -> Result {
+        super::post::post_recv(qp.core(), wr)
+    }
+
+    fn post_srq_recv(srq: &RxudSrq, wr: &RecvWr<'_>) -> Result {
+        super::post::post_srq_recv(srq.core(), wr)
+    }
+
+    fn poll_cq(dev: &Device<Self>, cq: &RxudCq) -> Option<Completion> {
+        let core = cq.core();
+        let cqe = core.pop()?;
+        // Entries carry the QP's number; completions name the QP itself.
+        // One that is gone (or whose number a new QP on other CQs took)
+        // is not named.
+        let qp = dev
+            .data()
+            .qps
+            .get(cqe.qp_num)
+            .filter(|qp| qp.uses_cq(core))
+            .map(|qp| qp.handle());
+        Some(Completion {
+            cqe,
+            qp,
+            port: PORT,
+        })
     }
 
     const PORT_COUNTERS: &'static [CounterDesc] = &RX_COUNTER_DESCS;

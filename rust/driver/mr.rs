@@ -4,29 +4,60 @@
 
 use super::counter::Counted;
 use super::table::IndexTable;
-use crate::ib::{AccessFlags, Umem, UserRange};
+use crate::ib::{kmem, AccessFlags, Umem, UserRange};
+use crate::net::skb::SkBuff;
 use crate::sync::{new_spinlock_irq, SpinLockIrq};
 use kernel::{prelude::*, sync::Arc};
 
 /// Most pages of a fast-registration MR (`max_fast_reg_page_list_len`).
 pub(crate) const MAX_FAST_REG_PAGES: u32 = 512;
 
-/// The page list of a fast-registration MR: `pages[..len]` are mapped.
-/// Its size is fixed at allocation, so mapping never allocates.
-struct PageList {
+/// A fast-registration MR's mapping: the page list `ib_map_mr_sg` fills,
+/// and what the last REG_MR work request made of it. Its size is fixed at
+/// allocation, so neither mapping nor registering allocates.
+struct FastRegState {
     pages: KVec<u64>,
-    len: usize,
+    /// `pages[..npages]` are mapped.
+    npages: usize,
+    /// The key that names the MR now: REG_MR may change its low 8 bits
+    /// (`ib_update_fast_reg_key`); the index never changes.
+    key: u32,
+    /// Registered (REG_MR) and not invalidated since.
+    valid: bool,
+    access: AccessFlags,
+    /// The registered range `[iova, iova + length)`, in pages of
+    /// `page_size` bytes from `pages[0]` on.
+    iova: u64,
+    length: u64,
+    page_size: u64,
+}
+
+impl FastRegState {
+    /// The kernel virtual address of byte `off` of the registered range
+    /// and how many bytes follow it in the same page.
+    fn locate(&self, off: u64) -> Option<(u64, u64)> {
+        // The first page may start before `iova` (an offset into it).
+        let first = self.pages.first()?;
+        let lead = self.iova.checked_sub(*first)?;
+        if lead >= self.page_size {
+            return None;
+        }
+        let pos = lead.checked_add(off)?;
+        let page = usize::try_from(pos / self.page_size).ok()?;
+        let in_page = pos % self.page_size;
+        let base = *self.pages.get(..self.npages)?.get(page)?;
+        Some((base.checked_add(in_page)?, self.page_size - in_page))
+    }
 }
 
 enum Backing {
     /// Pinned user memory at `range`.
     User(Umem, UserRange),
     /// All of kernel memory (virtual DMA addresses).
-    #[allow(dead_code)]
     Dma,
-    /// Pages a kernel ULP maps with `ib_map_mr_sg`.
-    #[allow(dead_code)]
-    FastReg(Pin<KBox<SpinLockIrq<PageList>>>),
+    /// Pages a kernel ULP maps with `ib_map_mr_sg`, registered with a
+    /// REG_MR work request.
+    FastReg(Pin<KBox<SpinLockIrq<FastRegState>>>),
 }
 
 /// What the data path looks an lkey or rkey up as: the memory, its
@@ -48,9 +79,34 @@ pub(crate) enum MrError {
     Bounds,
 }
 
+/// Where `len` bytes at `off` of a range of `size` bytes end, if inside.
+fn within(off: u64, len: usize, size: u64) -> Result<u64, MrError> {
+    let end = off.checked_add(len as u64).ok_or(MrError::Bounds)?;
+    if end > size {
+        return Err(MrError::Bounds);
+    }
+    Ok(off)
+}
+
 impl MrCore {
+    /// The index part of the MR's keys (fixed for its life).
+    pub(crate) fn index(&self) -> u32 {
+        self.key >> 8
+    }
+
+    /// Whether `key` names this MR as it is now (a fast-registration
+    /// MR's key changes with each registration).
+    fn named_by(&self, key: u32) -> bool {
+        match &self.backing {
+            Backing::FastReg(st) => st.lock().key == key,
+            _ => self.key == key,
+        }
+    }
+
     /// Checks an access of `len` bytes at address `addr` needing `rights`
-    /// by a QP of PD `pd`; returns the offset into the MR.
+    /// by a QP of PD `pd`; returns the offset into the MR, which
+    /// [`MrCore::read`], [`MrCore::write`] and [`MrCore::copy_from_skb`]
+    /// take.
     pub(crate) fn check(
         &self,
         pd: u32,
@@ -58,30 +114,163 @@ impl MrCore {
         len: usize,
         rights: AccessFlags,
     ) -> Result<u64, MrError> {
-        if self.pd != pd || !self.access.contains(rights) {
+        if self.pd != pd {
             return Err(MrError::Protection);
         }
         match &self.backing {
             Backing::User(_, range) => {
-                let off = addr.checked_sub(range.start).ok_or(MrError::Bounds)?;
-                let end = off.checked_add(len as u64).ok_or(MrError::Bounds)?;
-                if end > range.len {
-                    return Err(MrError::Bounds);
+                if !self.access.contains(rights) {
+                    return Err(MrError::Protection);
                 }
-                Ok(off)
+                let off = addr.checked_sub(range.start).ok_or(MrError::Bounds)?;
+                within(off, len, range.len)
             }
-            // Kernel memory comes with the kernel data path.
-            _ => Err(MrError::Protection),
+            Backing::Dma => {
+                if !self.access.contains(rights) {
+                    return Err(MrError::Protection);
+                }
+                // The offset into "all of memory" is the address.
+                within(addr, len, u64::MAX)
+            }
+            Backing::FastReg(st) => {
+                let st = st.lock();
+                if !st.valid || !st.access.contains(rights) {
+                    return Err(MrError::Protection);
+                }
+                let off = addr.checked_sub(st.iova).ok_or(MrError::Bounds)?;
+                within(off, len, st.length)
+            }
         }
     }
 
-    /// The pinned user memory, if this is a user MR.
-    pub(crate) fn umem(&self) -> Option<&Umem> {
+    /// Calls `f(kernel address, range)` for each piece of the `len` bytes
+    /// at `off` of a kernel MR that lie at contiguous kernel addresses
+    /// (the whole range for the DMA MR, page by page for fast-reg). A
+    /// fast-registration MR stays locked meanwhile, so a LOCAL_INV cannot
+    /// complete while its pages are being accessed.
+    fn kernel_pieces(
+        &self,
+        off: u64,
+        len: usize,
+        mut f: impl FnMut(u64, core::ops::Range<usize>) -> Result,
+    ) -> Result {
         match &self.backing {
-            Backing::User(umem, _) => Some(umem),
-            _ => None,
+            Backing::Dma => f(off, 0..len),
+            Backing::FastReg(st) => {
+                let st = st.lock();
+                if !st.valid || within(off, len, st.length).is_err() {
+                    return Err(EFAULT);
+                }
+                let mut done = 0usize;
+                while done < len {
+                    let (addr, room) = st.locate(off + done as u64).ok_or(EFAULT)?;
+                    let n = (room.min((len - done) as u64)) as usize;
+                    f(addr, done..done + n)?;
+                    done += n;
+                }
+                Ok(())
+            }
+            Backing::User(..) => Err(EINVAL),
         }
     }
+
+    /// Reads `out.len()` bytes at `off` (from [`MrCore::check`]). Any
+    /// context.
+    pub(crate) fn read(&self, off: u64, out: &mut [u8]) -> Result {
+        if let Backing::User(umem, _) = &self.backing {
+            return umem.read(off, out);
+        }
+        self.kernel_pieces(off, out.len(), |addr, r| {
+            kmem::read(addr, out.get_mut(r).ok_or(EINVAL)?)
+        })
+    }
+
+    /// Writes `data` at `off` (from [`MrCore::check`]). Any context.
+    pub(crate) fn write(&self, off: u64, data: &[u8]) -> Result {
+        if let Backing::User(umem, _) = &self.backing {
+            return umem.write(off, data);
+        }
+        self.kernel_pieces(off, data.len(), |addr, r| {
+            kmem::write(addr, data.get(r).ok_or(EINVAL)?)
+        })
+    }
+
+    /// Copies `len` bytes at `skb_off` of `skb` to `off` (from
+    /// [`MrCore::check`]), straight from the skb's fragments. Any
+    /// context.
+    pub(crate) fn copy_from_skb(
+        &self,
+        off: u64,
+        skb: &SkBuff,
+        skb_off: usize,
+        len: usize,
+    ) -> Result {
+        if let Backing::User(umem, _) = &self.backing {
+            return umem.copy_from_skb(off, skb, skb_off, len);
+        }
+        self.kernel_pieces(off, len, |addr, r| {
+            kmem::copy_from_skb(addr, skb, skb_off + r.start, r.len())
+        })
+    }
+
+    /// Invalidates the fast-registration MR `key` names, for a QP of PD
+    /// `pd` (LOCAL_INV, or SEND_WITH_INV from the peer). Only
+    /// fast-registration MRs can be invalidated. Any context.
+    pub(crate) fn invalidate(&self, pd: u32, key: u32) -> Result<(), MrError> {
+        let Backing::FastReg(st) = &self.backing else {
+            return Err(MrError::Protection);
+        };
+        let mut st = st.lock();
+        if self.pd != pd || st.key != key {
+            return Err(MrError::Protection);
+        }
+        st.valid = false;
+        Ok(())
+    }
+
+    /// Registers a fast-registration MR (REG_MR) under `key` (same index)
+    /// with `access` over `[iova, iova + length)` of its mapped pages.
+    /// Any context.
+    pub(crate) fn register(&self, pd: u32, reg: &Registration) -> Result<(), MrError> {
+        let Backing::FastReg(st) = &self.backing else {
+            return Err(MrError::Protection);
+        };
+        let mut st = st.lock();
+        if self.pd != pd
+            || (reg.key >> 8) != (self.key >> 8)
+            || !reg.page_size.is_power_of_two()
+            || reg.page_size < 512
+        {
+            return Err(MrError::Protection);
+        }
+        // The range must lie within the mapped pages.
+        let first = *st.pages.first().ok_or(MrError::Bounds)?;
+        let lead = reg.iova.checked_sub(first).ok_or(MrError::Bounds)?;
+        let span = lead.checked_add(reg.length).ok_or(MrError::Bounds)?;
+        let mapped = (st.npages as u64)
+            .checked_mul(reg.page_size)
+            .ok_or(MrError::Bounds)?;
+        if lead >= reg.page_size || span > mapped {
+            return Err(MrError::Bounds);
+        }
+        st.key = reg.key;
+        st.access = reg.access;
+        st.iova = reg.iova;
+        st.length = reg.length;
+        st.page_size = reg.page_size;
+        st.valid = true;
+        Ok(())
+    }
+}
+
+/// What a REG_MR work request asks of a fast-registration MR.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Registration {
+    pub(crate) key: u32,
+    pub(crate) access: AccessFlags,
+    pub(crate) iova: u64,
+    pub(crate) length: u64,
+    pub(crate) page_size: u64,
 }
 
 /// The MRs of a device by key index: key = index << 8 | 8-bit tag, so a
@@ -92,7 +281,13 @@ pub(crate) type MrTable = IndexTable<MrCore>;
 /// the caller's RCU read side (softirq): MRs wait for a grace period
 /// before their memory goes.
 pub(crate) fn lookup(table: &MrTable, key: u32) -> Option<Arc<MrCore>> {
-    table.get(key >> 8).filter(|mr| mr.key == key)
+    table.get(key >> 8).filter(|mr| mr.named_by(key))
+}
+
+/// The MR at `key`'s index whatever its current tag (REG_MR gives a
+/// fast-registration MR a new one). Any context.
+pub(crate) fn by_index(table: &MrTable, key: u32) -> Option<Arc<MrCore>> {
+    table.get(key >> 8)
 }
 
 pub(crate) struct RxudMr {
@@ -121,6 +316,18 @@ impl RxudMr {
         backing: Backing,
         counted: Counted,
     ) -> Result<(Self, u32)> {
+        Self::add(table, tag, pd, access, |_| Ok(backing), counted)
+    }
+
+    /// Registers the backing `make(key)` gives under a fresh key.
+    fn add(
+        table: &Arc<MrTable>,
+        tag: u32,
+        pd: u32,
+        access: AccessFlags,
+        make: impl FnOnce(u32) -> Result<Backing>,
+        counted: Counted,
+    ) -> Result<(Self, u32)> {
         let number = table.reserve()?;
         let key = (number.id() << 8) | (tag & 0xff);
         let core = Arc::new(
@@ -128,7 +335,7 @@ impl RxudMr {
                 key,
                 pd,
                 access,
-                backing,
+                backing: make(key)?,
             },
             GFP_KERNEL,
         )?;
@@ -191,39 +398,58 @@ impl RxudMr {
             return Err(EINVAL);
         }
         let pages = KVec::from_elem(0u64, max_pages as usize, GFP_KERNEL)?;
-        let list = KBox::pin_init(
-            new_spinlock_irq!(PageList { pages, len: 0 }, "rxud:mr_pages"),
-            GFP_KERNEL,
-        )?;
-        // Rights come with the REG_MR work request that enables it.
-        Self::register(
+        // Invalid until a REG_MR work request registers it; its key is
+        // the one `alloc_mr` returns until then.
+        let (mr, key) = Self::add(
             table,
             tag,
             pd,
             AccessFlags::EMPTY,
-            Backing::FastReg(list),
+            |key| {
+                Ok(Backing::FastReg(KBox::pin_init(
+                    new_spinlock_irq!(
+                        FastRegState {
+                            pages,
+                            npages: 0,
+                            key,
+                            valid: false,
+                            access: AccessFlags::EMPTY,
+                            iova: 0,
+                            length: 0,
+                            page_size: kernel::page::PAGE_SIZE as u64,
+                        },
+                        "rxud:mr_fast_reg"
+                    ),
+                    GFP_KERNEL,
+                )?))
+            },
             counted,
-        )
+        )?;
+        Ok((mr, key))
     }
 
-    fn page_list(&self) -> Result<&SpinLockIrq<PageList>> {
+    fn fast_reg_state(&self) -> Result<&SpinLockIrq<FastRegState>> {
         match &self.core.backing {
-            Backing::FastReg(list) => Ok(list),
+            Backing::FastReg(st) => Ok(st),
             _ => Err(EINVAL),
         }
     }
 
     pub(crate) fn clear_pages(&self) -> Result {
-        self.page_list()?.lock().len = 0;
+        self.fast_reg_state()?.lock().npages = 0;
         Ok(())
     }
 
     pub(crate) fn add_page(&self, addr: u64) -> Result {
-        let list = self.page_list()?;
-        let mut l = list.lock();
-        let i = l.len;
-        *l.pages.as_mut_slice().get_mut(i).ok_or(ENOMEM)? = addr;
-        l.len = i + 1;
+        let mut st = self.fast_reg_state()?.lock();
+        let i = st.npages;
+        *st.pages.as_mut_slice().get_mut(i).ok_or(ENOMEM)? = addr;
+        st.npages = i + 1;
         Ok(())
+    }
+
+    /// The MR's data-path side.
+    pub(crate) fn core(&self) -> &Arc<MrCore> {
+        &self.core
     }
 }

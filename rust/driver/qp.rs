@@ -12,18 +12,18 @@ use super::rc::{self, Path, RcAttrs, RcState};
 use super::ring::{Ring, WorkQueue};
 use super::rx::RxPort;
 use super::srq::SrqCore;
-use super::table::IndexTable;
+use super::table::{IndexTable, Reservation};
 use crate::abi::{
     recv_wqe_slot_size, send_wqe_slot_size, status, wc_opcode, Cqe, CreateQpReq, CreateQpResp,
     RecvWqe, SendWqe, SEND_WQE_HEADER_SIZE, SGE_SIZE,
 };
 use crate::ib::{
     qp::transition_is_valid, AccessFlags, AddressVector, NetworkType, QpAttr, QpAttrMask, QpCap,
-    QpInitAttr, QpQuery, QpState, QpType, UData,
+    QpHandle, QpInitAttr, QpQuery, QpState, QpType, UData,
 };
 use crate::net::NetDeviceRef;
 use crate::proto::{mtu::IbMtu, psn::Psn, wire::QPN_MASK};
-use crate::sync::{new_spinlock_bh, SpinLockBh};
+use crate::sync::{new_spinlock_bh, new_spinlock_irq, SpinLockBh, SpinLockIrq};
 use crate::timer::{impl_has_timer, Timer};
 use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use kernel::{
@@ -46,6 +46,66 @@ const QP_ACCESS_SUPPORTED: AccessFlags = AccessFlags::LOCAL_WRITE
 const MAX_TIMER_CODE: u8 = 31;
 /// Largest value of the IB spec's 3-bit retry counts.
 const MAX_RETRY_COUNT: u8 = 7;
+
+/// The QP number of the GSI QP (IBTA 3.5.1; one per port, rxud has one).
+pub(crate) const GSI_QPN: u32 = 1;
+
+/// A device's QPs by number: the GSI QP at [`GSI_QPN`], the others from
+/// [`FIRST_QPN`] on. Any context.
+pub(crate) struct QpTable {
+    gsi: Arc<IndexTable<QpCore>>,
+    numbered: Arc<IndexTable<QpCore>>,
+}
+
+impl QpTable {
+    pub(crate) fn new(max: u32) -> Result<Arc<Self>> {
+        Ok(Arc::new(
+            Self {
+                gsi: IndexTable::new(GSI_QPN, 1)?,
+                numbered: IndexTable::new(FIRST_QPN, max)?,
+            },
+            GFP_KERNEL,
+        )?)
+    }
+
+    fn table(&self, qpn: u32) -> &IndexTable<QpCore> {
+        if qpn == GSI_QPN {
+            &self.gsi
+        } else {
+            &self.numbered
+        }
+    }
+
+    /// A number for a new QP of type `ty`; `ENOMEM` when none is left
+    /// (for GSI: when the port has its GSI QP already).
+    fn reserve(&self, ty: QpType) -> Result<Reservation<'_, QpCore>> {
+        match ty {
+            QpType::Gsi => self.gsi.reserve(),
+            _ => self.numbered.reserve(),
+        }
+    }
+
+    /// The QP numbered `qpn`, if any.
+    pub(crate) fn get(&self, qpn: u32) -> Option<Arc<QpCore>> {
+        self.table(qpn).get(qpn)
+    }
+
+    fn remove(&self, qpn: u32) -> Option<Arc<QpCore>> {
+        self.table(qpn).remove(qpn)
+    }
+
+    /// Most QPs other than the GSI QP.
+    pub(crate) fn max(&self) -> u32 {
+        self.numbered.max()
+    }
+
+    /// Calls `f` on every QP (see [`IndexTable::for_each`]). Context:
+    /// process.
+    pub(crate) fn for_each(&self, mut f: impl FnMut(&Arc<QpCore>)) {
+        self.gsi.for_each(&mut f);
+        self.numbered.for_each(f);
+    }
+}
 
 /// The attributes `modify_qp` sets and `query_qp` reports.
 #[derive(Clone, Copy)]
@@ -77,6 +137,11 @@ pub(crate) struct QpCore {
     pub(super) rto: Timer<QpCore>,
     qpn: u32,
     qp_type: QpType,
+    /// Made by a kernel consumer (its queues are posted through
+    /// `post_send`/`post_recv`, never mapped by a process).
+    kernel: bool,
+    /// How kernel completions name the QP.
+    handle: QpHandle,
     cap: QpCap,
     sq_sig_all: bool,
     /// The PD's identity: MRs used by the QP must be of the same PD.
@@ -97,6 +162,8 @@ pub(crate) struct QpCore {
     pub(super) sq_active: AtomicBool,
     /// The device's MRs, for the keys the QP's work requests name.
     pub(super) mrs: Arc<MrTable>,
+    /// The device's address vectors, for the AHs UD work requests name.
+    pub(super) ahs: Arc<IndexTable<AddressVector>>,
     /// PSN of the next datagram (UD).
     pub(super) next_psn: AtomicU32,
     /// The device's port: its counters.
@@ -106,14 +173,31 @@ pub(crate) struct QpCore {
     /// so routing (IPv6 disables softirqs itself) may run under it.
     #[pin]
     pub(super) rc: SpinLockBh<Option<KBox<RcState>>>,
+    /// UD and GSI: the netdev datagrams go out on, held from RTS until
+    /// ERROR, RESET, destruction or the netdev's unregistration, so that
+    /// sending needs no lookup (ib_core's takes a lock that is not safe
+    /// in softirq, where kernel consumers may post).
+    #[pin]
+    pub(super) ud_ndev: SpinLockIrq<Option<NetDeviceRef>>,
 }
 
-impl_has_timer!(QpCore, rto, rc::timer_fired);
+impl_has_timer!(QpCore, rto, timer_fired);
+
+/// The QP's timer fired: RC retransmission or RNR wait, or (any type) a
+/// doorbell rung where packets could not be sent (hard irq). Context:
+/// softirq.
+fn timer_fired(qp: Arc<QpCore>) {
+    match qp.qp_type {
+        QpType::Rc | QpType::Uc => rc::timer_fired(qp),
+        QpType::Ud | QpType::Gsi => super::tx::send_queued(&qp),
+    }
+}
 
 /// The configuration the packet paths need, readable in any context.
 pub(crate) struct LiveConfig {
     can_receive: AtomicBool,
     can_send: AtomicBool,
+    in_error: AtomicBool,
     qkey: AtomicU32,
 }
 
@@ -122,6 +206,7 @@ impl LiveConfig {
         Self {
             can_receive: AtomicBool::new(false),
             can_send: AtomicBool::new(false),
+            in_error: AtomicBool::new(false),
             qkey: AtomicU32::new(0),
         }
     }
@@ -135,6 +220,13 @@ impl LiveConfig {
         self.can_receive.store(receive, Ordering::Release);
         self.can_send
             .store(cfg.state == QpState::Rts, Ordering::Release);
+        self.in_error
+            .store(cfg.state == QpState::Err, Ordering::Release);
+    }
+
+    /// The QP is in the error state: whatever is posted is flushed.
+    pub(crate) fn in_error(&self) -> bool {
+        self.in_error.load(Ordering::Acquire)
     }
 
     /// Receives are accepted (RTR and later, until ERROR or RESET).
@@ -169,6 +261,24 @@ impl QpCore {
         self.sq_sig_all
     }
 
+    pub(crate) fn is_kernel(&self) -> bool {
+        self.kernel
+    }
+
+    pub(crate) fn handle(&self) -> QpHandle {
+        self.handle
+    }
+
+    /// Whether `cq` is one of this QP's CQs.
+    pub(crate) fn uses_cq(&self, cq: &CqCore) -> bool {
+        core::ptr::eq(&*self.send_cq, cq) || core::ptr::eq(&*self.recv_cq, cq)
+    }
+
+    /// The netdev a UD or GSI QP sends on (see `ud_ndev`). Any context.
+    pub(crate) fn ud_netdev(&self) -> Option<NetDeviceRef> {
+        self.ud_ndev.lock().clone()
+    }
+
     /// Takes the next receive WQE, from the QP's receive queue or its SRQ
     /// (which may raise the SRQ limit event). `Ok(false)` if none is
     /// posted. Any context.
@@ -185,13 +295,15 @@ impl QpCore {
     pub(crate) fn release_netdev(&self) {
         let gone = self.rc.lock().as_deref_mut().and_then(RcState::detach);
         drop(gone);
+        let gone = self.ud_ndev.lock().take();
+        drop(gone);
     }
 
     /// Completes every posted work request with a flush error, as a QP
     /// entering the error state must (IBTA 10.3.1): sends on the send CQ,
     /// receives (unless from an SRQ, which outlives the QP) on the receive
-    /// CQ. Context: process.
-    fn flush(&self) {
+    /// CQ. Any context.
+    pub(crate) fn flush(&self) {
         let mut slot = [0u8; 64];
         let flushed = |wr_id: u64, opcode: u32| Cqe {
             wr_id,
@@ -219,7 +331,7 @@ impl QpCore {
 
 pub(crate) struct RxudQp {
     core: Arc<QpCore>,
-    table: Arc<IndexTable<QpCore>>,
+    table: Arc<QpTable>,
 }
 
 impl Drop for RxudQp {
@@ -235,6 +347,8 @@ impl Drop for RxudQp {
         Timer::shutdown(&self.core);
         let state = self.core.rc.lock().take();
         drop(state);
+        let ndev = self.core.ud_ndev.lock().take();
+        drop(ndev);
     }
 }
 
@@ -463,10 +577,10 @@ impl RxudQp {
         if req.comp_mask != 0 || !attr.create_flags.is_empty() || attr.has_unsupported {
             return Err(crate::ib::eopnotsupp());
         }
-        match attr.qp_type {
-            QpType::Rc | QpType::Uc | QpType::Ud => {}
-            // The GSI QP (kernel MAD layer) comes with the data path.
-            QpType::Gsi => return Err(crate::ib::eopnotsupp()),
+        let kernel = udata.ucontext().is_none();
+        // The GSI QP is ib_core's MAD layer's.
+        if attr.qp_type == QpType::Gsi && !kernel {
+            return Err(EINVAL);
         }
         let (Some(send_cq), Some(recv_cq)) = (attr.send_cq, attr.recv_cq) else {
             return Err(EINVAL);
@@ -477,12 +591,14 @@ impl RxudQp {
             sq: sq.ring().info(),
             rq: rq.as_ref().map(|r| r.ring().info()).unwrap_or_default(),
         };
-        let number = dev.qps.reserve()?;
+        let number = dev.qps.reserve(attr.qp_type)?;
         let qpn = number.id();
         let core = Arc::pin_init(
             pin_init!(QpCore {
                 qpn,
                 qp_type: attr.qp_type,
+                kernel,
+                handle: attr.handle,
                 cap,
                 sq_sig_all: attr.sq_sig_all,
                 pd,
@@ -495,10 +611,12 @@ impl RxudQp {
                 live: LiveConfig::new(),
                 sq_active: AtomicBool::new(false),
                 mrs: dev.mr_keys.clone(),
+                ahs: dev.ahs.clone(),
                 next_psn: AtomicU32::new(0),
                 port: dev.rx.clone(),
                 rto <- Timer::new(),
                 rc <- new_spinlock_bh!(None, "rxud:qp_rc"),
+                ud_ndev <- new_spinlock_irq!(None, "rxud:qp_ud_ndev"),
             }),
             GFP_KERNEL,
         )?;
@@ -540,8 +658,19 @@ impl RxudQp {
             return Err(crate::ib::eopnotsupp());
         }
         let new = cfg.apply(attr, next)?;
-        if matches!(self.core.qp_type, QpType::Rc | QpType::Uc) {
-            self.connect(cur, &new, attr, ndev)?;
+        match self.core.qp_type {
+            QpType::Rc | QpType::Uc => self.connect(cur, &new, attr, ndev)?,
+            QpType::Ud | QpType::Gsi => {
+                let keep = matches!(next, QpState::Rts | QpState::Sqd | QpState::Sqe);
+                let mut held = self.core.ud_ndev.lock();
+                let old = match (keep, held.is_some()) {
+                    (true, false) => held.replace(ndev.ok_or(ENODEV)?),
+                    (false, _) => held.take(),
+                    (true, true) => None,
+                };
+                drop(held);
+                drop(old);
+            }
         }
         *cfg = new;
         self.core.live.publish(&cfg);

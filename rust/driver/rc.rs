@@ -34,6 +34,7 @@
 //! connected states or the netdev goes away ([`RcState::detach`]).
 
 use super::counters::RxCounter;
+use super::local;
 use super::mr::{self, MrError};
 use super::qp::QpCore;
 use super::sgl::{Sgl, SglError};
@@ -419,6 +420,11 @@ pub(crate) fn enter_error(qp: &QpCore, st: &mut RcState) {
 /// window allows. Context: process.
 pub(crate) fn doorbell(qp: &Arc<QpCore>) {
     kick(qp);
+    // In ERROR without connection state (it never reached RTR), nothing
+    // consumes the send queue: flush what was posted, as IB requires.
+    if qp.live.in_error() && qp.rc.lock().is_none() {
+        qp.flush();
+    }
 }
 
 /// The retransmit/RNR timer of `qp` fired. Context: softirq.
@@ -566,6 +572,17 @@ fn uc_transmit(qp: &QpCore, st: &mut RcState) {
                 return;
             }
             let w = SendWqe::decode(&t.slot);
+            if local::is_local(w.opcode) {
+                // Every earlier WQE has completed (UC completes a message
+                // once its last packet is queued).
+                let code = if t.failed {
+                    status::WR_FLUSH_ERR
+                } else {
+                    local::execute(qp, &w)
+                };
+                local::complete(qp, &w, code);
+                continue;
+            }
             if t.failed {
                 complete_uc(qp, &t.slot, status::WR_FLUSH_ERR, 0);
                 continue;
@@ -670,15 +687,36 @@ fn transmit(qp: &QpCore, st: &mut RcState, t: u64) {
 }
 
 /// Moves WQEs from the send ring into the requester while it has room.
+///
+/// A local operation (REG_MR, LOCAL_INV) waits at the head of the ring
+/// until everything before it has completed, then runs and completes
+/// there: it keeps its place in the completion order, and a LOCAL_INV
+/// cannot pull an MR from under a request still being retransmitted.
 fn admit_wqes(qp: &QpCore, s: &mut Sender, mtu: IbMtu) {
     while s.req.len() < s.req.capacity() {
         let mut slot = [0u8; tx::MAX_SEND_SLOT];
         let body = &mut slot[..s.slot_size.min(tx::MAX_SEND_SLOT)];
-        match qp.sq.pop(body) {
+        match qp.sq.peek(body) {
             Ok(true) => {}
             _ => return,
         }
         let hdr = SendWqe::decode(body);
+        if local::is_local(hdr.opcode) && !s.req.is_empty() {
+            return;
+        }
+        match qp.sq.pop(body) {
+            Ok(true) => {}
+            _ => return,
+        }
+        if local::is_local(hdr.opcode) {
+            let code = if s.req.is_error() {
+                status::WR_FLUSH_ERR
+            } else {
+                local::execute(qp, &hdr)
+            };
+            local::complete(qp, &hdr, code);
+            continue;
+        }
         let checked = check_wqe(qp, &hdr, body, mtu);
         let msg = match checked {
             Ok(m) => m,
@@ -983,6 +1021,11 @@ impl RxPacket<'_> {
         Some(u32::from_ne_bytes(h.imm_data()))
     }
 
+    fn ieth(&self) -> Option<u32> {
+        let b = self.ext(ExtHeader::Ieth)?;
+        Some(ieth::Repr::parse(&ieth::Header::new_checked(b).ok()?).rkey)
+    }
+
     fn atomic_eth(&self) -> Option<atomic::Repr> {
         let b = self.ext(ExtHeader::AtomicEth)?;
         Some(atomic::Repr::parse(&atomic::Header::new_checked(b).ok()?))
@@ -1197,9 +1240,16 @@ fn execute(
     }
     match plan.kind {
         MsgKind::SendInv => {
-            // Invalidation of the peer's key needs memory windows or
-            // fast-registration MRs bound to user QPs: not yet.
-            Err(Refuse::Nak(NakCode::InvalidRequest))
+            // The last packet of a SEND with invalidate: placed, then the
+            // key its IETH names is invalidated (a fast-registration MR
+            // of the QP's PD; anything else is an invalid request).
+            place_send(qp, st, p, plan.offset)?;
+            let rkey = p.ieth().ok_or(Refuse::Nak(NakCode::InvalidRequest))?;
+            mr::lookup(&qp.mrs, rkey)
+                .ok_or(Refuse::Nak(NakCode::InvalidRequest))?
+                .invalidate(qp.pd, rkey)
+                .map_err(|_| Refuse::Nak(NakCode::InvalidRequest))?;
+            Ok(0)
         }
         MsgKind::Send | MsgKind::SendImm => place_send(qp, st, p, plan.offset).map(|()| 0),
         MsgKind::Write | MsgKind::WriteImm => {
@@ -1228,11 +1278,10 @@ fn execute(
                 return Err(Refuse::Nak(NakCode::InvalidRequest));
             }
             let (mr, off) = remote_mr(qp, st, a.rkey, a.va, 8, AccessFlags::REMOTE_ATOMIC)?;
-            let umem = mr.umem().ok_or(Refuse::Nak(NakCode::RemoteAccessError))?;
             // Atomic with respect to every other atomic of the device.
             let _g = atomics.lock();
             let mut v = [0u8; 8];
-            umem.read(off, &mut v)
+            mr.read(off, &mut v)
                 .map_err(|_| Refuse::Nak(NakCode::RemoteAccessError))?;
             let orig = u64::from_ne_bytes(v);
             let new = if plan.kind == MsgKind::CmpSwap {
@@ -1244,7 +1293,7 @@ fn execute(
             } else {
                 orig.wrapping_add(a.swap_add)
             };
-            umem.write(off, &new.to_ne_bytes())
+            mr.write(off, &new.to_ne_bytes())
                 .map_err(|_| Refuse::Nak(NakCode::RemoteAccessError))?;
             Ok(orig)
         }
@@ -1311,8 +1360,7 @@ fn place_write(
         };
     }
     let (mr, off) = remote_mr(qp, st, rkey, va, n, AccessFlags::REMOTE_WRITE)?;
-    let umem = mr.umem().ok_or(Refuse::Nak(NakCode::RemoteAccessError))?;
-    umem.copy_from_skb(off, p.skb, p.payload.start, n)
+    mr.copy_from_skb(off, p.skb, p.payload.start, n)
         .map_err(|_| Refuse::Nak(NakCode::RemoteAccessError))
 }
 
@@ -1360,6 +1408,12 @@ fn finish_recv(qp: &QpCore, st: &mut RcState, p: &RxPacket<'_>, kind: MsgKind, l
     if let Some(imm) = imm {
         cqe.imm_data = imm;
         cqe.wc_flags |= wc_flags::WITH_IMM;
+    }
+    if kind == MsgKind::SendInv {
+        if let Some(rkey) = p.ieth() {
+            cqe.imm_data = rkey;
+            cqe.wc_flags |= wc_flags::WITH_INV;
+        }
     }
     let _ = qp.recv_cq.push(&cqe, p.solicited);
 }
@@ -1421,7 +1475,7 @@ fn build_response(qp: &QpCore, st: &RcState, r: &Response) -> Option<TxSkb> {
                 let mut pkt = packet::Packet::new_checked(skb.payload_mut()).ok()?;
                 let data = pkt.payload_mut().get_mut(..n)?;
                 if n > 0 {
-                    mr.umem()?.read(off, data).ok()?;
+                    mr.read(off, data).ok()?;
                 }
             }
             skb

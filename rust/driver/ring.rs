@@ -51,8 +51,6 @@ impl Ring {
         }
     }
 
-    // The data path's requester and responder consume SQ/RQ rings.
-    #[allow(dead_code)]
     pub(crate) fn producer(&self) -> u32 {
         self.mem.load_acquire::<PRODUCER>()
     }
@@ -65,7 +63,6 @@ impl Ring {
         self.mem.store_release::<PRODUCER>(index)
     }
 
-    #[allow(dead_code)]
     pub(crate) fn set_consumer(&self, index: u32) {
         self.mem.store_release::<CONSUMER>(index)
     }
@@ -95,9 +92,11 @@ impl Ring {
     }
 }
 
-/// A ring user space produces and the kernel consumes (SQ, RQ, SRQ). The
-/// kernel's consumer index lives here; the ring's copy is only published
-/// for the producer, so a process cannot rewind the kernel.
+/// A ring of work requests the kernel consumes (SQ, RQ, SRQ), produced
+/// by a user process through its mapping or, for kernel consumers, by
+/// [`WorkQueue::push`]. The kernel's consumer index lives here; the ring's
+/// copy is only published for the producer, so a process cannot rewind
+/// the kernel.
 #[pin_data]
 pub(crate) struct WorkQueue {
     ring: Ring,
@@ -105,6 +104,10 @@ pub(crate) struct WorkQueue {
     /// sends in process context: interrupt-safe.
     #[pin]
     consumer: SpinLockIrq<u32>,
+    /// Next index to produce at, for kernel consumers' posts (which may
+    /// come from any context, several at once). Unused for user rings.
+    #[pin]
+    producer: SpinLockIrq<u32>,
 }
 
 impl WorkQueue {
@@ -112,7 +115,43 @@ impl WorkQueue {
         pin_init!(Self {
             ring,
             consumer <- new_spinlock_irq!(0, "rxud:wq_consumer"),
+            producer <- new_spinlock_irq!(0, "rxud:wq_producer"),
         })
+    }
+
+    /// Appends `entry` (at most a slot) for a kernel consumer; `ENOMEM`
+    /// if the queue is full, as ib_post_send/recv report it. Any context.
+    pub(crate) fn push(&self, entry: &[u8]) -> Result {
+        let mut producer = self.producer.lock();
+        let consumer = self.ring.consumer();
+        let geometry = self.ring.geometry();
+        match geometry.occupancy(*producer, consumer) {
+            Some(n) if n < geometry.slot_count() => {}
+            _ => return Err(ENOMEM),
+        }
+        self.ring.write_slot(*producer, entry)?;
+        *producer = producer.wrapping_add(1);
+        // Publishes the slot with it (release).
+        self.ring.set_producer(*producer);
+        Ok(())
+    }
+
+    /// Copies the oldest entry into `out` without taking it; `Ok(false)`
+    /// if the queue is empty, `EIO` if it is broken. Any context.
+    pub(crate) fn peek(&self, out: &mut [u8]) -> Result<bool> {
+        let consumer = self.consumer.lock();
+        match self
+            .ring
+            .geometry()
+            .occupancy(self.ring.producer(), *consumer)
+        {
+            None => Err(EIO),
+            Some(0) => Ok(false),
+            Some(_) => {
+                self.ring.read_slot(*consumer, out)?;
+                Ok(true)
+            }
+        }
     }
 
     pub(crate) fn ring(&self) -> &Ring {

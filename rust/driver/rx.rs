@@ -16,9 +16,8 @@
 
 use super::counters::{RxCounter, RxCounters};
 use super::mr::{self, MrCore, MrTable};
-use super::qp::QpCore;
+use super::qp::{QpCore, QpTable};
 use super::rc;
-use super::table::IndexTable;
 use crate::abi::{
     network, status, wc_flags, wc_opcode, Cqe, RecvWqe, Sge, RECV_WQE_HEADER_SIZE, SGE_SIZE,
 };
@@ -52,7 +51,7 @@ pub(crate) struct RxPort {
     /// memory (IB atomics are atomic with respect to each other).
     #[pin]
     atomics: SpinLockIrq<()>,
-    qps: Arc<IndexTable<QpCore>>,
+    qps: Arc<QpTable>,
     mrs: Arc<MrTable>,
 }
 
@@ -60,7 +59,7 @@ pub(crate) struct RxPort {
 type Verdict = core::result::Result<(), RxCounter>;
 
 impl RxPort {
-    pub(crate) fn new(qps: Arc<IndexTable<QpCore>>, mrs: Arc<MrTable>) -> Result<Arc<Self>> {
+    pub(crate) fn new(qps: Arc<QpTable>, mrs: Arc<MrTable>) -> Result<Arc<Self>> {
         Arc::pin_init(
             pin_init!(Self {
                 counters: RxCounters::new(),
@@ -135,7 +134,8 @@ impl RxPort {
         }
     }
 
-    /// A UD SEND: into the next receive WQE, after a 40-byte GRH.
+    /// A UD SEND (to a UD QP or the GSI QP): into the next receive WQE,
+    /// after a 40-byte GRH.
     fn receive_ud(
         &self,
         skb: &SkBuff,
@@ -145,7 +145,7 @@ impl RxPort {
         solicited: bool,
         payload: core::ops::Range<usize>,
     ) -> Verdict {
-        if qp.qp_type() != QpType::Ud || !qp.live.can_receive() {
+        if !matches!(qp.qp_type(), QpType::Ud | QpType::Gsi) || !qp.live.can_receive() {
             return Err(RxCounter::DropNoQp);
         }
         let deth = deth::Header::new_checked(head.get(bth::HEADER_LEN..).unwrap_or(&[]))
@@ -258,16 +258,15 @@ fn copy_piece(
     from: usize,
     n: usize,
 ) -> Result {
-    let umem = mr.umem().ok_or(EINVAL)?;
     let mut done = 0;
     if from < grh.len() {
         let k = (grh.len() - from).min(n);
-        umem.write(off, grh.get(from..from + k).ok_or(EINVAL)?)?;
+        mr.write(off, grh.get(from..from + k).ok_or(EINVAL)?)?;
         done = k;
     }
     if done < n {
         let p = from + done - grh.len();
-        umem.copy_from_skb(off + done as u64, skb, payload.start + p, n - done)?;
+        mr.copy_from_skb(off + done as u64, skb, payload.start + p, n - done)?;
     }
     Ok(())
 }

@@ -97,8 +97,7 @@ impl<'a> Sgl<'a> {
     /// Copies `out.len()` bytes at `offset` of the list into `out`.
     pub(crate) fn read(&self, offset: u64, out: &mut [u8]) -> core::result::Result<(), SglError> {
         self.for_each_piece(offset, out.len(), AccessFlags::EMPTY, |mr, off, r| {
-            let umem = mr.umem().ok_or(EINVAL)?;
-            umem.read(off, out.get_mut(r).ok_or(EINVAL)?)
+            mr.read(off, out.get_mut(r).ok_or(EINVAL)?)
         })
     }
 
@@ -108,10 +107,7 @@ impl<'a> Sgl<'a> {
             offset,
             data.len(),
             AccessFlags::LOCAL_WRITE,
-            |mr, off, r| {
-                let umem = mr.umem().ok_or(EINVAL)?;
-                umem.write(off, data.get(r).ok_or(EINVAL)?)
-            },
+            |mr, off, r| mr.write(off, data.get(r).ok_or(EINVAL)?),
         )
     }
 
@@ -125,8 +121,7 @@ impl<'a> Sgl<'a> {
         len: usize,
     ) -> core::result::Result<(), SglError> {
         self.for_each_piece(offset, len, AccessFlags::LOCAL_WRITE, |mr, off, r| {
-            let umem = mr.umem().ok_or(EINVAL)?;
-            umem.copy_from_skb(off, skb, skb_off + r.start, r.len())
+            mr.copy_from_skb(off, skb, skb_off + r.start, r.len())
         })
     }
 }

@@ -16,7 +16,7 @@
 //! (IPv4 or IPv6) pushed after a route lookup, ICRC over the datagram,
 //! `ip_local_out`.
 
-use super::device::RxudDevice;
+use super::local;
 use super::qp::QpCore;
 use super::sgl::{Sgl, SglError};
 use crate::abi::{
@@ -29,46 +29,63 @@ use crate::proto::{
     psn::Psn,
     wire::{bth, deth, icrc, immdt, opcode::Opcode},
 };
+use crate::timer::Timer;
 use core::sync::atomic::Ordering;
-use kernel::{prelude::*, sync::Arc};
+use kernel::sync::Arc;
 
 /// A send slot with the most SGEs or inline bytes rxud grants.
 pub(crate) const MAX_SEND_SLOT: usize = SEND_WQE_HEADER_SIZE as usize + 32 * SGE_SIZE as usize;
 /// Hop limit when the address vector leaves it 0.
 const DEFAULT_TTL: u8 = 64;
 
-/// Runs the sender of `qp` until its send queue is empty, unless another
-/// sender is already at it. Context: process.
-pub(crate) fn doorbell(dev: &RxudDevice, qp: &Arc<QpCore>, ndev: &NetDevice) -> Result {
-    if matches!(qp.qp_type(), QpType::Rc | QpType::Uc) {
-        super::rc::doorbell(qp);
-        return Ok(());
+/// Rings `qp`'s doorbell: sends what was posted, in the caller's context
+/// where packets can be sent from there (process context, or softirq for
+/// kernel consumers posting from their completion handlers); from hard
+/// irq, or with interrupts off, the QP's timer does it at once, in
+/// softirq. Any context.
+pub(crate) fn doorbell(qp: &Arc<QpCore>) {
+    if !crate::sync::may_send_inline() {
+        Timer::arm(qp, 0);
+        return;
     }
+    match qp.qp_type() {
+        QpType::Rc | QpType::Uc => super::rc::doorbell(qp),
+        QpType::Ud | QpType::Gsi => send_queued(qp),
+    }
+}
+
+/// Runs the sender of a UD or GSI QP until its send queue is empty, unless
+/// another sender is already at it. Context: process or softirq.
+pub(crate) fn send_queued(qp: &Arc<QpCore>) {
     loop {
         if qp.sq_active.swap(true, Ordering::AcqRel) {
             // The running sender will see what was posted.
-            return Ok(());
+            return;
         }
         qp.sq.ring().set_sender_active(true);
-        let r = drain(dev, qp, ndev);
+        drain(qp);
         qp.sq.ring().set_sender_active(false);
         qp.sq_active.store(false, Ordering::SeqCst);
         core::sync::atomic::fence(Ordering::SeqCst);
-        r?;
         if !qp.sq.has_entries() {
-            return Ok(());
+            return;
         }
     }
 }
 
-fn drain(dev: &RxudDevice, qp: &QpCore, ndev: &NetDevice) -> Result {
+fn drain(qp: &QpCore) {
+    let ndev = qp.ud_netdev();
     let mut slot = [0u8; MAX_SEND_SLOT];
-    while qp.sq.pop(&mut slot)? {
+    while let Ok(true) = qp.sq.pop(&mut slot) {
         let wqe = SendWqe::decode(&slot);
-        let (st, len) = match qp.qp_type() {
-            QpType::Ud if qp.live.can_send() => send_ud(dev, qp, ndev, &wqe, &slot),
-            QpType::Ud => (status::WR_FLUSH_ERR, 0),
-            _ => (status::LOC_QP_OP_ERR, 0),
+        if local::is_local(wqe.opcode) {
+            local::complete(qp, &wqe, local::execute(qp, &wqe));
+            continue;
+        }
+        let (st, len) = match &ndev {
+            Some(ndev) if qp.live.can_send() => send_ud(qp, ndev, &wqe, &slot),
+            // Not (or no longer) RTS, or the netdev is going away.
+            _ => (status::WR_FLUSH_ERR, 0),
         };
         let signaled = qp.sq_sig_all() || wqe.send_flags & send_flags::SIGNALED != 0;
         if signaled || st != status::SUCCESS {
@@ -80,22 +97,15 @@ fn drain(dev: &RxudDevice, qp: &QpCore, ndev: &NetDevice) -> Result {
                 qp_num: qp.qpn(),
                 ..Default::default()
             };
-            // A full CQ loses the completion (the CQ's owner sees the
-            // overflow as an error event once that exists).
+            // A full CQ loses the completion (the CQ's owner gets an
+            // overflow event).
             let _ = qp.send_cq.push(&cqe, false);
         }
     }
-    Ok(())
 }
 
 /// Sends one UD WQE; returns the completion status and byte count.
-fn send_ud(
-    dev: &RxudDevice,
-    qp: &QpCore,
-    ndev: &NetDevice,
-    wqe: &SendWqe,
-    slot: &[u8],
-) -> (u32, u32) {
+fn send_ud(qp: &QpCore, ndev: &NetDevice, wqe: &SendWqe, slot: &[u8]) -> (u32, u32) {
     let imm = match wqe.opcode {
         opcode::SEND => None,
         opcode::SEND_WITH_IMM => Some(wqe.imm_or_inv),
@@ -130,7 +140,7 @@ fn send_ud(
         return (status::LOC_LEN_ERR, 0);
     }
     let dest = UdOp::decode(&wqe.op);
-    let Some(av) = dev.ahs.get(dest.ah_num) else {
+    let Some(av) = qp.ahs.get(dest.ah_num) else {
         return (status::LOC_QP_OP_ERR, 0);
     };
     // A Q_Key with the high bit set means "the QP's own" (IBTA 10.2.5).

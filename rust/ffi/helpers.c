@@ -472,3 +472,21 @@ u64 rxud_now_ns(void)
 {
 	return ktime_get_ns();
 }
+
+struct page *rxud_kva_page(u64 addr)
+{
+	const void *va = (const void *)(uintptr_t)addr;
+
+	if (!virt_addr_valid(va))
+		return NULL;
+	return virt_to_page(va);
+}
+
+bool rxud_may_send_inline(void)
+{
+	/*
+	 * The send paths take bottom-half locks and call into IP, which
+	 * needs interrupts enabled; ULPs may post from hard irq.
+	 */
+	return !in_hardirq() && !in_nmi() && !irqs_disabled();
+}

@@ -98,10 +98,19 @@ extern const struct attribute_group rxud_device_attr_group;
 /* Implemented in Rust: the user ABI version the attribute shows. */
 u32 rxud_uverbs_abi_version(void);
 
-#endif
-
 /* One-shot timers (rust/timer.rs). */
 void rxud_timer_setup(struct timer_list *timer,
 		      void (*fn)(struct timer_list *));
 int rxud_timer_arm_ns(struct timer_list *timer, u64 delay_ns);
 u64 rxud_now_ns(void);
+
+/*
+ * Kernel memory by virtual DMA address (rust/ib/kmem.rs): the page of a
+ * direct-mapped kernel address, or NULL if the address is not one.
+ */
+struct page *rxud_kva_page(u64 addr);
+
+/* Whether packets may be sent from here: not in hard irq, interrupts on. */
+bool rxud_may_send_inline(void);
+
+#endif

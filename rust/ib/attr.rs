@@ -24,6 +24,8 @@ flag_set! {
         const SYS_IMAGE_GUID = bindings::IB_DEVICE_SYS_IMAGE_GUID;
         /// The RC responder sends RNR NAKs when no receive is posted.
         const RC_RNR_NAK_GEN = bindings::IB_DEVICE_RC_RNR_NAK_GEN;
+        /// Fast registration (REG_MR), local and remote invalidation.
+        const MEM_MGT_EXTENSIONS = bindings::IB_DEVICE_MEM_MGT_EXTENSIONS;
     }
 }
 

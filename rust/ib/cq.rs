@@ -179,4 +179,38 @@ impl<T: DeviceOps> Adapter<T> {
             r => to_c(r.map(|_| ())),
         }
     }
+
+    /// `ib_device_ops.poll_cq`: up to `num` completions of a kernel CQ.
+    ///
+    /// # Safety
+    ///
+    /// Called by ib_core (`ib_poll_cq`) with a live CQ of ours and `wc`
+    /// valid for `num` entries, from any context but hard irq (ULPs poll
+    /// from softirq and process context).
+    pub(super) unsafe extern "C" fn poll_cq(
+        cq: *mut bindings::ib_cq,
+        num: kernel::ffi::c_int,
+        wc: *mut bindings::ib_wc,
+    ) -> kernel::ffi::c_int {
+        // SAFETY: per the function's contract.
+        let (dev, data) = unsafe {
+            (
+                Device::<T>::from_raw((*cq).device),
+                Object::<bindings::ib_cq, T::Cq>::data_of(cq),
+            )
+        };
+        let max = usize::try_from(num).unwrap_or(0);
+        let mut n = 0;
+        while n < max {
+            let Some(c) = T::poll_cq(dev, data) else {
+                break;
+            };
+            // SAFETY: `wc` has room for `num` entries (contract) and
+            // `n < num`; an `ib_wc` is plain data, every field written.
+            let out = unsafe { &mut *wc.add(n) };
+            super::wr::write_wc(&c, out);
+            n += 1;
+        }
+        n as kernel::ffi::c_int
+    }
 }

@@ -24,6 +24,7 @@ use super::mr::{AccessFlags, MrKind, UserRange};
 use super::qp::{QpAttr, QpCap, QpInitAttr, QpQuery};
 use super::srq::{SrqAttr, SrqEvents, SrqModify};
 use super::udata::UData;
+use super::wr::{Completion, RecvWr, SendWr};
 use crate::ffi::bindings;
 use crate::net::{netdev::NetDeviceRef, NetDevice};
 use core::{marker::PhantomData, mem, ptr::NonNull};
@@ -208,11 +209,44 @@ pub(crate) trait DeviceOps: Sized + Send + Sync {
     /// sleep.
     fn modify_qp(dev: &Device<Self>, qp: &Self::Qp, attr: &QpAttr, udata: &UData) -> Result;
 
-    /// Work requests were written to a user QP's send ring (librxud's
-    /// doorbell: a POST_SEND command with no work requests): send them.
+    /// Work requests were queued on the QP's send queue: by a user
+    /// process in its shared ring (librxud's doorbell, a POST_SEND command
+    /// with no work requests), or by [`DeviceOps::post_send`] for a kernel
+    /// consumer's list. Send them.
     ///
-    /// Context: process (uverbs), may sleep.
+    /// Context: process (uverbs); for kernel consumers any, hard irq
+    /// included: must not sleep.
     fn post_send_doorbell(_dev: &Device<Self>, _qp: &Self::Qp) -> Result {
+        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Queues one send work request of a kernel consumer on `qp` (the
+    /// doorbell follows the list). An error fails the post call at this
+    /// request, the ones before it stay queued.
+    ///
+    /// Context: any, hard irq included; must not sleep.
+    fn post_send(_dev: &Device<Self>, _qp: &Self::Qp, _wr: &SendWr<'_, Self>) -> Result {
+        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Queues one receive work request of a kernel consumer on `qp`.
+    ///
+    /// Context: any, hard irq included; must not sleep.
+    fn post_recv(_dev: &Device<Self>, _qp: &Self::Qp, _wr: &RecvWr<'_>) -> Result {
+        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Queues one receive work request of a kernel consumer on `srq`.
+    ///
+    /// Context: any, hard irq included; must not sleep.
+    fn post_srq_recv(_srq: &Self::Srq, _wr: &RecvWr<'_>) -> Result {
+        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Takes the oldest completion of a kernel consumer's CQ.
+    ///
+    /// Context: any but hard irq; must not sleep.
+    fn poll_cq(_dev: &Device<Self>, _cq: &Self::Cq) -> Option<Completion> {
         kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
     }
 
@@ -497,6 +531,12 @@ impl<T: DeviceOps> Adapter<T> {
         query_qp: wired!(T::HAS_QUERY_QP, Self::query_qp),
         destroy_qp: Some(Self::destroy_qp),
         post_send: wired!(T::HAS_POST_SEND_DOORBELL, Self::post_send),
+        // Kernel consumers' verbs: with these three (and the verbs every
+        // device has) ib_core counts the device as a kernel-verbs
+        // provider, and its MAD and CM clients attach to it.
+        post_recv: wired!(T::HAS_POST_RECV, Self::post_recv),
+        post_srq_recv: wired!(T::HAS_POST_SRQ_RECV, Self::post_srq_recv),
+        poll_cq: wired!(T::HAS_POLL_CQ, Self::poll_cq),
         size_ib_qp: mem::size_of::<Object<bindings::ib_qp, T::Qp>>(),
         create_ah: wired!(T::HAS_CREATE_AH, Self::create_ah),
         create_user_ah: wired!(T::HAS_CREATE_AH, Self::create_ah),

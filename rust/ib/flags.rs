@@ -32,6 +32,18 @@ macro_rules! flag_set {
             /// Every flag this type names.
             $vis const KNOWN: Self = Self(0 $(| $value as u32)*);
 
+            /// The set as stored in rxud's own queues (a kernel QP's
+            /// send ring carries a REG_MR's rights); read back with
+            /// [`Self::from_stored`]. The values are ib_core's.
+            pub(crate) const fn to_stored(self) -> u32 {
+                self.0
+            }
+
+            /// A set stored with [`Self::to_stored`].
+            pub(crate) const fn from_stored(bits: u32) -> Self {
+                Self(bits)
+            }
+
             /// The set of exactly `bits` (boundary only: the driver works
             /// with named flags).
             pub(in crate::ib) const fn from_bits(bits: u32) -> Self {

@@ -9,6 +9,7 @@ use super::device::{to_c, Adapter, Device, DeviceOps, Object};
 use super::flags::flag_set;
 use super::mr::AccessFlags;
 use super::udata::UData;
+use super::wr::{QpHandle, RecvWr, SendWr};
 use crate::ffi::bindings;
 use crate::proto::mtu::IbMtu;
 use kernel::prelude::*;
@@ -185,6 +186,8 @@ pub(crate) struct QpInitAttr<'a, T: DeviceOps> {
     /// An XRC domain, a receive WQ indirection table or a source QPN was
     /// given: features rxud does not have.
     pub(crate) has_unsupported: bool,
+    /// How kernel completions name the QP.
+    pub(crate) handle: QpHandle,
 }
 
 /// Attributes of a QP (`struct ib_qp_attr`): the input of `modify_qp`,
@@ -323,6 +326,9 @@ impl<T: DeviceOps> Adapter<T> {
         let Some(qp_type) = QpType::from_raw(i.qp_type) else {
             return super::eopnotsupp().to_errno();
         };
+        let Some(handle) = core::ptr::NonNull::new(qp).map(QpHandle::new) else {
+            return EINVAL.to_errno();
+        };
         let cq = |c: *mut bindings::ib_cq| {
             // SAFETY: a CQ named by the init attributes is a live CQ of
             // ours (contract above).
@@ -339,6 +345,7 @@ impl<T: DeviceOps> Adapter<T> {
             srq: (!i.srq.is_null())
                 .then(|| unsafe { Object::<bindings::ib_srq, T::Srq>::data_of(i.srq) }),
             has_unsupported: !i.xrcd.is_null() || !i.rwq_ind_tbl.is_null() || i.source_qpn != 0,
+            handle,
         };
         let r = T::create_qp(dev, pd, &a, &udata).map(|(data, qpn, cap)| {
             // ib_core reports the granted capacities to the creator.
@@ -393,31 +400,95 @@ impl<T: DeviceOps> Adapter<T> {
     }
 
     /// `ib_device_ops.post_send`. User QPs ring the doorbell with no work
-    /// request (their WQEs are in the shared send ring); work request
-    /// lists from kernel ULPs are not taken yet.
+    /// request (their WQEs are in the shared send ring); kernel consumers
+    /// pass a list, each entry of which the driver queues
+    /// ([`DeviceOps::post_send`]) before one doorbell for the lot.
     ///
     /// # Safety
     ///
     /// Called by ib_core with a live QP of ours, `wr` NULL or a list of
-    /// valid work requests, and `bad_wr` valid for a write.
+    /// valid work requests, and `bad_wr` NULL or valid for a write.
     pub(super) unsafe extern "C" fn post_send(
         qp: *mut bindings::ib_qp,
         wr: *const bindings::ib_send_wr,
         bad_wr: *mut *const bindings::ib_send_wr,
     ) -> kernel::ffi::c_int {
-        if !wr.is_null() {
-            // SAFETY: per the function's contract.
-            unsafe { *bad_wr = wr };
-            return super::eopnotsupp().to_errno();
-        }
         // SAFETY: per the function's contract.
-        let (dev, data) = unsafe {
+        let (dev, data, ud) = unsafe {
             (
                 Device::<T>::from_raw((*qp).device),
                 Object::<bindings::ib_qp, T::Qp>::data_of(qp),
+                matches!((*qp).qp_type, bindings::IB_QPT_UD | bindings::IB_QPT_GSI),
             )
         };
-        to_c(T::post_send_doorbell(dev, data))
+        if wr.is_null() {
+            return to_c(T::post_send_doorbell(dev, data));
+        }
+        // A user QP's work requests are in its ring. uverbs' legacy
+        // POST_SEND command would hand us a list built from user data,
+        // whose SGEs (inline ones included) hold user addresses: refused,
+        // as the kernel-consumer contract below does not hold for them.
+        // SAFETY: `qp` is live (contract).
+        if !unsafe { (*qp).uobject }.is_null() {
+            if !bad_wr.is_null() {
+                // SAFETY: per the function's contract.
+                unsafe { *bad_wr = wr };
+            }
+            return EINVAL.to_errno();
+        }
+        // SAFETY: per the function's contract, `wr` is a valid list whose
+        // entries are what their opcodes and the QP type say (a kernel
+        // consumer's, checked above).
+        let posted = unsafe {
+            super::wr::post_list(
+                wr,
+                bad_wr,
+                |w| w.next,
+                |w| T::post_send(dev, data, &SendWr::<T>::from_raw(w, ud)),
+            )
+        };
+        // What was queued before a failure goes out too.
+        let rung = T::post_send_doorbell(dev, data);
+        to_c(posted.and(rung))
+    }
+
+    /// `ib_device_ops.post_recv`: kernel consumers' receive lists (user
+    /// QPs post into their shared receive ring and never come here).
+    ///
+    /// # Safety
+    ///
+    /// Called by ib_core with a live QP of ours, `wr` a list of valid
+    /// receive work requests, and `bad_wr` NULL or valid for a write.
+    pub(super) unsafe extern "C" fn post_recv(
+        qp: *mut bindings::ib_qp,
+        wr: *const bindings::ib_recv_wr,
+        bad_wr: *mut *const bindings::ib_recv_wr,
+    ) -> kernel::ffi::c_int {
+        // SAFETY: per the function's contract.
+        let (dev, data, user) = unsafe {
+            (
+                Device::<T>::from_raw((*qp).device),
+                Object::<bindings::ib_qp, T::Qp>::data_of(qp),
+                !(*qp).uobject.is_null(),
+            )
+        };
+        // A user QP's receives are in its ring (see `post_send`).
+        if user {
+            if !bad_wr.is_null() {
+                // SAFETY: per the function's contract.
+                unsafe { *bad_wr = wr };
+            }
+            return EINVAL.to_errno();
+        }
+        // SAFETY: per the function's contract.
+        to_c(unsafe {
+            super::wr::post_list(
+                wr,
+                bad_wr,
+                |w| w.next,
+                |w| T::post_recv(dev, data, &RecvWr::from_raw(w)),
+            )
+        })
     }
 
     /// `ib_device_ops.query_qp`.

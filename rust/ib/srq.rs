@@ -175,4 +175,41 @@ impl<T: DeviceOps> Adapter<T> {
             Err(e) => e.to_errno(),
         }
     }
+
+    /// `ib_device_ops.post_srq_recv`: kernel consumers' receive lists.
+    ///
+    /// # Safety
+    ///
+    /// Called by ib_core with a live SRQ of ours, `wr` a list of valid
+    /// receive work requests, and `bad_wr` NULL or valid for a write.
+    pub(super) unsafe extern "C" fn post_srq_recv(
+        srq: *mut bindings::ib_srq,
+        wr: *const bindings::ib_recv_wr,
+        bad_wr: *mut *const bindings::ib_recv_wr,
+    ) -> kernel::ffi::c_int {
+        // SAFETY: per the function's contract.
+        let (data, user) = unsafe {
+            (
+                Object::<bindings::ib_srq, T::Srq>::data_of(srq),
+                !(*srq).uobject.is_null(),
+            )
+        };
+        // A user SRQ's receives are in its ring (see `qp::post_send`).
+        if user {
+            if !bad_wr.is_null() {
+                // SAFETY: per the function's contract.
+                unsafe { *bad_wr = wr };
+            }
+            return kernel::error::code::EINVAL.to_errno();
+        }
+        // SAFETY: per the function's contract.
+        to_c(unsafe {
+            super::wr::post_list(
+                wr,
+                bad_wr,
+                |w| w.next,
+                |w| T::post_srq_recv(data, &super::wr::RecvWr::from_raw(w)),
+            )
+        })
+    }
 }

@@ -137,6 +137,16 @@ impl NetDeviceRef {
     }
 }
 
+impl Clone for NetDeviceRef {
+    /// Another reference to the same device. Any context.
+    fn clone(&self) -> Self {
+        // SAFETY: the device is live (we hold a reference); `dev_hold`
+        // takes one more, which the new value owns.
+        unsafe { bindings::rxud_netdev_hold(self.ptr.as_ptr()) };
+        Self { ptr: self.ptr }
+    }
+}
+
 impl core::ops::Deref for NetDeviceRef {
     type Target = NetDevice;
 

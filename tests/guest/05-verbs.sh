@@ -7,7 +7,7 @@
 . "$(dirname "$0")/../lib/rxud.sh"
 IF=${RXUD_IF:?no test NIC}
 VT=$RXUD_TOP/tests/verbs/verbs-test
-TAP_PLANNED=16
+TAP_PLANNED=17
 tap_begin $TAP_PLANNED
 export RDMAV_DRIVERS=$RXUD_TOP/rdma-core-provider/build/librxud
 
@@ -27,8 +27,15 @@ out_strict=$("$VT" -d rxud0 -s 2>&1); rc_strict=$?
 printf '%s\n' "verbs-test -d rxud0 -s:" "$out_strict" | tap_diag
 check_eq "rxud-only checks: spec limits rxe does not enforce, rereg_mr (verbs-test -s)" 0 "$rc_strict"
 
-# count KIND: live objects of that kind on rxud0 (`rdma resource show`).
-count() { rdma resource show | sed -n "s/.* rxud0: .*\\b$1 \\([0-9]*\\).*/\\1/p"; }
+# count KIND: live objects of that kind on rxud0 (`rdma resource show`),
+# beyond those ib_core's MAD layer keeps on every kernel-verbs device (a
+# PD, a CQ and the GSI QP): what was there before the holder started.
+raw_count() { rdma resource show | sed -n "s/.* rxud0: .*\\b$1 \\([0-9]*\\).*/\\1/p"; }
+declare -A base
+for k in pd mr ctx cq qp srq; do base[$k]=$(raw_count $k); done
+count() { echo $(($(raw_count "$1") - ${base[$1]:-0})); }
+check_eq "ib_core's MAD layer holds a PD, a CQ and the GSI QP on rxud0" "1 1 1" \
+	"${base[pd]} ${base[cq]} ${base[qp]}"
 "$VT" -d rxud0 -H 60 > /tmp/vt-hold.out 2>&1 &
 pid=$!
 check "holder process opened rxud0 and made PDs, an MR, CQs, a QP, an SRQ, an AH" \

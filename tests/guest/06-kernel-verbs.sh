@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Verbs only kernel ULPs reach: DMA MRs (every kernel PD has one) and
-# fast-registration MRs with ib_map_mr_sg, driven by tests/kmod/rxud_ktest
-# on rxud0 and on rxe0 (the reference), which must agree; and the verbs
+# fast-registration MRs with ib_map_mr_sg, kernel RC QPs moving data
+# (SEND, inline SEND with immediate, REG_MR, RDMA WRITE and READ through a
+# fast-registered rkey, SEND with invalidate, LOCAL_INV, remote access error
+# on an invalidated key, flush in the error state), driven by
+# tests/kmod/rxud_ktest on rxud0 and on rxe0 (the reference), which must
+# agree; and the verbs
 # ib_core allows in atomic context, called from it (AHs with interrupts off
 # and in softirq, ib_map_mr_sg in softirq, req_notify_cq in hard irq) on a
 # lockdep kernel: the runner fails on any lockdep or sleep-in-atomic report.
@@ -12,7 +16,7 @@
 . "$(dirname "$0")/../lib/rxud.sh"
 IF=${RXUD_IF:?no test NIC}
 KTEST=$RXUD_TOP/tests/kmod/rxud_ktest.ko
-TAP_PLANNED=7
+TAP_PLANNED=8
 tap_begin $TAP_PLANNED
 
 # ktest DEV: the module's TAP lines for DEV, without the prefix. The log
@@ -27,6 +31,9 @@ ktest() {
 rxud_load
 rxud_beside_rxe
 count() { rdma resource show | sed -n "s/.* rxud0: .*\\b$1 \\([0-9]*\\).*/\\1/p"; }
+# ib_core's MAD layer keeps a PD (and its QP1, CQ) on every kernel-verbs
+# device: what the test module leaves must be what was there before.
+baseline="pd $(count pd) mr $(count mr)"
 out_rxud=$(ktest rxud0)
 out_rxe=$(ktest rxe0 atomic=0)
 counts="pd $(count pd) mr $(count mr)"
@@ -44,6 +51,7 @@ check "the atomic-context checks ran on rxud0 (hard irq included)" grep -q 'ib_r
 n_rxe=$(strip "$out_rxe" | wc -l)
 check_eq "rxud and rxe give the same results" "$(strip "$out_rxe")" "$(strip "$out_rxud" | head -n "$n_rxe")"
 rxud_beside_rxe_end
-check_eq "the kernel PDs and MRs are all released" "pd 0 mr 0" "$counts"
+check_eq "the kernel PDs and MRs are all released (back to ib_mad's: $baseline)" "$baseline" "$counts"
+check "ib_mad holds a PD on rxud0 (the device is a kernel-verbs provider)" test "${baseline#pd }" != "0 mr 0"
 check "rmmod rxud after kernel verbs" rxud_unload
 tap_end

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * rxud_ktest: drives the verbs only kernel ULPs can reach (DMA MRs through
- * ib_alloc_pd, fast-registration MRs and ib_map_mr_sg) on one RDMA device,
+ * ib_alloc_pd, fast-registration MRs and ib_map_mr_sg; kernel QPs moving
+ * data: ib_post_send/ib_post_recv/ib_poll_cq over RC, REG_MR, LOCAL_INV,
+ * SEND with invalidate, flush in the error state) on one RDMA device,
  * and the verbs ib_core lets ULPs call in atomic context from that context
  * (AHs with interrupts off and in softirq, ib_map_mr_sg in softirq,
  * ib_req_notify_cq in hard irq), and prints TAP to the kernel log:
@@ -13,9 +15,11 @@
  * allocated before init returns.
  */
 #include <linux/completion.h>
+#include <linux/delay.h>
 #include <linux/etherdevice.h>
 #include <linux/hrtimer.h>
 #include <linux/module.h>
+#include <net/ipv6.h>
 #include <linux/scatterlist.h>
 #include <linux/slab.h>
 #include <linux/timer.h>
@@ -179,33 +183,41 @@ static enum hrtimer_restart ctx_hardirq(struct hrtimer *timer)
 	return HRTIMER_NORESTART;
 }
 
-/* A RoCE v2 GID of port 1 for a loopback AH; -ENOENT if none. */
+/*
+ * A RoCE v2 GID of port 1 for a loopback AH, an IPv4 one if there is one
+ * (an IPv6 link-local GID may still be tentative, DAD running, right after
+ * its netdev came up: IP drops packets to it); -ENOENT if none.
+ */
 static int roce_v2_ah_attr(struct ib_device *ibdev, struct rdma_ah_attr *attr)
 {
 	const struct ib_gid_attr *gattr;
 	union ib_gid gid;
+	int pass;
 	u32 i;
 
-	/* Past the end of the table, the lookup fails with EINVAL. */
-	for (i = 0; i < 4096; i++) {
-		gattr = rdma_get_gid_attr(ibdev, 1, i);
-		if (IS_ERR(gattr)) {
-			if (PTR_ERR(gattr) == -EINVAL)
-				break;
-			continue;
-		}
-		if (gattr->gid_type == IB_GID_TYPE_ROCE_UDP_ENCAP) {
-			memset(attr, 0, sizeof(*attr));
-			attr->type = RDMA_AH_ATTR_TYPE_ROCE;
-			rdma_ah_set_port_num(attr, 1);
-			gid = gattr->gid;
-			rdma_ah_set_grh(attr, &gid, 0, i, 64, 0);
-			if (gattr->ndev)
-				ether_addr_copy(attr->roce.dmac, gattr->ndev->dev_addr);
+	for (pass = 0; pass < 2; pass++) {
+		/* Past the end of the table, the lookup fails with EINVAL. */
+		for (i = 0; i < 4096; i++) {
+			gattr = rdma_get_gid_attr(ibdev, 1, i);
+			if (IS_ERR(gattr)) {
+				if (PTR_ERR(gattr) == -EINVAL)
+					break;
+				continue;
+			}
+			if (gattr->gid_type == IB_GID_TYPE_ROCE_UDP_ENCAP &&
+			    (pass || ipv6_addr_v4mapped((struct in6_addr *)gattr->gid.raw))) {
+				memset(attr, 0, sizeof(*attr));
+				attr->type = RDMA_AH_ATTR_TYPE_ROCE;
+				rdma_ah_set_port_num(attr, 1);
+				gid = gattr->gid;
+				rdma_ah_set_grh(attr, &gid, 0, i, 64, 0);
+				if (gattr->ndev)
+					ether_addr_copy(attr->roce.dmac, gattr->ndev->dev_addr);
+				rdma_put_gid_attr(gattr);
+				return 0;
+			}
 			rdma_put_gid_attr(gattr);
-			return 0;
 		}
-		rdma_put_gid_attr(gattr);
 	}
 	return -ENOENT;
 }
@@ -296,6 +308,314 @@ out_free:
 	kfree(t);
 }
 
+/* --- Kernel QPs moving data (a ULP's view of the data path) ------------ */
+
+#define DT_LEN 8192
+
+struct dt {
+	struct ib_pd *pd;
+	struct ib_cq *acq, *bcq;
+	struct ib_qp *a, *b;
+	u8 *abuf, *bbuf;
+	u64 adma, bdma;
+	struct ib_mr *mr;
+	struct scatterlist sg;
+};
+
+/* One completion from @cq within two seconds; 0 if none came. */
+static int dt_poll(struct ib_cq *cq, struct ib_wc *wc)
+{
+	unsigned long end = jiffies + 2 * HZ;
+
+	memset(wc, 0, sizeof(*wc));
+	do {
+		if (ib_poll_cq(cq, 1, wc) == 1)
+			return 1;
+		usleep_range(200, 400);
+	} while (time_before(jiffies, end));
+	return 0;
+}
+
+static struct ib_qp *dt_qp(struct ib_pd *pd, struct ib_cq *cq)
+{
+	struct ib_qp_init_attr a = {
+		.send_cq = cq, .recv_cq = cq, .qp_type = IB_QPT_RC,
+		.sq_sig_type = IB_SIGNAL_REQ_WR,
+		.cap = { .max_send_wr = 16, .max_recv_wr = 16, .max_send_sge = 2,
+			 .max_recv_sge = 2, .max_inline_data = 64 },
+	};
+
+	return ib_create_qp(pd, &a);
+}
+
+static int dt_connect(struct ib_qp *qp, u32 dest, const struct rdma_ah_attr *ah)
+{
+	struct ib_qp_attr a = {};
+	int ret;
+
+	a.qp_state = IB_QPS_INIT;
+	a.port_num = 1;
+	a.qp_access_flags = IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE |
+			    IB_ACCESS_REMOTE_READ;
+	ret = ib_modify_qp(qp, &a, IB_QP_STATE | IB_QP_PKEY_INDEX | IB_QP_PORT |
+			   IB_QP_ACCESS_FLAGS);
+	if (ret)
+		return ret;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IB_QPS_RTR;
+	a.path_mtu = IB_MTU_1024;
+	a.dest_qp_num = dest;
+	a.rq_psn = 100;
+	a.max_dest_rd_atomic = 4;
+	a.min_rnr_timer = 1;
+	a.ah_attr = *ah;
+	ret = ib_modify_qp(qp, &a, IB_QP_STATE | IB_QP_AV | IB_QP_PATH_MTU |
+			   IB_QP_DEST_QPN | IB_QP_RQ_PSN | IB_QP_MAX_DEST_RD_ATOMIC |
+			   IB_QP_MIN_RNR_TIMER);
+	if (ret)
+		return ret;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IB_QPS_RTS;
+	a.sq_psn = 100;
+	/* About 1 s, as rdma_cm sets: a loaded TCG guest stalls for longer than 67 ms. */
+	a.timeout = 18;
+	a.retry_cnt = 7;
+	a.rnr_retry = 7;
+	a.max_rd_atomic = 4;
+	return ib_modify_qp(qp, &a, IB_QP_STATE | IB_QP_SQ_PSN | IB_QP_TIMEOUT |
+			    IB_QP_RETRY_CNT | IB_QP_RNR_RETRY | IB_QP_MAX_QP_RD_ATOMIC);
+}
+
+static int dt_recv(struct dt *t, u64 wr_id, u32 len)
+{
+	struct ib_sge sge = { .addr = t->bdma, .length = len, .lkey = t->pd->local_dma_lkey };
+	struct ib_recv_wr wr = { .wr_id = wr_id, .sg_list = &sge, .num_sge = 1 };
+
+	return ib_post_recv(t->b, &wr, NULL);
+}
+
+/* Posts @wr on @qp and waits for its completion on @cq. */
+static int dt_send(struct ib_qp *qp, struct ib_cq *cq, struct ib_send_wr *wr,
+		   struct ib_wc *wc)
+{
+	int ret = ib_post_send(qp, wr, NULL);
+
+	if (ret)
+		return ret;
+	return dt_poll(cq, wc) ? 0 : -ETIMEDOUT;
+}
+
+static void dt_pattern(u8 *p, u32 len, u8 seed)
+{
+	u32 i;
+
+	for (i = 0; i < len; i++)
+		p[i] = (u8)(i * 7 + seed);
+}
+
+static void data_steps(struct dt *t)
+{
+	struct ib_sge asge = { .addr = t->adma, .lkey = t->pd->local_dma_lkey };
+	struct ib_send_wr swr = { .sg_list = &asge, .num_sge = 1,
+				  .send_flags = IB_SEND_SIGNALED };
+	struct ib_rdma_wr rwr = { .wr = swr };
+	struct ib_reg_wr reg = { .wr = { .opcode = IB_WR_REG_MR,
+					 .send_flags = IB_SEND_SIGNALED } };
+	struct ib_send_wr inv = { .opcode = IB_WR_LOCAL_INV,
+				  .send_flags = IB_SEND_SIGNALED };
+	static const char msg[] = "inline data from a kernel stack buffer";
+	struct ib_qp_attr err = { .qp_state = IB_QPS_ERR };
+	struct ib_wc wc;
+	u32 rkey;
+	int ret, n;
+
+	/* SEND of 4 KB (4 packets at MTU 1024) into a posted receive. */
+	dt_pattern(t->abuf, DT_LEN, 1);
+	memset(t->bbuf, 0, DT_LEN);
+	ret = dt_recv(t, 11, DT_LEN);
+	asge.length = 4096;
+	swr.opcode = IB_WR_SEND;
+	swr.wr_id = 1;
+	ret = ret ?: dt_send(t->a, t->acq, &swr, &wc);
+	check(ret == 0 && wc.status == IB_WC_SUCCESS && wc.opcode == IB_WC_SEND &&
+	      wc.wr_id == 1 && wc.qp == t->a,
+	      "kernel RC SEND 4 KB: sender's completion (%d, status %d)", ret, wc.status);
+	n = dt_poll(t->bcq, &wc);
+	check(n && wc.status == IB_WC_SUCCESS && wc.opcode == IB_WC_RECV &&
+	      wc.wr_id == 11 && wc.byte_len == 4096 && wc.qp == t->b &&
+	      !memcmp(t->abuf, t->bbuf, 4096),
+	      "kernel RC SEND 4 KB: receive completion and data (status %d, len %u)",
+	      wc.status, wc.byte_len);
+
+	/* SEND with immediate, inline from the stack. */
+	ret = dt_recv(t, 12, DT_LEN);
+	asge.addr = (uintptr_t)msg;
+	asge.length = sizeof(msg);
+	swr.opcode = IB_WR_SEND_WITH_IMM;
+	swr.ex.imm_data = cpu_to_be32(0x1234abcd);
+	swr.send_flags = IB_SEND_SIGNALED | IB_SEND_INLINE;
+	swr.wr_id = 2;
+	ret = ret ?: dt_send(t->a, t->acq, &swr, &wc);
+	check(ret == 0 && wc.status == IB_WC_SUCCESS, "inline SEND with immediate (%d, %d)",
+	      ret, wc.status);
+	n = dt_poll(t->bcq, &wc);
+	check(n && wc.status == IB_WC_SUCCESS && (wc.wc_flags & IB_WC_WITH_IMM) &&
+	      wc.ex.imm_data == cpu_to_be32(0x1234abcd) && wc.byte_len == sizeof(msg) &&
+	      !memcmp(t->bbuf, msg, sizeof(msg)),
+	      "inline SEND with immediate: data and immediate received");
+	asge.addr = t->adma;
+	swr.send_flags = IB_SEND_SIGNALED;
+
+	/* Fast registration of b's buffer, then WRITE and READ through it. */
+	t->mr = ib_alloc_mr(t->pd, IB_MR_TYPE_MEM_REG, DT_LEN / PAGE_SIZE);
+	check(!IS_ERR(t->mr), "ib_alloc_mr for %d pages", DT_LEN / (int)PAGE_SIZE);
+	if (IS_ERR(t->mr)) {
+		t->mr = NULL;
+		return;
+	}
+	sg_init_one(&t->sg, t->bbuf, DT_LEN);
+	n = ib_dma_map_sg(t->a->device, &t->sg, 1, DMA_BIDIRECTIONAL);
+	n = n == 1 ? ib_map_mr_sg(t->mr, &t->sg, 1, NULL, PAGE_SIZE) : -EIO;
+	check(n == 1, "ib_map_mr_sg over the receive buffer (%d)", n);
+	ib_update_fast_reg_key(t->mr, ib_inc_rkey(t->mr->rkey) & 0xff);
+	reg.mr = t->mr;
+	reg.key = t->mr->rkey;
+	reg.access = IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE | IB_ACCESS_REMOTE_READ;
+	reg.wr.wr_id = 3;
+	ret = dt_send(t->b, t->bcq, &reg.wr, &wc);
+	check(ret == 0 && wc.status == IB_WC_SUCCESS && wc.opcode == IB_WC_REG_MR,
+	      "REG_MR work request completes (%d, status %d, opcode %d)", ret, wc.status,
+	      wc.opcode);
+	rkey = t->mr->rkey;
+
+	dt_pattern(t->abuf, DT_LEN, 2);
+	memset(t->bbuf, 0, DT_LEN);
+	asge.length = DT_LEN;
+	rwr.wr = swr;
+	rwr.wr.opcode = IB_WR_RDMA_WRITE;
+	rwr.wr.wr_id = 4;
+	rwr.remote_addr = t->mr->iova;
+	rwr.rkey = rkey;
+	ret = dt_send(t->a, t->acq, &rwr.wr, &wc);
+	check(ret == 0 && wc.status == IB_WC_SUCCESS && wc.opcode == IB_WC_RDMA_WRITE &&
+	      !memcmp(t->abuf, t->bbuf, DT_LEN),
+	      "RDMA WRITE 8 KB through the fast-registered rkey (%d, status %d)", ret,
+	      wc.status);
+
+	dt_pattern(t->bbuf, DT_LEN, 3);
+	memset(t->abuf, 0, DT_LEN);
+	rwr.wr.opcode = IB_WR_RDMA_READ;
+	rwr.wr.wr_id = 5;
+	ret = dt_send(t->a, t->acq, &rwr.wr, &wc);
+	check(ret == 0 && wc.status == IB_WC_SUCCESS && wc.opcode == IB_WC_RDMA_READ &&
+	      !memcmp(t->abuf, t->bbuf, DT_LEN),
+	      "RDMA READ 8 KB through the fast-registered rkey (%d, status %d)", ret,
+	      wc.status);
+
+	/* SEND with invalidate: the receiver's MR is invalidated. */
+	ret = dt_recv(t, 13, DT_LEN);
+	asge.length = 64;
+	swr.opcode = IB_WR_SEND_WITH_INV;
+	swr.ex.invalidate_rkey = rkey;
+	swr.wr_id = 6;
+	ret = ret ?: dt_send(t->a, t->acq, &swr, &wc);
+	check(ret == 0 && wc.status == IB_WC_SUCCESS, "SEND with invalidate completes (%d, %d)",
+	      ret, wc.status);
+	n = dt_poll(t->bcq, &wc);
+	check(n && wc.status == IB_WC_SUCCESS && (wc.wc_flags & IB_WC_WITH_INVALIDATE) &&
+	      wc.ex.invalidate_rkey == rkey,
+	      "the receive reports the invalidated rkey (flags %#x)", wc.wc_flags);
+
+	/* Registered again under a new key, then invalidated locally. */
+	ib_update_fast_reg_key(t->mr, ib_inc_rkey(t->mr->rkey) & 0xff);
+	reg.key = t->mr->rkey;
+	reg.wr.wr_id = 7;
+	ret = dt_send(t->b, t->bcq, &reg.wr, &wc);
+	check(ret == 0 && wc.status == IB_WC_SUCCESS, "REG_MR again under a new key (%d, %d)",
+	      ret, wc.status);
+	inv.ex.invalidate_rkey = t->mr->rkey;
+	inv.wr_id = 8;
+	ret = dt_send(t->b, t->bcq, &inv, &wc);
+	check(ret == 0 && wc.status == IB_WC_SUCCESS && wc.opcode == IB_WC_LOCAL_INV,
+	      "LOCAL_INV completes (%d, status %d, opcode %d)", ret, wc.status, wc.opcode);
+
+	/* WRITE through the invalidated key: remote access error. */
+	rwr.wr.opcode = IB_WR_RDMA_WRITE;
+	rwr.wr.wr_id = 9;
+	rwr.rkey = t->mr->rkey;
+	ret = dt_send(t->a, t->acq, &rwr.wr, &wc);
+	check(ret == 0 && wc.status == IB_WC_REM_ACCESS_ERR,
+	      "RDMA WRITE through an invalidated rkey fails with REM_ACCESS_ERR (%d, %d)",
+	      ret, wc.status);
+
+	/* In the error state, what is posted completes flushed. */
+	ret = ib_modify_qp(t->b, &err, IB_QP_STATE);
+	ret = ret ?: dt_recv(t, 14, 64);
+	n = ret ? 0 : dt_poll(t->bcq, &wc);
+	check(n && wc.wr_id == 14 && wc.status == IB_WC_WR_FLUSH_ERR,
+	      "a receive posted in the error state is flushed (%d, status %d)", ret, wc.status);
+	swr.opcode = IB_WR_SEND;
+	swr.wr_id = 10;
+	ret = ib_modify_qp(t->a, &err, IB_QP_STATE);
+	ret = ret ?: dt_send(t->a, t->acq, &swr, &wc);
+	check(ret == 0 && wc.wr_id == 10 && wc.status == IB_WC_WR_FLUSH_ERR,
+	      "a send posted in the error state is flushed (%d, status %d)", ret, wc.status);
+}
+
+static void data_checks(struct ib_device *ibdev)
+{
+	struct rdma_ah_attr ah;
+	struct dt t = {};
+	int ret;
+
+	t.abuf = kmalloc(DT_LEN, GFP_KERNEL);
+	t.bbuf = kmalloc(DT_LEN, GFP_KERNEL);
+	t.pd = ib_alloc_pd(ibdev, 0);
+	if (!t.abuf || !t.bbuf || IS_ERR(t.pd)) {
+		check(false, "allocations for the data checks");
+		goto out;
+	}
+	t.acq = ib_alloc_cq(ibdev, NULL, 32, 0, IB_POLL_DIRECT);
+	t.bcq = ib_alloc_cq(ibdev, NULL, 32, 0, IB_POLL_DIRECT);
+	if (IS_ERR(t.acq) || IS_ERR(t.bcq)) {
+		check(false, "ib_alloc_cq for the data checks");
+		goto out;
+	}
+	t.a = dt_qp(t.pd, t.acq);
+	t.b = dt_qp(t.pd, t.bcq);
+	check(!IS_ERR(t.a) && !IS_ERR(t.b), "two kernel RC QPs");
+	if (IS_ERR(t.a) || IS_ERR(t.b))
+		goto out;
+	ret = roce_v2_ah_attr(ibdev, &ah);
+	ret = ret ?: dt_connect(t.a, t.b->qp_num, &ah);
+	ret = ret ?: dt_connect(t.b, t.a->qp_num, &ah);
+	check(ret == 0, "kernel RC QPs connected to each other, loopback (%d)", ret);
+	if (ret)
+		goto out;
+	t.adma = ib_dma_map_single(ibdev, t.abuf, DT_LEN, DMA_BIDIRECTIONAL);
+	t.bdma = ib_dma_map_single(ibdev, t.bbuf, DT_LEN, DMA_BIDIRECTIONAL);
+	data_steps(&t);
+	if (t.mr) {
+		ib_dma_unmap_sg(ibdev, &t.sg, 1, DMA_BIDIRECTIONAL);
+		ib_dereg_mr(t.mr);
+	}
+	ib_dma_unmap_single(ibdev, t.adma, DT_LEN, DMA_BIDIRECTIONAL);
+	ib_dma_unmap_single(ibdev, t.bdma, DT_LEN, DMA_BIDIRECTIONAL);
+out:
+	if (!IS_ERR_OR_NULL(t.a))
+		ib_destroy_qp(t.a);
+	if (!IS_ERR_OR_NULL(t.b))
+		ib_destroy_qp(t.b);
+	if (!IS_ERR_OR_NULL(t.acq))
+		ib_free_cq(t.acq);
+	if (!IS_ERR_OR_NULL(t.bcq))
+		ib_free_cq(t.bcq);
+	if (!IS_ERR_OR_NULL(t.pd))
+		ib_dealloc_pd(t.pd);
+	kfree(t.abuf);
+	kfree(t.bbuf);
+}
+
 static int __init rxud_ktest_init(void)
 {
 	struct ib_device *ibdev = ib_device_get_by_name(dev, RDMA_DRIVER_UNKNOWN);
@@ -305,6 +625,7 @@ static int __init rxud_ktest_init(void)
 	if (ibdev) {
 		pd_checks(ibdev);
 		fast_reg_checks(ibdev);
+		data_checks(ibdev);
 		if (atomic)
 			context_checks(ibdev);
 		ib_device_put(ibdev);
