@@ -104,3 +104,13 @@ rxud_pair() {
 	wait_for 10 v2_gid_index rxud0
 	wait_for 10 v2_gid_index rxud1
 }
+
+# srq_pingpong ARGS...: the same with ibv_srq_pingpong -c: several RC QPs
+# (-q, default 16) whose receives come from one SRQ on each side; -n
+# counts the exchanges over all of them. -c is as thin as ibv_rc_pingpong's
+# (the server reads the first byte of each page of its buffer at the end).
+srq_pingpong() {
+	local sns=$1 sdev=$2 cns=$3 cdev=$4
+	shift 4
+	PP_TIMEOUT=${PP_TIMEOUT:-30} run_pair "$sns" "$sdev" "$cns" "$cdev" ibv_srq_pingpong -m 1024 -c "$@"
+}

@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# Data integrity over RC (tests/verbs/data-test): a seeded random sequence
+# of SENDs, WRITEs (with and without immediate), READs and atomics, random
+# sizes up to 64 KB, offsets and SGE counts, inline data, up to 8 in flight,
+# both ends' memory and every completion checked. Between two rxud devices
+# in namespaces of their own joined by a veth pair; then over that link
+# with netem losing, duplicating and reordering packets both ways; then rxe
+# and rxud against each other both ways round, and rxe alone (the
+# reference: the same seed as the first run). Also ibv_srq_pingpong -c
+# between the two rxud devices.
+#
+# The seed is printed; RXUD_DATA_SEED=N replays a run.
+. "$(dirname "$0")/../lib/tap.sh"
+. "$(dirname "$0")/../lib/rxud.sh"
+. "$(dirname "$0")/../lib/traffic.sh"
+DT=$RXUD_TOP/tests/verbs/data-test
+TAP_PLANNED=11
+tap_begin $TAP_PLANNED
+export RDMAV_DRIVERS=$RXUD_TOP/rdma-core-provider/build/librxud
+
+SIP=169.254.213.1 # rxud0's address (div0, in dia)
+CIP=169.254.213.2 # rxud1's, then rxe0's (div1, in dib, then here)
+CLI_OUT=/tmp/13-data.client
+SRV_OUT=/tmp/13-data.server
+SEED=${RXUD_DATA_SEED:-$(((RANDOM << 15) | RANDOM))}
+echo "seed $SEED (RXUD_DATA_SEED=$SEED replays this run)" | tap_diag
+
+# data_test DESC NS ARGS...: one run of data-test in namespace NS ("-":
+# this one), its output as diagnostics (with the rxud ports' counters if it
+# failed), passing as a check.
+data_test() {
+	local desc=$1 ns=$2 out rc t=$SECONDS
+	shift 2
+	out=$(inns "$ns" timeout 120 "$DT" "$@" 2>&1)
+	rc=$?
+	printf '%s\n' "data-test $* ($((SECONDS - t)) s):" "$out" | tap_diag
+	if [ $rc -ne 0 ]; then
+		ip netns exec dia rdma statistic show link rxud0/1 2>&1 | tap_diag
+		ip netns exec dib rdma statistic show link rxud1/1 2>&1 | tap_diag
+	fi
+	check_eq "$desc" 0 "$rc"
+}
+
+rxud_load
+modprobe rdma_rxe
+rxud_pair dia dib div0 div1
+g0=$(v2_gid_index rxud0)
+g1=$(v2_gid_index rxud1)
+
+# --- Between two rxud devices --------------------------------------------
+data_test "data-test, 300 random operations between rxud0 and rxud1, seed $SEED" dia \
+	-d rxud0 -g "${g0:-0}" -D rxud1 -G "${g1:-0}" -s "$SEED" -n 300
+
+# Several QPs sharing one SRQ on each side.
+srq_pingpong dia rxud0 dib rxud1 -s 4096 -q 4 -n 100
+check "ibv_srq_pingpong -c, 4 QPs on an SRQ each side, 4 KB x 100, between two rxud devices" pp_done 100
+
+# --- The same over a link that loses, duplicates and reorders ------------
+# netem on both veth ends: each way, 1% of the packets lost, 1% sent
+# twice, and 75% held back 1 ms while the rest overtake them.
+NETEM="loss 1% duplicate 1% delay 1ms reorder 25%"
+nm_why=$(modprobe sch_netem 2>&1)
+if nm_err=$(ip netns exec dia tc qdisc add dev div0 root netem $NETEM 2>&1) &&
+	nm_err=$(ip netns exec dib tc qdisc add dev div1 root netem $NETEM 2>&1); then
+	re0=$(($(hwc rxud0 rc_retransmits) + $(hwc rxud1 rc_retransmits)))
+	data_test "data-test, 300 random operations over netem ($NETEM), seed $((SEED + 1))" dia \
+		-d rxud0 -g "${g0:-0}" -D rxud1 -G "${g1:-0}" -s $((SEED + 1)) -n 300
+	dropped=0
+	for e in dia:div0 dib:div1; do
+		ns=${e%:*} dev=${e#*:}
+		nm_stats=$(ip netns exec "$ns" tc -s qdisc show dev "$dev")
+		printf '%s\n' "$dev: $nm_stats" | tap_diag
+		d=$(sed -n 's/.*(dropped \([0-9]*\),.*/\1/p' <<<"$nm_stats" | head -n 1)
+		dropped=$((dropped + ${d:-0}))
+		ip netns exec "$ns" tc qdisc del dev "$dev" root
+	done
+	re=$(($(hwc rxud0 rc_retransmits) + $(hwc rxud1 rc_retransmits) - re0))
+	check "netem dropped packets of the run ($dropped)" test "$dropped" -gt 0
+	check "lost packets were sent again (rc_retransmits +$re)" test "$re" -gt 0
+else
+	why="no netem qdisc in this kernel: ${nm_err//$'\n'/ }${nm_why:+ (modprobe sch_netem: ${nm_why//$'\n'/ })}"
+	ip netns exec dia tc qdisc del dev div0 root 2>/dev/null
+	tap_ok "data-test over netem # SKIP $why"
+	tap_ok "netem dropped packets # SKIP $why"
+	tap_ok "rc_retransmits # SKIP $why"
+fi
+rdma statistic show link rxud0/1 | tap_diag
+ip netns exec dib rdma statistic show link rxud1/1 | tap_diag
+check_eq "no ICRC errors, malformed or unsupported packets (rxud0 rxud1)" "0 0 0 0 0 0" \
+	"$(for d in rxud0 rxud1; do for c in rx_drop_bad_icrc rx_drop_malformed rx_drop_unsupported; do
+		printf '%s ' "$(hwc $d $c)"; done; done | sed 's/ $//')"
+
+# --- rxe and rxud: rxe on div1 in this namespace, rxud0 still in dia ---
+ip netns exec dib rdma link delete rxud1
+ip netns exec dib ip link set div1 netns 1
+ip addr add $CIP/24 dev div1
+ip link set div1 up
+rdma link add rxe0 type rxe netdev div1
+wait_for 10 ping -c1 -W1 $SIP >/dev/null
+wait_for 10 v2_gid_index rxe0
+ge=$(v2_gid_index rxe0)
+data_test "data-test, 200 random operations, QP A on rxe0, QP B on rxud0, seed $((SEED + 2))" dia \
+	-d rxe0 -g "${ge:-0}" -D rxud0 -G "${g0:-0}" -s $((SEED + 2)) -n 200
+data_test "data-test, 200 random operations, QP A on rxud0, QP B on rxe0, seed $((SEED + 3))" dia \
+	-d rxud0 -g "${g0:-0}" -D rxe0 -G "${ge:-0}" -s $((SEED + 3)) -n 200
+# The reference: rxe with the seed of the first run, two QPs of rxe0.
+data_test "data-test on rxe0 alone (the reference), seed $SEED" - -d rxe0 -g "${ge:-0}" -s "$SEED" -n 300
+
+rdma link delete rxe0
+ip netns exec dia rdma link delete rxud0
+ip link del div1
+ip netns del dia
+ip netns del dib
+rmmod rdma_rxe
+check "no rxud device left" test "$(ib_count)" = 0
+check "rmmod rxud" rxud_unload
+echo "13-data-integrity.sh: $SECONDS s" | tap_diag
+tap_end
