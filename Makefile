@@ -28,13 +28,14 @@ LIBIBVERBS_DIR ?= /usr/lib/x86_64-linux-gnu/libibverbs
 VERBS_TEST := $(TOP)/tests/verbs/verbs-test
 RC_TEST := $(TOP)/tests/verbs/rc-test
 DATA_TEST := $(TOP)/tests/verbs/data-test
+EX_TEST := $(TOP)/tests/verbs/ex-test
 QP_MEM := $(TOP)/tests/verbs/qp-mem
 KTEST := $(TOP)/tests/kmod
 
 .PHONY: all modules provider ktest install setup run bench check check-host check-vm clean help \
 	fmt lint fmt-check clippy clippy-module clippy-host
 
-all: modules provider $(VERBS_TEST) $(RC_TEST) $(DATA_TEST) ktest
+all: modules provider $(VERBS_TEST) $(RC_TEST) $(DATA_TEST) $(EX_TEST) ktest
 
 # tests/kmod/rxud_ktest.ko: drives kernel-only verbs (tests/guest/06-*).
 ktest:
@@ -47,6 +48,9 @@ $(RC_TEST): $(TOP)/tests/verbs/rc-test.c $(TOP)/tests/verbs/tap.h
 	$(CC) -O2 -g -Wall -Wextra -Werror -o $@ $< -libverbs
 
 $(DATA_TEST): $(TOP)/tests/verbs/data-test.c $(TOP)/tests/verbs/tap.h
+	$(CC) -O2 -g -Wall -Wextra -Werror -o $@ $< -libverbs
+
+$(EX_TEST): $(TOP)/tests/verbs/ex-test.c $(TOP)/tests/verbs/tap.h
 	$(CC) -O2 -g -Wall -Wextra -Werror -o $@ $< -libverbs
 
 # Kernel memory per QP, for make bench (which builds it in its own copy).
@@ -133,7 +137,7 @@ clean:
 	-$(KMAKE) clean
 	-$(MAKE) -C $(KDIR) M=$(KTEST) LLVM=1 clean
 	rm -f $(TOP)/.rxud-kdir
-	rm -f $(VERBS_TEST) $(RC_TEST) $(DATA_TEST) $(QP_MEM)
+	rm -f $(VERBS_TEST) $(RC_TEST) $(DATA_TEST) $(EX_TEST) $(QP_MEM)
 	rm -rf $(TOP)/rust/proto/target $(TOP)/rust/abi/target $(PROVIDER)/target $(PROVIDER)/build
 
 help:

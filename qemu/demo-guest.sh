@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs in each VM of `make run` (qemu/run-pair-demo.sh): load rxud, create
 # rxud0 on the link, show it as ib_core and libibverbs see it, send IP
-# traffic, then RDMA traffic over rxud (ibv_ud_pingpong, then
-# ibv_rc_pingpong: vm0 serves, vm1 connects) and show the port counters.
+# traffic, then RDMA traffic over rxud (ibv_ud_pingpong, ibv_rc_pingpong,
+# ib_write_bw, rping over rdma_cm: vm0 serves, vm1 connects) and show the
+# port counters.
 set -e
 top=$(cd "$(dirname "$0")/.." && pwd)
 modprobe -a udp_tunnel ip6_udp_tunnel # rxud.ko needs them; insmod does not load them
@@ -29,23 +30,33 @@ for _ in $(seq 50); do
 done
 peer_out=${RXUD_OUT%/vm*}/vm$((1 - RXUD_VM))
 export RDMAV_DRIVERS=$top/rdma-core-provider/build/librxud
+# across NAME CMD...: CMD in both VMs, vm0 serving and vm1 connecting to
+# it (CMD with vm0's address last).
+across() {
+	local name=$1
+	shift
+	if [ "$RXUD_VM" = 0 ]; then
+		touch "$RXUD_OUT/$name-ready"
+		timeout 120 "$@"
+	else
+		for _ in $(seq 120); do [ -e "$peer_out/$name-ready" ] && break; sleep 0.5; done
+		sleep 2
+		timeout 120 "$@" "$RXUD_PEER_IP"
+	fi
+}
 echo "== vm$RXUD_VM: RDMA over rxud: ibv_ud_pingpong (GID index $gid)"
-if [ "$RXUD_VM" = 0 ]; then
-	touch "$RXUD_OUT/pingpong-ready"
-	timeout 120 ibv_ud_pingpong -d rxud0 -g "$gid" -s 1024 -n 100
-else
-	for _ in $(seq 120); do [ -e "$peer_out/pingpong-ready" ] && break; sleep 0.5; done
-	sleep 2
-	timeout 120 ibv_ud_pingpong -d rxud0 -g "$gid" -s 1024 -n 100 "$RXUD_PEER_IP"
-fi
+across ud-pingpong ibv_ud_pingpong -d rxud0 -g "$gid" -s 1024 -n 100
 echo "== vm$RXUD_VM: RDMA over rxud: ibv_rc_pingpong (RC, 8 KB messages, data checked)"
+across rc-pingpong ibv_rc_pingpong -d rxud0 -g "$gid" -m 1024 -s 8192 -n 100 -c
+echo "== vm$RXUD_VM: RDMA over rxud: ib_write_bw (RC RDMA WRITE, 64 KB x 200)"
+across write-bw ib_write_bw -d rxud0 -x "$gid" -s 65536 -n 200
+# rdma_cm: the connection is set up by the IB CM over rxud's GSI QP.
+echo "== vm$RXUD_VM: RDMA over rxud: rping (rdma_cm, 20 ping-pongs, data checked)"
 if [ "$RXUD_VM" = 0 ]; then
-	touch "$RXUD_OUT/rc-pingpong-ready"
-	timeout 120 ibv_rc_pingpong -d rxud0 -g "$gid" -m 1024 -s 8192 -n 100 -c
+	across rping rping -s -C 20 -V -a "$RXUD_SELF_IP"
 else
-	for _ in $(seq 120); do [ -e "$peer_out/rc-pingpong-ready" ] && break; sleep 0.5; done
-	sleep 2
-	timeout 120 ibv_rc_pingpong -d rxud0 -g "$gid" -m 1024 -s 8192 -n 100 -c "$RXUD_PEER_IP"
+	# The server may not listen yet when the first try comes.
+	for _ in 1 2 3; do across rping rping -c -C 20 -v -V -a && break; sleep 2; done
 fi
 echo "== vm$RXUD_VM: port counters"
 rdma statistic show link rxud0/1

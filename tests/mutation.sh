@@ -129,6 +129,12 @@ build_all() {
 	mutant rc-mr-rights-unchecked driver/rc.rs \
 		'match mr.check(qp.pd, va, len, rights) {' 'match mr.check(qp.pd, va, len, AccessFlags::EMPTY) {' \
 		tests/guest/11-rc-semantics.sh 'not ok [0-9]+ - WRITE to an MR without remote write'
+
+	# Invalidation (LOCAL_INV, SEND with invalidate) leaves the MR valid:
+	# a peer can still write through a key its owner withdrew.
+	mutant invalidate-noop driver/mr.rs \
+		'st.valid = false;' '' \
+		tests/guest/06-kernel-verbs.sh 'not ok [0-9]+ - RDMA WRITE through an invalidated rkey fails'
 }
 
 if [ "$mode" != run ]; then

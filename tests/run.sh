@@ -133,8 +133,10 @@ if [ "$mode" != host ]; then
 	if "$TOP/qemu/run-pair-demo.sh" >"$OUT/run-demo.txt" 2>&1 &&
 		grep -q '== vm0: done' "$OUT/run-demo.txt" && grep -q '== vm1: done' "$OUT/run-demo.txt" &&
 		[ "$(grep -c 'iters in' "$OUT/run-demo.txt")" -ge 4 ] &&
-		! grep -q 'invalid data' "$OUT/run-demo.txt"; then
-		echo "ok - make run: two VMs loaded rxud, showed rxud0 and ran ibv_ud_pingpong and ibv_rc_pingpong over it"
+		! grep -q 'invalid data' "$OUT/run-demo.txt" &&
+		grep -qE ' 65536 +200 +[0-9.]+ +[0-9.]+' "$OUT/run-demo.txt" &&
+		[ "$(grep -c 'ping data: rdma-ping-' "$OUT/run-demo.txt")" -ge 20 ]; then
+		echo "ok - make run: two VMs loaded rxud, showed rxud0 and ran ibv_ud_pingpong, ibv_rc_pingpong, ib_write_bw and rping (rdma_cm) over it"
 		passed=$((passed + 1))
 	else
 		echo "not ok - make run failed (see $OUT/run-demo.txt)"
