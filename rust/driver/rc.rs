@@ -46,7 +46,7 @@ use crate::abi::{
 use crate::ib::{AccessFlags, AddressVector};
 use crate::net::{
     skb::{SkBuff, TxSkb},
-    NetDevice, NetDeviceRef,
+    NetDevice, NetDeviceRef, RouteCache,
 };
 use crate::proto::{
     mtu::IbMtu,
@@ -239,6 +239,8 @@ impl TxQueue {
 /// One RC QP's connection state (from RTR on).
 pub(crate) struct RcState {
     path: Path,
+    /// The route to the peer, kept between packets (revalidated on use).
+    route: RouteCache,
     ndev: Option<NetDeviceRef>,
     mtu: IbMtu,
     /// Rights the QP grants its peer (modify_qp's access flags).
@@ -304,6 +306,7 @@ impl RcState {
         Ok(KBox::new(
             Self {
                 path,
+                route: RouteCache::new()?,
                 ndev: Some(ndev),
                 mtu: a.mtu,
                 access: a.access,
@@ -390,6 +393,8 @@ impl RcState {
     /// no more packets; gives back the netdev.
     pub(crate) fn detach(&mut self) -> Option<NetDeviceRef> {
         while self.txq.pop().is_some() {}
+        // The cached route refers to the netdev too.
+        self.route.reset();
         self.ndev.take()
     }
 }
@@ -904,7 +909,7 @@ fn build_request(
                 .map_err(|_| Some(Status::LocalProtection))?;
         }
     }
-    tx::finish(&mut skb, &st.path.av, st.path.sport).map_err(|_| None)?;
+    tx::finish(&mut skb, &st.path.av, st.path.sport, Some(&st.route)).map_err(|_| None)?;
     Ok(skb)
 }
 
@@ -1482,6 +1487,6 @@ fn build_response(qp: &QpCore, st: &RcState, r: &Response) -> Option<TxSkb> {
         }
     };
     let mut skb = skb;
-    tx::finish(&mut skb, &st.path.av, st.path.sport).ok()?;
+    tx::finish(&mut skb, &st.path.av, st.path.sport, Some(&st.route)).ok()?;
     Some(skb)
 }

@@ -23,7 +23,7 @@ use crate::abi::{
     opcode, send_flags, status, wc_opcode, Cqe, SendWqe, Sge, UdOp, SEND_WQE_HEADER_SIZE, SGE_SIZE,
 };
 use crate::ib::{AddressVector, NetworkType, QpType};
-use crate::net::{skb::TxSkb, NetDevice};
+use crate::net::{skb::TxSkb, NetDevice, RouteCache};
 use crate::proto::{
     mtu::IbMtu,
     psn::Psn,
@@ -233,7 +233,8 @@ fn build_and_send(
             SglError::Length => status::LOC_LEN_ERR,
         };
     }
-    if let Err(st) = finish(&mut skb, av, source_port(qp.qpn())) {
+    // Datagrams go wherever their AH says: no route to cache.
+    if let Err(st) = finish(&mut skb, av, source_port(qp.qpn()), None) {
         return st;
     }
     // UD is unreliable: handed to IP, the send is complete.
@@ -250,6 +251,7 @@ pub(crate) fn finish(
     skb: &mut TxSkb,
     av: &AddressVector,
     sport: u16,
+    route: Option<&RouteCache>,
 ) -> core::result::Result<(), u32> {
     if av.network == NetworkType::RoceV1 {
         return Err(status::LOC_QP_OP_ERR);
@@ -260,8 +262,11 @@ pub(crate) fn finish(
         av.hop_limit
     };
     let pushed = match (ipv4_of(&av.sgid), ipv4_of(&av.dgid)) {
-        (Some(saddr), Some(daddr)) => skb.push_udp4(saddr, daddr, sport, av.traffic_class, ttl),
+        (Some(saddr), Some(daddr)) => {
+            skb.push_udp4(route, saddr, daddr, sport, av.traffic_class, ttl)
+        }
         (None, None) => skb.push_udp6(
+            route,
             av.sgid,
             av.dgid,
             sport,

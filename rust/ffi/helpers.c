@@ -11,6 +11,7 @@
 #include <net/ipv6_stubs.h>
 #include <net/ip6_route.h>
 #include <rdma/ib_umem.h>
+#include <net/dst_cache.h>
 #include <linux/sysfs.h>
 #include <linux/vmalloc.h>
 #include <rdma/uverbs_ioctl.h>
@@ -337,8 +338,31 @@ static void push_udp(struct sk_buff *skb, __be16 sport)
 	skb_clear_hash(skb);
 }
 
-int rxud_tx_push_udp4(struct sk_buff *skb, __be32 saddr, __be32 daddr,
-		      __be16 sport, u8 tos, u8 ttl, u8 **datagram)
+struct dst_cache *rxud_dst_cache_new(void)
+{
+	struct dst_cache *cache = kzalloc(sizeof(*cache), GFP_KERNEL);
+
+	if (cache && dst_cache_init(cache, GFP_KERNEL)) {
+		kfree(cache);
+		cache = NULL;
+	}
+	return cache;
+}
+
+void rxud_dst_cache_reset(struct dst_cache *cache)
+{
+	dst_cache_reset(cache);
+}
+
+void rxud_dst_cache_free(struct dst_cache *cache)
+{
+	dst_cache_destroy(cache);
+	kfree(cache);
+}
+
+int rxud_tx_push_udp4(struct sk_buff *skb, struct dst_cache *cache,
+		      __be32 saddr, __be32 daddr, __be16 sport, u8 tos, u8 ttl,
+		      u8 **datagram)
 {
 	struct net_device *ndev = skb->dev;
 	struct flowi4 fl = {
@@ -347,9 +371,19 @@ int rxud_tx_push_udp4(struct sk_buff *skb, __be32 saddr, __be32 daddr,
 		.saddr = saddr,
 		.daddr = daddr,
 	};
-	struct rtable *rt = ip_route_output_key(dev_net(ndev), &fl);
+	struct rtable *rt = NULL;
 	struct iphdr *iph;
 
+	/* The cache is per CPU: bottom halves off while it is used. */
+	local_bh_disable();
+	if (cache)
+		rt = dst_cache_get_ip4(cache, &fl.saddr);
+	if (!rt) {
+		rt = ip_route_output_key(dev_net(ndev), &fl);
+		if (!IS_ERR(rt) && cache)
+			dst_cache_set_ip4(cache, &rt->dst, fl.saddr);
+	}
+	local_bh_enable();
 	if (IS_ERR(rt))
 		return PTR_ERR(rt);
 	skb->protocol = htons(ETH_P_IP);
@@ -410,9 +444,10 @@ void rxud_ib_cq_overflow(struct ib_cq *cq)
 		cq->event_handler(&ev, cq->cq_context);
 }
 
-int rxud_tx_push_udp6(struct sk_buff *skb, const struct in6_addr *saddr,
-		      const struct in6_addr *daddr, __be16 sport, u8 tclass,
-		      u8 hop_limit, u32 flow_label, u8 **datagram)
+int rxud_tx_push_udp6(struct sk_buff *skb, struct dst_cache *cache,
+		      const struct in6_addr *saddr, const struct in6_addr *daddr,
+		      __be16 sport, u8 tclass, u8 hop_limit, u32 flow_label,
+		      u8 **datagram)
 {
 	struct net_device *ndev = skb->dev;
 	struct flowi6 fl6 = {
@@ -421,10 +456,20 @@ int rxud_tx_push_udp6(struct sk_buff *skb, const struct in6_addr *saddr,
 		.saddr = *saddr,
 		.daddr = *daddr,
 	};
-	struct dst_entry *dst;
+	struct dst_entry *dst = NULL;
+	struct in6_addr cached_saddr;
 	struct ipv6hdr *ip6h;
 
-	dst = ipv6_stub->ipv6_dst_lookup_flow(dev_net(ndev), NULL, &fl6, NULL);
+	/* As for IPv4: the per-CPU cache with bottom halves off. */
+	local_bh_disable();
+	if (cache)
+		dst = dst_cache_get_ip6(cache, &cached_saddr);
+	if (!dst) {
+		dst = ipv6_stub->ipv6_dst_lookup_flow(dev_net(ndev), NULL, &fl6, NULL);
+		if (!IS_ERR(dst) && !dst->error && cache)
+			dst_cache_set_ip6(cache, dst, &fl6.saddr);
+	}
+	local_bh_enable();
 	if (IS_ERR(dst))
 		return PTR_ERR(dst);
 	if (dst->error) {

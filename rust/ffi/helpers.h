@@ -11,6 +11,8 @@
 #include <net/udp_tunnel.h>
 #include <rdma/ib_verbs.h>
 
+struct dst_cache;
+
 struct ib_device *rxud_ib_alloc_device(size_t size);
 bool rxud_ib_device_try_get(struct ib_device *dev);
 void rxud_ib_device_get_dev(struct ib_device *dev);
@@ -79,12 +81,14 @@ int rxud_umem_pages(struct ib_umem *umem, struct page **pages, int max);
 unsigned long rxud_umem_offset(struct ib_umem *umem);
 struct sk_buff *rxud_tx_skb_alloc(struct net_device *ndev, unsigned int len,
 				  void **data);
-int rxud_tx_push_udp4(struct sk_buff *skb, __be32 saddr, __be32 daddr,
-		      __be16 sport, u8 tos, u8 ttl, u8 **datagram);
+int rxud_tx_push_udp4(struct sk_buff *skb, struct dst_cache *cache,
+		      __be32 saddr, __be32 daddr, __be16 sport, u8 tos, u8 ttl,
+		      u8 **datagram);
 int rxud_tx_send(struct sk_buff *skb);
-int rxud_tx_push_udp6(struct sk_buff *skb, const struct in6_addr *saddr,
-		      const struct in6_addr *daddr, __be16 sport, u8 tclass,
-		      u8 hop_limit, u32 flow_label, u8 **datagram);
+int rxud_tx_push_udp6(struct sk_buff *skb, struct dst_cache *cache,
+		      const struct in6_addr *saddr, const struct in6_addr *daddr,
+		      __be16 sport, u8 tclass, u8 hop_limit, u32 flow_label,
+		      u8 **datagram);
 int rxud_tx_send6(struct sk_buff *skb);
 void rxud_ib_cq_event(struct ib_cq *cq);
 void rxud_ib_cq_overflow(struct ib_cq *cq);
@@ -109,6 +113,14 @@ u64 rxud_now_ns(void);
  * direct-mapped kernel address, or NULL if the address is not one.
  */
 struct page *rxud_kva_page(u64 addr);
+
+/*
+ * A flow's cached output route (rust/net/route.rs): allocated, reset
+ * (forget the route), freed. Used under the flow's bottom-half lock.
+ */
+struct dst_cache *rxud_dst_cache_new(void);
+void rxud_dst_cache_reset(struct dst_cache *cache);
+void rxud_dst_cache_free(struct dst_cache *cache);
 
 /* Whether packets may be sent from here: not in hard irq, interrupts on. */
 bool rxud_may_send_inline(void);

@@ -159,12 +159,13 @@ impl TxSkb {
         unsafe { core::slice::from_raw_parts_mut(self.payload.as_ptr(), self.len) }
     }
 
-    /// Routes the packet from `saddr` to `daddr` and puts the UDP (source
-    /// port `sport`, destination 4791, no checksum) and IPv4 headers in
-    /// front of the payload. `EHOSTUNREACH`-like errors when there is no
-    /// route.
+    /// Routes the packet from `saddr` to `daddr` (through `route` when
+    /// the flow has a cached one) and puts the UDP (source port `sport`,
+    /// destination 4791, no checksum) and IPv4 headers in front of the
+    /// payload. `EHOSTUNREACH`-like errors when there is no route.
     pub(crate) fn push_udp4(
         &mut self,
+        route: Option<&super::RouteCache>,
         saddr: [u8; 4],
         daddr: [u8; 4],
         sport: u16,
@@ -180,6 +181,7 @@ impl TxSkb {
         let ret = unsafe {
             bindings::rxud_tx_push_udp4(
                 self.ptr.as_ptr(),
+                route.map_or(core::ptr::null_mut(), |r| r.as_raw()),
                 u32::from_ne_bytes(saddr),
                 u32::from_ne_bytes(daddr),
                 sport.to_be(),
@@ -198,6 +200,7 @@ impl TxSkb {
     /// 20-bit `flow_label` in the IPv6 header).
     pub(crate) fn push_udp6(
         &mut self,
+        route: Option<&super::RouteCache>,
         saddr: [u8; 16],
         daddr: [u8; 16],
         sport: u16,
@@ -220,6 +223,7 @@ impl TxSkb {
         let ret = unsafe {
             bindings::rxud_tx_push_udp6(
                 self.ptr.as_ptr(),
+                route.map_or(core::ptr::null_mut(), |r| r.as_raw()),
                 &s,
                 &t,
                 sport.to_be(),
