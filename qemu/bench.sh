@@ -48,7 +48,8 @@ fi
 src=$RXUD_CACHE/bench-src
 mkdir -p "$src"
 (cd "$stage" && find . -type f | sort) >"$stage.files"
-comm -23 "$src/.bench-files" "$stage.files" 2>/dev/null | while IFS= read -r f; do rm -f "$src/$f"; done
+[ ! -f "$src/.bench-files" ] ||
+	comm -23 "$src/.bench-files" "$stage.files" | while IFS= read -r f; do rm -f "$src/$f"; done
 while IFS= read -r f; do
 	cmp -s "$stage/$f" "$src/$f" || { mkdir -p "$(dirname "$src/$f")" && cp "$stage/$f" "$src/$f"; }
 done <"$stage.files"
