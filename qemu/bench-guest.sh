@@ -159,7 +159,11 @@ for prov in rxe rxud; do
 			ib_atomic_bw) unit=op/s ;;
 			*) unit=MB/s ;;
 			esac
-			record "$prov" "$t${extra:+ $extra}${netem:+, netem $netem}" "$size" "$(result "$RXUD_OUT/$prov-$n.client" "$t")" "$unit"
+			v=$(result "$RXUD_OUT/$prov-$n.client" "$t")
+			record "$prov" "$t${extra:+ $extra}${netem:+, netem $netem}" "$size" "$v" "$unit"
+			# A run without a figure: what the device counted, and
+			# what the kernel said, for whoever looks into it.
+			[ -n "$v" ] || { rdma statistic show link "$dev/1"; dmesg | tail -n 20; } >>"$RXUD_OUT/$prov-$n.client" 2>&1
 		fi
 	done
 	rdma link delete "$dev"
