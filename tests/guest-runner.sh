@@ -1,15 +1,14 @@
 #!/usr/bin/env bash
 # In-guest kselftest-style runner: runs every test script of a directory
-# (or the one script given), each with a time limit, nests its TAP output,
+# (or the scripts given), each with a time limit, nests its TAP output,
 # and records dmesg (and kmemleak's findings when booted with kmemleak=on).
-#   tests/guest-runner.sh DIR|SCRIPT
+#   tests/guest-runner.sh DIR|SCRIPT...
 # Writes the TAP stream to stdout and to $RXUD_OUT/tap.txt, the kernel log
 # to $RXUD_OUT/dmesg.txt. Exits non-zero if any test failed.
 set -u
-dir=$1
 out=${RXUD_OUT:-/tmp}
 limit=${RXUD_TEST_TIMEOUT:-300}
-if [ -f "$dir" ]; then tests=("$dir"); else tests=("$dir"/[0-9]*.sh); fi
+if [ $# -eq 1 ] && [ -d "$1" ]; then tests=("$1"/[0-9]*.sh); else tests=("$@"); fi
 {
 	echo "TAP version 13"
 	echo "1..${#tests[@]}"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Teardown with UD traffic in flight, both directions: the processes killed
+# Teardown with traffic in flight, both directions: the processes killed
 # (-9), the device deleted (rdma link delete), its netdev unregistered, and
-# rmmod, each while ibv_ud_pingpong runs. The kernel must survive every one
+# rmmod, each while ibv_ud_pingpong (UD), ib_write_bw (RC WRITEs one way)
+# and rping (RC over an rdma_cm connection, the other way) run. The kernel must survive every one
 # (the runner fails on any oops, lockdep report or leak) and leave nothing
 # behind. rxud, like rxe, has no disassociate_ucontext, so ib_core finishes
 # removing a device only once the processes using it have closed it: the
@@ -39,16 +40,35 @@ teardown_ns() {
 	wait_for 10 test "$(ib_count)" = 0
 }
 
-# traffic: a long ping-pong between the two devices, in the background.
+# traffic: long runs between the two devices, in the background: a UD
+# ping-pong, RC WRITEs from rxud1 to rxud0, rping (rdma_cm) from rxud0 to
+# rxud1. Returns once packets flow both ways.
 traffic() {
-	ip netns exec rxa ibv_ud_pingpong -d rxud0 -g "$(v2_gid_index rxud0)" -s 512 -n 1000000 \
+	local g0 g1
+	g0=$(v2_gid_index rxud0) g1=$(v2_gid_index rxud1)
+	ip netns exec rxa ibv_ud_pingpong -d rxud0 -g "$g0" -s 512 -n 1000000 \
 		>"$RXUD_OUT/pp-server.txt" 2>&1 </dev/null &
-	sleep 2
-	ip netns exec rxb ibv_ud_pingpong -d rxud1 -g "$(v2_gid_index rxud1)" -s 512 -n 1000000 169.254.210.1 \
+	ip netns exec rxa ib_write_bw -d rxud0 -x "$g0" -s 65536 -D 300 -p 18600 \
+		>"$RXUD_OUT/bw-server.txt" 2>&1 </dev/null &
+	ip netns exec rxb rping -s -a 169.254.210.2 -C 1000000 \
+		>"$RXUD_OUT/rping-server.txt" 2>&1 </dev/null &
+	wait_for 20 bw_listening
+	ip netns exec rxb ibv_ud_pingpong -d rxud1 -g "$g1" -s 512 -n 1000000 169.254.210.1 \
 		>"$RXUD_OUT/pp-client.txt" 2>&1 </dev/null &
-	# Running once packets flow.
-	wait_for 30 received_more_than rxud0 50
+	ip netns exec rxb ib_write_bw -d rxud1 -x "$g1" -s 65536 -D 300 -p 18600 169.254.210.1 \
+		>"$RXUD_OUT/bw-client.txt" 2>&1 </dev/null &
+	ip netns exec rxa rping -c -a 169.254.210.2 -C 1000000 \
+		>"$RXUD_OUT/rping-client.txt" 2>&1 </dev/null &
+	# Running once packets flow both ways, the perftest pair has
+	# connected (its TCP socket, port 18600 as the ping-pong has 18515,
+	# stays open while it runs) and so has rping
+	# (an rdma_cm id in the CONNECT state).
+	wait_for 30 received_more_than rxud0 200 && wait_for 30 received_more_than rxud1 200 &&
+		wait_for 30 bw_connected && wait_for 30 cm_connected
 }
+bw_listening() { ip netns exec rxa ss -Hltn 'sport = :18600' | grep -q .; }
+bw_connected() { ip netns exec rxa ss -Htn state established '( sport = :18600 )' | grep -q .; }
+cm_connected() { rdma resource show cm_id | grep -q 'state CONNECT'; }
 
 received_more_than() { [ "$(cat "/sys/class/infiniband/$1/ports/1/hw_counters/rx_packets")" -gt "$2" ]; }
 
@@ -57,9 +77,11 @@ received_more_than() { [ "$(cat "/sys/class/infiniband/$1/ports/1/hw_counters/rx
 user_qps() { rdma resource show qp link "$1/1" | grep -c -v 'type GSI'; }
 no_user_qps() { [ "$(user_qps rxud0)$(user_qps rxud1)" = 00 ]; }
 
-# kill_traffic: the ping-pong processes, -9.
+# kill_traffic: the traffic's processes, -9.
 kill_traffic() {
 	pkill -9 -x ibv_ud_pingpong
+	pkill -9 -x ib_write_bw
+	pkill -9 -x rping
 }
 
 rxud_load
