@@ -23,7 +23,10 @@ use crate::abi::{
     opcode, send_flags, status, wc_opcode, Cqe, SendWqe, Sge, UdOp, SEND_WQE_HEADER_SIZE, SGE_SIZE,
 };
 use crate::ib::{AddressVector, NetworkType, QpType};
-use crate::net::{skb::TxSkb, NetDevice, RouteCache};
+use crate::net::{
+    skb::{Ipv6Flow, TxSkb},
+    NetDevice, RouteCache,
+};
 use crate::proto::{
     mtu::IbMtu,
     psn::Psn,
@@ -270,9 +273,11 @@ pub(crate) fn finish(
             av.sgid,
             av.dgid,
             sport,
-            av.traffic_class,
-            ttl,
-            av.flow_label,
+            Ipv6Flow {
+                tclass: av.traffic_class,
+                hop_limit: ttl,
+                label: av.flow_label,
+            },
         ),
         // One IPv4 end and one IPv6 end: no route between them.
         _ => return Err(status::LOC_QP_OP_ERR),

@@ -196,17 +196,15 @@ impl TxSkb {
         Ok(())
     }
 
-    /// As [`TxSkb::push_udp4`], over IPv6 (`tclass`, `hop_limit` and the
-    /// 20-bit `flow_label` in the IPv6 header).
+    /// As [`TxSkb::push_udp4`], over IPv6 (with `flow`'s traffic class,
+    /// hop limit and flow label in the IPv6 header).
     pub(crate) fn push_udp6(
         &mut self,
         route: Option<&super::RouteCache>,
         saddr: [u8; 16],
         daddr: [u8; 16],
         sport: u16,
-        tclass: u8,
-        hop_limit: u8,
-        flow_label: u32,
+        flow: Ipv6Flow,
     ) -> Result {
         if self.datagram.is_some() {
             return Err(EINVAL);
@@ -227,9 +225,9 @@ impl TxSkb {
                 &s,
                 &t,
                 sport.to_be(),
-                tclass,
-                hop_limit,
-                flow_label,
+                flow.tclass,
+                flow.hop_limit,
+                flow.label,
                 &mut d,
             )
         };
@@ -273,4 +271,13 @@ impl Drop for TxSkb {
         // SAFETY: we own the unsent skb (type invariant).
         unsafe { bindings::rxud_kfree_skb(self.ptr.as_ptr()) };
     }
+}
+
+/// The IPv6 header fields of a flow: traffic class, hop limit and the
+/// 20-bit flow label.
+#[derive(Clone, Copy)]
+pub(crate) struct Ipv6Flow {
+    pub(crate) tclass: u8,
+    pub(crate) hop_limit: u8,
+    pub(crate) label: u32,
 }
