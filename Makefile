@@ -41,16 +41,16 @@ all: modules provider $(VERBS_TEST) $(RC_TEST) $(DATA_TEST) $(EX_TEST) ktest
 ktest:
 	$(MAKE) -C $(KDIR) M=$(KTEST) LLVM=1 modules
 
-$(VERBS_TEST): $(TOP)/tests/verbs/verbs-test.c $(TOP)/tests/verbs/tap.h
+$(VERBS_TEST): $(TOP)/tests/verbs/verbs-test.c $(TOP)/tests/verbs/tap.h $(TOP)/tests/verbs/util.h
 	$(CC) -O2 -g -Wall -Wextra -Werror -o $@ $< -libverbs
 
-$(RC_TEST): $(TOP)/tests/verbs/rc-test.c $(TOP)/tests/verbs/tap.h
+$(RC_TEST): $(TOP)/tests/verbs/rc-test.c $(TOP)/tests/verbs/tap.h $(TOP)/tests/verbs/util.h
 	$(CC) -O2 -g -Wall -Wextra -Werror -o $@ $< -libverbs
 
-$(DATA_TEST): $(TOP)/tests/verbs/data-test.c $(TOP)/tests/verbs/tap.h
+$(DATA_TEST): $(TOP)/tests/verbs/data-test.c $(TOP)/tests/verbs/tap.h $(TOP)/tests/verbs/util.h
 	$(CC) -O2 -g -Wall -Wextra -Werror -o $@ $< -libverbs
 
-$(EX_TEST): $(TOP)/tests/verbs/ex-test.c $(TOP)/tests/verbs/tap.h
+$(EX_TEST): $(TOP)/tests/verbs/ex-test.c $(TOP)/tests/verbs/tap.h $(TOP)/tests/verbs/util.h
 	$(CC) -O2 -g -Wall -Wextra -Werror -o $@ $< -libverbs
 
 # Kernel memory per QP, for make bench (which builds it in its own copy).

@@ -37,6 +37,7 @@
 #include <unistd.h>
 #include <infiniband/verbs.h>
 #include "tap.h"
+#include "util.h"
 
 #define ALL_ACCESS (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | \
 		    IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC)
@@ -275,14 +276,6 @@ static struct ibv_mr *mr[2];
 static struct ibv_cq *scq[2], *rcq[2];
 static struct ibv_qp *qp[2];
 
-static long long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
-}
-
 static int connect_qp(int i, uint32_t sq_psn, uint32_t rq_psn)
 {
 	struct ibv_qp_attr a;
@@ -489,20 +482,6 @@ static void expected(const struct op *o, int batch, int side)
 }
 
 /* --- Completions --- */
-
-static const char *wc_opcode_name(int op)
-{
-	switch (op) {
-	case IBV_WC_SEND: return "SEND";
-	case IBV_WC_RDMA_WRITE: return "RDMA_WRITE";
-	case IBV_WC_RDMA_READ: return "RDMA_READ";
-	case IBV_WC_COMP_SWAP: return "COMP_SWAP";
-	case IBV_WC_FETCH_ADD: return "FETCH_ADD";
-	case IBV_WC_RECV: return "RECV";
-	case IBV_WC_RECV_RDMA_WITH_IMM: return "RECV_RDMA_WITH_IMM";
-	default: return "?";
-	}
-}
 
 static const enum ibv_wc_opcode wc_opcode[NKINDS] = {
 	IBV_WC_SEND, IBV_WC_SEND, IBV_WC_RDMA_WRITE, IBV_WC_RDMA_WRITE, IBV_WC_RDMA_READ,

@@ -40,6 +40,7 @@
 #include <unistd.h>
 #include <infiniband/verbs.h>
 #include "tap.h"
+#include "util.h"
 
 #define BUF_LEN 65536
 #define ALL_ACCESS (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | \
@@ -63,31 +64,9 @@ static int gid_idx = -1, rxe_quirks, strict;
 static uint8_t *buf_a, *buf_b;
 static struct ibv_mr *mr_a, *mr_b;
 
-static void fill(uint8_t *p, size_t len, unsigned int seed)
-{
-	for (size_t i = 0; i < len; i++)
-		p[i] = (uint8_t)(seed + i * 7 + (i >> 8));
-}
-
-static int same(const uint8_t *p, size_t len, unsigned int seed)
-{
-	for (size_t i = 0; i < len; i++)
-		if (p[i] != (uint8_t)(seed + i * 7 + (i >> 8)))
-			return 0;
-	return 1;
-}
-
 static void skip(const char *what)
 {
 	check(1, "%s # SKIP rdma-core 44's rxe provider gets this wrong", what);
-}
-
-static long long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
 }
 
 /* --- Extended completions --- */

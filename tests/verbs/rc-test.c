@@ -34,6 +34,7 @@
 #include <unistd.h>
 #include <infiniband/verbs.h>
 #include "tap.h"
+#include "util.h"
 
 /* --- Memory --- */
 
@@ -63,21 +64,6 @@ static struct ibv_mr *mr_a, *mr_b, *mr_ro;
 #define READ_OFF	24576	/* RDMA READ, 5000 bytes */
 #define ATOMIC_OFF	40960	/* atomics, 8 bytes */
 
-/* A byte pattern that differs per @seed and is not periodic in 256. */
-static void fill(uint8_t *p, size_t len, unsigned int seed)
-{
-	for (size_t i = 0; i < len; i++)
-		p[i] = (uint8_t)(seed + i * 7 + (i >> 8));
-}
-
-static int same(const uint8_t *p, size_t len, unsigned int seed)
-{
-	for (size_t i = 0; i < len; i++)
-		if (p[i] != (uint8_t)(seed + i * 7 + (i >> 8)))
-			return 0;
-	return 1;
-}
-
 static int all_bytes(const uint8_t *p, size_t len, uint8_t v)
 {
 	for (size_t i = 0; i < len; i++)
@@ -98,14 +84,6 @@ static struct ibv_sge sge(struct ibv_mr *mr, size_t off, uint32_t len)
 
 static int timed_out;	/* a completion did not come in POLL_MS */
 
-static long long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
-}
-
 /*
  * One completion of @cq into @wc, waiting at most @ms; 1 if one came. Polls,
  * sleeping a little between empty polls: under TCG a busy loop would starve
@@ -124,20 +102,6 @@ static int poll_wc(struct ibv_cq *cq, struct ibv_wc *wc, int ms)
 			return 0;
 		if (i > 10)
 			usleep(200);
-	}
-}
-
-static const char *wc_opcode_name(int op)
-{
-	switch (op) {
-	case IBV_WC_SEND: return "SEND";
-	case IBV_WC_RDMA_WRITE: return "RDMA_WRITE";
-	case IBV_WC_RDMA_READ: return "RDMA_READ";
-	case IBV_WC_COMP_SWAP: return "COMP_SWAP";
-	case IBV_WC_FETCH_ADD: return "FETCH_ADD";
-	case IBV_WC_RECV: return "RECV";
-	case IBV_WC_RECV_RDMA_WITH_IMM: return "RECV_RDMA_WITH_IMM";
-	default: return "?";
 	}
 }
 
