@@ -398,21 +398,22 @@ impl DeviceOps for RxudDevice {
 
     fn poll_cq(dev: &Device<Self>, cq: &RxudCq) -> Option<Completion> {
         let core = cq.core();
-        let cqe = core.pop()?;
-        // Entries carry the QP's number; completions name the QP itself.
-        // One that is gone (or whose number a new QP on other CQs took)
-        // is not named.
-        let qp = dev
-            .data()
-            .qps
-            .get(cqe.qp_num)
-            .filter(|qp| qp.uses_cq(core))
-            .map(|qp| qp.handle());
-        Some(Completion {
-            cqe,
-            qp,
-            port: PORT,
-        })
+        loop {
+            let cqe = core.pop()?;
+            // Entries carry the QP's number; completions name the QP
+            // itself. An entry of a QP destroyed before its CQ was
+            // drained (or whose number a QP on other CQs took since) can
+            // name none, and a ULP's handler may follow `wc->qp`: it is
+            // dropped.
+            let qp = dev.data().qps.get(cqe.qp_num).filter(|qp| qp.uses_cq(core));
+            if let Some(qp) = qp {
+                return Some(Completion {
+                    cqe,
+                    qp: qp.handle(),
+                    port: PORT,
+                });
+            }
+        }
     }
 
     const PORT_COUNTERS: &'static [CounterDesc] = &RX_COUNTER_DESCS;

@@ -353,8 +353,8 @@ const _: () = assert!(
 /// A completion for a kernel consumer.
 pub(crate) struct Completion {
     pub(crate) cqe: Cqe,
-    /// The QP it belongs to; `None` if that QP is gone.
-    pub(crate) qp: Option<QpHandle>,
+    /// The QP it belongs to.
+    pub(crate) qp: QpHandle,
     pub(crate) port: u32,
 }
 
@@ -366,7 +366,7 @@ pub(super) fn write_wc(c: &Completion, wc: &mut bindings::ib_wc) {
     wc.opcode = cqe.opcode;
     wc.vendor_err = cqe.vendor_err;
     wc.byte_len = cqe.byte_len;
-    wc.qp = qp.map_or(core::ptr::null_mut(), |h| h.0.as_ptr());
+    wc.qp = qp.0.as_ptr();
     // Both union members are a u32 as the entry holds it.
     wc.ex.imm_data = cqe.imm_data;
     wc.src_qp = cqe.src_qp;
