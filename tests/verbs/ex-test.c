@@ -129,20 +129,6 @@ static int stays_empty(struct ibv_cq_ex *cq, int ms)
 	return !poll_ex(cq, &g, ms);
 }
 
-static const char *op_name(int op)
-{
-	switch (op) {
-	case IBV_WC_SEND: return "SEND";
-	case IBV_WC_RDMA_WRITE: return "RDMA_WRITE";
-	case IBV_WC_RDMA_READ: return "RDMA_READ";
-	case IBV_WC_COMP_SWAP: return "COMP_SWAP";
-	case IBV_WC_FETCH_ADD: return "FETCH_ADD";
-	case IBV_WC_RECV: return "RECV";
-	case IBV_WC_RECV_RDMA_WITH_IMM: return "RECV_RDMA_WITH_IMM";
-	default: return "?";
-	}
-}
-
 /*
  * The next completion of @cq is work request @wr_id's, successful, with
  * @opcode, on QP @qpn, vendor_err 0, and no LID, SL or path bits (RoCE):
@@ -154,15 +140,15 @@ static int expect(struct ibv_cq_ex *cq, uint64_t wr_id, int opcode, uint32_t qpn
 	int ok;
 
 	if (!poll_ex(cq, g, POLL_MS)) {
-		check(0, "%s: %s of wr_id %llu (no completion)", what, op_name(opcode),
+		check(0, "%s: %s of wr_id %llu (no completion)", what, wc_opcode_name(opcode),
 		      (unsigned long long)wr_id);
 		return 0;
 	}
 	ok = g->wr_id == wr_id && g->status == IBV_WC_SUCCESS && g->opcode == opcode &&
 	     g->qp_num == qpn && !g->vendor_err && !g->slid && !g->sl && !g->dlid_path_bits;
 	check(ok, "%s: %s of wr_id %llu on QPN %#x (got %s, %s, wr_id %llu, QPN %#x, "
-	      "vendor_err %u, slid %u, sl %u, path bits %u)", what, op_name(opcode),
-	      (unsigned long long)wr_id, qpn, ibv_wc_status_str(g->status), op_name(g->opcode),
+	      "vendor_err %u, slid %u, sl %u, path bits %u)", what, wc_opcode_name(opcode),
+	      (unsigned long long)wr_id, qpn, ibv_wc_status_str(g->status), wc_opcode_name(g->opcode),
 	      (unsigned long long)g->wr_id, g->qp_num, g->vendor_err, g->slid, g->sl,
 	      g->dlid_path_bits);
 	return ok;
