@@ -26,6 +26,12 @@ phase() {
 	phase_start=$SECONDS
 }
 passed=0 failed=0 skipped=0
+# fail_log MESSAGE: a failure outside a TAP stream, logged now and listed
+# again in the summary.
+fail_log() {
+	log "FAIL: $*"
+	echo "FAIL: $*" >>"$OUT/failures.txt"
+}
 
 count_host() { # cargo output -> counters
 	local p f
@@ -42,7 +48,7 @@ check_vm_results() { # DIR NVMS
 	for i in $(seq 0 $((n - 1))); do
 		tap=$dir/vm$i/tap.txt
 		if [ ! -s "$tap" ]; then
-			log "FAIL: vm$i produced no test output (see $dir/vm$i.log)"
+			fail_log "vm$i produced no test output (see $dir/vm$i.log)"
 			failed=$((failed + 1))
 			continue
 		fi
@@ -56,15 +62,15 @@ check_vm_results() { # DIR NVMS
 			failed=$((failed + $(grep -cE '^not ok ' "$tap")))
 		fi
 		if [ -s "$dir/vm$i/kmemleak.txt" ]; then
-			log "FAIL: vm$i: kmemleak reports leaks:"
+			fail_log "vm$i: kmemleak reports leaks:"
 			head -n 40 "$dir/vm$i/kmemleak.txt" >&2
 			failed=$((failed + 1))
 		fi
 		if [ ! -f "$dir/vm$i/dmesg.txt" ]; then
-			log "FAIL: vm$i: no kernel log collected"
+			fail_log "vm$i: no kernel log collected"
 			failed=$((failed + 1))
 		elif grep -E "$KERNEL_BUG_RE" "$dir/vm$i/dmesg.txt" >"$dir/vm$i/kernel-bugs.txt"; then
-			log "FAIL: vm$i kernel log reports a bug:"
+			fail_log "vm$i kernel log reports a bug:"
 			head -n 40 "$dir/vm$i/kernel-bugs.txt" >&2
 			failed=$((failed + 1))
 		else
@@ -84,7 +90,7 @@ gate() {
 		passed=$((passed + 1))
 	else
 		tail -n 40 "$OUT/gate-$id.txt" >&2
-		echo "not ok - $what (see $OUT/gate-$id.txt)"
+		echo "not ok - $what (see $OUT/gate-$id.txt)" | tee -a "$OUT/failures.txt"
 		failed=$((failed + 1))
 	fi
 }
@@ -96,14 +102,14 @@ if [ "$mode" != vm ]; then
 	if [ -f "$(kernel_dir)/.rxud-built" ]; then
 		gate clippy-module "clippy: the kernel's CLIPPY=1 lints on rxud.ko, no warning" make -s -C "$TOP" clippy-module
 	else
-		log "FAIL: no built kernel for the module's clippy gate: run 'make setup'"
+		fail_log "no built kernel for the module's clippy gate: run 'make setup'"
 		failed=$((failed + 1))
 	fi
 
 	log "host unit tests (cargo test: protocol core, ABI layout, provider)"
 	for crate in rust/proto rust/abi rdma-core-provider; do
 		cargo test --manifest-path "$TOP/$crate/Cargo.toml" 2>&1 | tee -a "$OUT/host.txt"
-		[ "${PIPESTATUS[0]}" -eq 0 ] || { log "FAIL: host unit tests of $crate"; failed=$((failed + 1)); }
+		[ "${PIPESTATUS[0]}" -eq 0 ] || { fail_log "host unit tests of $crate"; failed=$((failed + 1)); }
 	done
 	count_host "$OUT/host.txt"
 	phase "lint gates and host tests"
@@ -163,7 +169,7 @@ if [ "$mode" != host ]; then
 		echo "ok - make run: two VMs loaded rxud, showed rxud0 and ran ibv_ud_pingpong, ibv_rc_pingpong, ib_write_bw and rping (rdma_cm) over it"
 		passed=$((passed + 1))
 	else
-		echo "not ok - make run failed (see $OUT/run-demo.txt)"
+		echo "not ok - make run failed (see $OUT/run-demo.txt)" | tee -a "$OUT/failures.txt"
 		failed=$((failed + 1))
 	fi
 
@@ -179,5 +185,12 @@ if [ "$mode" != host ]; then
 fi
 
 echo "results in $OUT"
+# CI shows only the end of this output: name what failed here.
+if [ "$failed" -ne 0 ]; then
+	echo "failures:"
+	grep -rhE '^(# )?not ok ' "$OUT" --exclude-dir=mutants --include=tap.txt --include=harness.txt \
+		--include=mutation.txt | sed 's/^/  /' | head -n 40
+	sed 's/^/  /' "$OUT/failures.txt" 2>/dev/null
+fi
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]

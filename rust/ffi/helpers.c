@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /* See helpers.h: forwarders for static inlines and macros. */
 
+#include <linux/crc32.h>
 #include <linux/highmem.h>
 #include <linux/if_vlan.h>
 #include <linux/inetdevice.h>
@@ -259,6 +260,34 @@ int rxud_skb_ip_udp_headers(const struct sk_buff *skb, u8 *buf, int max)
 	memcpy(buf, skb_network_header(skb), ip_len);
 	memcpy(buf + ip_len, skb_transport_header(skb), sizeof(struct udphdr));
 	return ip_len + sizeof(struct udphdr);
+}
+
+/*
+ * CRC-32 through __skb_checksum, the way SCTP runs CRC-32c over an skb:
+ * the linear part continues from the seed, each fragment's CRC is taken
+ * from zero and combined (crc32_le is linear: crc(c, A|B) is
+ * shift(crc(c, A), |B|) ^ crc(0, B)). No byte is copied.
+ */
+static __wsum rxud_crc32_update(const void *buf, int len, __wsum crc)
+{
+	return (__force __wsum)crc32_le((__force u32)crc, buf, len);
+}
+
+static __wsum rxud_crc32_combine(__wsum crc, __wsum crc2, int offset, int len)
+{
+	return (__force __wsum)crc32_le_combine((__force u32)crc,
+						(__force u32)crc2, len);
+}
+
+static const struct skb_checksum_ops rxud_crc32_ops = {
+	.update = rxud_crc32_update,
+	.combine = rxud_crc32_combine,
+};
+
+u32 rxud_skb_crc32(const struct sk_buff *skb, int offset, int len, u32 crc)
+{
+	return (__force u32)__skb_checksum(skb, offset, len, (__force __wsum)crc,
+					   &rxud_crc32_ops);
 }
 
 int rxud_skb_copy_to_page(const struct sk_buff *skb, int offset,

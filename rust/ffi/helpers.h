@@ -71,6 +71,11 @@ bool rxud_skb_pull_udp_header(struct sk_buff *skb);
 
 /* Data path: see helpers.c. */
 int rxud_skb_ip_udp_headers(const struct sk_buff *skb, u8 *buf, int max);
+/*
+ * Advances the raw CRC-32 register @crc (crc32_le's, no inversion) over
+ * @len bytes at @offset of @skb, linear part and fragments, in place.
+ */
+u32 rxud_skb_crc32(const struct sk_buff *skb, int offset, int len, u32 crc);
 int rxud_skb_copy_to_page(const struct sk_buff *skb, int offset,
 			  struct page *page, unsigned int pgoff, int len);
 void rxud_page_write(struct page *page, unsigned int pgoff, const void *src,

@@ -57,6 +57,23 @@ impl SkBuff {
         kernel::error::to_result(ret)
     }
 
+    /// Advances the raw CRC-32 register `crc` (the kernel's `crc32_le`:
+    /// no inversion) over `len` bytes at `offset`, reading them in place
+    /// (linear part and fragments; nothing copied); `EINVAL` past the
+    /// end.
+    pub(crate) fn crc32(&self, offset: usize, len: usize, crc: u32) -> Result<u32> {
+        let end = offset.checked_add(len).ok_or(EINVAL)?;
+        if end > self.len() {
+            return Err(EINVAL);
+        }
+        let (Ok(off), Ok(n)) = (i32::try_from(offset), i32::try_from(len)) else {
+            return Err(EINVAL);
+        };
+        // SAFETY: the skb is live (type invariant) and the range is inside
+        // its data (checked); the helper only reads it.
+        Ok(unsafe { bindings::rxud_skb_crc32(self.ptr.as_ptr(), off, n, crc) })
+    }
+
     /// Copies the IP header (IPv4 without options or IPv6) and the UDP
     /// header the datagram arrived with into `out`; returns their length.
     pub(crate) fn ip_udp_headers(&self, out: &mut [u8; 48]) -> Result<usize> {

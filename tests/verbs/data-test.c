@@ -631,6 +631,15 @@ static int check_side(const struct op *o, int batch, int side)
 		printf("#   %s's slot (%s): %zu bytes differ, from offset %zu to %zu; at %zu: %#04x, want %#04x\n",
 		       side ? "B" : "A", side == o->req ? "requester" : "responder", bad, first, last,
 		       first, s[first], expect[first]);
+		if (is_atomic(o->kind) && side == o->req) {
+			uint64_t got;
+
+			memcpy(&got, s + o->l[0].off, 8);
+			printf("#   returned %#llx; the word held %#llx (operand %#llx, swap %#llx, final %#llx)\n",
+			       (unsigned long long)got, (unsigned long long)o->old,
+			       (unsigned long long)o->operand, (unsigned long long)o->swap,
+			       (unsigned long long)o->final);
+		}
 	}
 	return 0;
 }

@@ -26,7 +26,7 @@
 use super::requester::{Incoming, Message, Outcome, PostError, Requester, Slot, TxPacket};
 use super::responder::{Action, Request, Resource, Responder, Response};
 use super::{reth, AckSyndrome, Config, IbMtu, MsgKind, NakCode, Opcode, Psn, Status};
-use std::collections::BinaryHeap;
+use std::collections::{BTreeSet, BinaryHeap};
 use std::vec;
 use std::vec::Vec;
 
@@ -190,6 +190,11 @@ struct Sim {
     log: Option<Vec<TxPacket>>,
     /// Print every event (debugging a failing seed).
     trace: bool,
+    /// PSNs of the READs and atomics the responder executed: no plain
+    /// ACK may name one (rxe's requester would complete the READ or
+    /// atomic on it, without its data).
+    rd_atomic_psns: BTreeSet<u32>,
+    mtu: u32,
 }
 
 const REMOTE_READ_BASE: u64 = 0x10_0000_0000;
@@ -230,6 +235,8 @@ impl Sim {
             drop_once: None,
             log: None,
             trace: std::env::var_os("RC_MODEL_TRACE").is_some(),
+            rd_atomic_psns: BTreeSet::new(),
+            mtu: cfg.mtu.bytes(),
         }
     }
 
@@ -300,6 +307,13 @@ impl Sim {
                 Response::Ack { psn, aeth } => {
                     if matches!(aeth.syndrome, AckSyndrome::RnrNak { .. }) {
                         self.target.rnr_naks += 1;
+                    }
+                    if matches!(aeth.syndrome, AckSyndrome::Ack { .. }) {
+                        assert!(
+                            !self.rd_atomic_psns.contains(&psn.value()),
+                            "a plain ACK names READ/atomic PSN {}",
+                            psn.value()
+                        );
                     }
                     (
                         Incoming {
@@ -425,6 +439,12 @@ impl Sim {
         }
         if plan.completes_recv {
             self.target.recv_done.push(id);
+        }
+        if !m.kind.carries_payload() {
+            let n = super::packets(m.kind, plan.len, self.mtu);
+            for k in 0..n {
+                self.rd_atomic_psns.insert(plan.psn().add(k).value());
+            }
         }
         self.resp.commit(&plan, orig).unwrap();
     }

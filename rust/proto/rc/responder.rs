@@ -271,6 +271,11 @@ pub struct Responder<S> {
     since_ack: u32,
     /// One past the newest PSN a sent response covered.
     acked_upto: Psn,
+    /// The newest SEND/WRITE packet accepted and the MSN after it: what
+    /// a plain ACK names. Never a READ's or atomic's PSN, which only
+    /// their own responses may answer: rxe's requester completes a READ
+    /// or atomic on a plain ACK with its last PSN, without its data.
+    ackable: (Psn, u32),
 }
 
 const ACK: AckSyndrome = AckSyndrome::ACK_NO_CREDITS;
@@ -301,6 +306,7 @@ impl<S: AsRef<[Resource]> + AsMut<[Resource]>> Responder<S> {
             ack_force: false,
             since_ack: 0,
             acked_upto: start,
+            ackable: (start.add(Psn::MASK), 0),
         }
     }
 
@@ -426,8 +432,17 @@ impl<S: AsRef<[Resource]> + AsMut<[Resource]>> Responder<S> {
         let psn = req.psn;
         match kind.class() {
             Class::Send | Class::Write => {
-                self.ack_owed = true;
-                self.ack_force = true;
+                // Acknowledged again (the first ACK may have been lost),
+                // unless a READ or atomic was accepted since: its
+                // response, or the replay of it that the requester's
+                // retry will bring, acknowledges this one implicitly; a
+                // plain ACK would reach the requester in the middle of
+                // that READ's response, which rxe's requester mistakes
+                // for the end of it.
+                if self.ackable.0.next() == self.epsn {
+                    self.ack_owed = true;
+                    self.ack_force = true;
+                }
                 Action::Duplicate
             }
             Class::Read => {
@@ -578,6 +593,12 @@ impl<S: AsRef<[Resource]> + AsMut<[Resource]>> Responder<S> {
             Class::Send | Class::Write => {
                 self.epsn = self.epsn.next();
                 self.since_ack = self.since_ack.saturating_add(1);
+                let msn = if ends {
+                    self.msn.wrapping_add(1) & Psn::MASK
+                } else {
+                    self.msn
+                };
+                self.ackable = (plan.psn, msn);
                 self.cur = if ends {
                     None
                 } else {
@@ -784,9 +805,10 @@ impl<S: AsRef<[Resource]> + AsMut<[Resource]>> Responder<S> {
             if force || self.acked_upto != self.epsn {
                 self.acked_upto = self.epsn;
                 self.since_ack = 0;
+                let (psn, msn) = self.ackable;
                 return Some(Response::Ack {
-                    psn: self.epsn.add(Psn::MASK),
-                    aeth: self.aeth(ACK),
+                    psn,
+                    aeth: aeth::Repr { syndrome: ACK, msn },
                 });
             }
         }
@@ -1113,6 +1135,55 @@ mod tests {
         // A re-request that does not match the resource is dropped.
         let wrong = with_reth(rq(0, Opcode::RC_RDMA_READ_REQUEST, 0), 0x5000, 3, len);
         assert_eq!(r.on_request(&wrong), Action::Drop);
+    }
+
+    /// A plain ACK after a READ or atomic names the newest SEND/WRITE
+    /// before it, never the READ's or atomic's PSN: a requester such as
+    /// rxe would take that ACK for the READ's or atomic's answer and
+    /// complete it without its data (seen as wrong READ data and atomic
+    /// values with rxe under loss and duplication).
+    #[test]
+    fn plain_acks_never_name_a_read_or_atomic() {
+        let mut r = resp(0);
+        let s = plan(r.on_request(&rq(0, Opcode::RC_SEND_ONLY, 8)));
+        r.commit(&s, 0).unwrap();
+        let a = plan(r.on_request(&rq(1, Opcode::RC_FETCH_ADD, 0)));
+        r.commit(&a, 7).unwrap();
+        let out = responses(&mut r);
+        assert!(
+            matches!(out[..], [Response::AtomicAck { psn, .. }] if psn == Psn::new(1)),
+            "{out:?}"
+        );
+        // A duplicate of the SEND: no ACK (the atomic's answer covers
+        // it), and certainly none for PSN 1.
+        assert_eq!(
+            r.on_request(&rq(0, Opcode::RC_SEND_ONLY, 8)),
+            Action::Duplicate
+        );
+        assert_eq!(responses(&mut r), []);
+        // The same after a READ.
+        let rd = plan(r.on_request(&with_reth(
+            rq(2, Opcode::RC_RDMA_READ_REQUEST, 0),
+            0x1000,
+            3,
+            2 * MTU,
+        )));
+        r.commit(&rd, 0).unwrap();
+        assert_eq!(responses(&mut r).len(), 2);
+        assert_eq!(
+            r.on_request(&rq(0, Opcode::RC_SEND_ONLY, 8)),
+            Action::Duplicate
+        );
+        assert_eq!(responses(&mut r), []);
+        // A SEND after them moves it on; its duplicate is ACKed again.
+        let s = plan(r.on_request(&rq(4, Opcode::RC_SEND_ONLY, 8)));
+        r.commit(&s, 0).unwrap();
+        assert_eq!(responses(&mut r), [ack(4, 4)]);
+        assert_eq!(
+            r.on_request(&rq(4, Opcode::RC_SEND_ONLY, 8)),
+            Action::Duplicate
+        );
+        assert_eq!(responses(&mut r), [ack(4, 4)]);
     }
 
     #[test]

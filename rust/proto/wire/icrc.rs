@@ -270,6 +270,15 @@ impl Icrc {
         self.state = crc32_update(self.state, data);
     }
 
+    /// Continues over bytes that are not in one slice (an skb's
+    /// fragments) with a CRC-32 engine of the caller's: `f` takes the raw
+    /// CRC-32 register (crc32_le's: no inversion, reflected) and returns
+    /// it advanced over those bytes, or fails.
+    pub fn try_update_with<E>(&mut self, f: impl FnOnce(u32) -> Result<u32, E>) -> Result<(), E> {
+        self.state = f(self.state)?;
+        Ok(())
+    }
+
     /// The ICRC value. On the wire it goes least significant byte first:
     /// `value.to_le_bytes()`.
     pub fn finish(&self) -> u32 {
@@ -390,6 +399,32 @@ mod tests {
             longer.extend_from_slice(&[0; 6]);
             assert_eq!(icrc_check(&longer), Ok(()));
         }
+    }
+
+    /// What the kernel's `rxud_skb_crc32` relies on: with the raw
+    /// register, a fragment's CRC taken from zero combines with the state
+    /// before it (`crc32_le_combine`: that state advanced over as many
+    /// zero bytes, XOR the fragment's CRC).
+    #[test]
+    fn fragments_combine_as_the_kernel_does() {
+        let p = ipv4_datagram(300);
+        let end = p.len() - ICRC_LEN;
+        let (mut whole, n) = Icrc::begin(&p).unwrap();
+        whole.update(&p[n..end]);
+        let (mut pieces, _) = Icrc::begin(&p).unwrap();
+        pieces
+            .try_update_with(|mut crc| -> Result<u32, ()> {
+                for frag in p[n..end].chunks(97) {
+                    let shifted = crc32_update(crc, &std::vec![0u8; frag.len()]);
+                    crc = shifted ^ crc32_update(0, frag);
+                }
+                Ok(crc)
+            })
+            .unwrap();
+        assert_eq!(pieces.finish(), whole.finish());
+        assert_eq!(whole.finish().to_le_bytes(), p[end..]);
+        let (mut failed, _) = Icrc::begin(&p).unwrap();
+        assert_eq!(failed.try_update_with(|_| Err(7)), Err(7));
     }
 
     #[test]
