@@ -232,7 +232,7 @@ static int connect_rc(struct ibv_qp *qp, uint32_t dest_qpn, uint32_t sq_psn, uin
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTS;
 	a.sq_psn = sq_psn;
-	a.timeout = 14;
+	a.timeout = 17;	/* 537 ms: a starved TCG guest must not run out of retries */
 	a.retry_cnt = 7;
 	a.rnr_retry = 7;
 	a.max_rd_atomic = 4;

@@ -265,7 +265,7 @@ static int connect_qp(struct ibv_qp *qp, int i, uint32_t dest_qpn, uint32_t sq_p
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTS;
 	a.sq_psn = sq_psn;
-	a.timeout = 14;		/* 67 ms */
+	a.timeout = 17;		/* 537 ms: a starved TCG guest must not run out of retries */
 	a.retry_cnt = 7;
 	a.rnr_retry = rnr_retry;
 	a.max_rd_atomic = 4;
