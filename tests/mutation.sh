@@ -7,7 +7,8 @@
 # replacement, the test to run (with kmemleak on if the pattern is its
 # report), and a pattern that must
 # appear in that run's results (its TAP output, kmemleak's report or the
-# kernel log).
+# kernel log). The kmemleak mutants boot a VM each; the others share one
+# boot (tests/mutant-lane.sh), beside them.
 #
 #   tests/mutation.sh              build and run every mutant
 #   tests/mutation.sh build DIR    only build them into DIR (make check does
@@ -59,22 +60,42 @@ mutant() {
 	printf '%s\t%s\t%s\n' "$name" "$test" "$want" >>"$work/mutants.tsv"
 }
 
-# run_mutant I: boots a VM with mutant I and runs its test; with kmemleak
-# only for the mutants a leak report must catch (kmemleak slows every
-# allocation and adds its scans to the run).
-run_mutant() {
-	local src=$work/${names[$1]} append=()
-	case ${wants[$1]} in *unreferenced*) append=(--append kmemleak=on) ;; esac
-	"$TOP/qemu/vm.sh" "${append[@]}" --timeout 600 --out "$src/run" -- \
+# A mutant's results: its own VM's (kmemleak mutants), or its directory in
+# the shared lane's VM.
+result_dir() {
+	case ${wants[$1]} in
+	*unreferenced*) echo "$work/${names[$1]}/run/vm0" ;;
+	*) echo "$work/lane/vm0/${names[$1]}" ;;
+	esac
+}
+
+# A kmemleak mutant boots a VM of its own (a leak must be its own); only
+# they pay for kmemleak, which slows every allocation and adds its scans.
+run_alone() {
+	local src=$work/${names[$1]}
+	"$TOP/qemu/vm.sh" --append kmemleak=on --timeout 600 --out "$src/run" -- \
 		env RXUD_KO="$src/rxud.ko" RXUD_FAIL_FAST=1 "$TOP/tests/guest-runner.sh" "$TOP/${tests[$1]}" >/dev/null 2>&1
 }
 
-# judge I: whether mutant I's run shows what must catch it.
+# The others share one boot (tests/mutant-lane.sh), the lockdep one last:
+# lockdep turns itself off after its first report.
+run_lane() {
+	local i args=() last=()
+	for i in "${!names[@]}"; do
+		case ${wants[$i]} in
+		*unreferenced*) ;;
+		*"lock state"*) last+=("${names[$i]}" "$work/${names[$i]}/rxud.ko" "$TOP/${tests[$i]}") ;;
+		*) args+=("${names[$i]}" "$work/${names[$i]}/rxud.ko" "$TOP/${tests[$i]}") ;;
+		esac
+	done
+	"$TOP/qemu/vm.sh" --timeout 600 --out "$work/lane" -- \
+		"$TOP/tests/mutant-lane.sh" "${args[@]}" "${last[@]}" >/dev/null 2>&1
+}
+
 judge() {
-	local name=${names[$1]} out=$work/${names[$1]}/run
-	# grep reads the files itself: with pipefail, `cat | grep -q` fails
-	# when grep stops early and cat dies of SIGPIPE.
-	if grep -qsE -- "${wants[$1]}" "$out"/vm0/tap.txt "$out"/vm0/kmemleak.txt "$out"/vm0/dmesg.txt; then
+	local name=${names[$1]} out
+	out=$(result_dir "$1")
+	if grep -qsE -- "${wants[$1]}" "$out"/tap.txt "$out"/kmemleak.txt "$out"/dmesg.txt; then
 		echo "ok - mutant $name is caught by $(basename "${tests[$1]}")"
 	else
 		echo "not ok - mutant $name survived $(basename "${tests[$1]}") (looked for: ${wants[$1]})"
@@ -153,12 +174,14 @@ if [ "$mode" = run ]; then
 		names+=("$n") tests+=("$t") wants+=("$w")
 	done <"$work/mutants.tsv"
 fi
-for ((i = 0; i < ${#names[@]}; i += 2)); do
-	run_mutant $i &
-	first=$!
-	[ $((i + 1)) -lt ${#names[@]} ] && run_mutant $((i + 1))
-	wait $first
+# Two lanes side by side: the shared boot, and the kmemleak mutants one
+# after the other.
+run_lane &
+lane=$!
+for i in "${!names[@]}"; do
+	case ${wants[$i]} in *unreferenced*) run_alone "$i" ;; esac
 done
+wait $lane
 for i in "${!names[@]}"; do
 	judge "$i"
 done

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# In-guest: runs several mutants' tests in one boot (tests/mutation.sh),
+# one after the other, each against its own build of the module:
+#   tests/mutant-lane.sh NAME KO TEST [NAME KO TEST]...
+# Each mutant's TAP stream and kernel log go to $RXUD_OUT/NAME/ (the
+# kernel log cleared in between, so each holds its own run). A mutant
+# whose module cannot be unloaded afterwards ends the lane: the ones after
+# it are not run, so they cannot be counted as caught.
+set -u
+top=$(cd "$(dirname "$0")/.." && pwd)
+out=${RXUD_OUT:-/tmp}
+# A mutant's test stops at its first failed check (RXUD_FAIL_FAST), so it
+# does not clean up after itself: what it may have left is removed here,
+# whatever the test, before the next mutant.
+cleanup() {
+	local l d ns
+	pkill -9 -f 'ibv_|ib_(send|write|read|atomic)_|rping|ucmatose|udaddy|data-test|rc-test|ex-test|srq_pingpong' 2>/dev/null
+	sleep 1
+	for ns in $(ip netns list 2>/dev/null | awk '{print $1}'); do
+		ip netns del "$ns"
+	done
+	for l in $(rdma link show 2>/dev/null | awk '{print $2}' | cut -d/ -f1 | sort -u); do
+		rdma link delete "$l" 2>/dev/null
+	done
+	# Virtual netdevs (no bus device behind them) other than lo.
+	for d in /sys/class/net/*; do
+		d=${d##*/}
+		[ "$d" = lo ] || [ -e "/sys/class/net/$d/device" ] || ip link del "$d" 2>/dev/null
+	done
+	for m in rxud_ktest rdma_rxe; do
+		[ -d "/sys/module/$m" ] && rmmod "$m" 2>/dev/null
+	done
+}
+
+while [ $# -ge 3 ]; do
+	name=$1 ko=$2 test=$3
+	shift 3
+	mkdir -p "$out/$name"
+	dmesg -C
+	RXUD_OUT=$out/$name RXUD_KO=$ko RXUD_FAIL_FAST=1 "$top/tests/guest-runner.sh" "$test" >/dev/null 2>&1
+	cleanup
+	for _ in 1 2 3 4 5; do
+		[ -d /sys/module/rxud ] || break
+		rmmod rxud 2>/dev/null || sleep 1
+	done
+	if [ -d /sys/module/rxud ]; then
+		echo "mutant $name: rxud could not be unloaded; the rest of the lane is not run" |
+			tee "$out/$name/stuck"
+		exit 1
+	fi
+done
