@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # In-guest: runs several mutants' tests in one boot (tests/mutation.sh),
 # one after the other, each against its own build of the module:
-#   tests/mutant-lane.sh NAME KO TEST [NAME KO TEST]...
-# Each mutant's TAP stream and kernel log go to $RXUD_OUT/NAME/ (the
-# kernel log cleared in between, so each holds its own run). A mutant
-# whose module cannot be unloaded afterwards ends the lane: the ones after
-# it are not run, so they cannot be counted as caught.
+#   tests/mutant-lane.sh LIST
+# LIST has one mutant per line: NAME, KO and TEST, tab-separated (a file,
+# not arguments: the guest's command travels on the kernel command line,
+# which holds 2048 bytes). Each mutant's TAP stream and kernel log go to
+# $RXUD_OUT/NAME/ (the kernel log cleared in between, so each holds its
+# own run). A mutant whose module cannot be unloaded afterwards ends the
+# lane: the ones after it are not run, so they cannot be counted as
+# caught.
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 out=${RXUD_OUT:-/tmp}
@@ -32,13 +35,13 @@ cleanup() {
 	done
 }
 
-while [ $# -ge 3 ]; do
-	name=$1 ko=$2 test=$3
-	shift 3
+list=${1:?usage: $0 LIST}
+# The list on fd 3: the tests must not read it from their stdin.
+while IFS=$'\t' read -r name ko test <&3; do
 	mkdir -p "$out/$name"
 	dmesg -C
-	RXUD_OUT=$out/$name RXUD_KO=$ko RXUD_FAIL_FAST=1 "$top/tests/guest-runner.sh" "$test" >/dev/null 2>&1
-	cleanup
+	RXUD_OUT=$out/$name RXUD_KO=$ko RXUD_FAIL_FAST=1 "$top/tests/guest-runner.sh" "$test" </dev/null >/dev/null 2>&1
+	cleanup </dev/null
 	for _ in 1 2 3 4 5; do
 		[ -d /sys/module/rxud ] || break
 		rmmod rxud 2>/dev/null || sleep 1
@@ -48,4 +51,4 @@ while [ $# -ge 3 ]; do
 			tee "$out/$name/stuck"
 		exit 1
 	fi
-done
+done 3<"$list"

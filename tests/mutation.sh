@@ -80,21 +80,29 @@ run_alone() {
 # The others share one boot (tests/mutant-lane.sh), the lockdep one last:
 # lockdep turns itself off after its first report.
 run_lane() {
-	local i args=() last=()
+	local i line last=()
+	: >"$work/lane.tsv"
 	for i in "${!names[@]}"; do
+		line=$(printf '%s\t%s\t%s' "${names[$i]}" "$work/${names[$i]}/rxud.ko" "$TOP/${tests[$i]}")
 		case ${wants[$i]} in
 		*unreferenced*) ;;
-		*"lock state"*) last+=("${names[$i]}" "$work/${names[$i]}/rxud.ko" "$TOP/${tests[$i]}") ;;
-		*) args+=("${names[$i]}" "$work/${names[$i]}/rxud.ko" "$TOP/${tests[$i]}") ;;
+		*"lock state"*) last+=("$line") ;;
+		*) echo "$line" >>"$work/lane.tsv" ;;
 		esac
 	done
+	[ ${#last[@]} -eq 0 ] || printf '%s\n' "${last[@]}" >>"$work/lane.tsv"
 	"$TOP/qemu/vm.sh" --timeout 600 --out "$work/lane" -- \
-		"$TOP/tests/mutant-lane.sh" "${args[@]}" "${last[@]}" >/dev/null 2>&1
+		"$TOP/tests/mutant-lane.sh" "$work/lane.tsv" >"$work/lane.log" 2>&1
 }
 
 judge() {
 	local name=${names[$1]} out
 	out=$(result_dir "$1")
+	if [ ! -s "$out/tap.txt" ]; then
+		echo "not ok - mutant $name was not run: no results in $out (see $work/lane.log or $work/$name/run)"
+		failed=1
+		return
+	fi
 	if grep -qsE -- "${wants[$1]}" "$out"/tap.txt "$out"/kmemleak.txt "$out"/dmesg.txt; then
 		echo "ok - mutant $name is caught by $(basename "${tests[$1]}")"
 	else

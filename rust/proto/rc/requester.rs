@@ -56,6 +56,9 @@ use super::{
     Status, Transport, MAX_MSG_LEN, RNR_RETRY_INFINITE,
 };
 
+/// The window after a retransmit timeout, in PSNs (see `Requester::cwnd`).
+pub const RESTART_WINDOW: u32 = 2;
+
 /// A work request as the requester sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Message {
@@ -232,6 +235,13 @@ pub struct Requester<S> {
 
     mtu: u32,
     window: u32,
+    /// The window in use: `window`, except after a retransmit timeout,
+    /// when it restarts at [`RESTART_WINDOW`] and grows by one per PSN
+    /// answered (doubling each round trip, as TCP's slow start) back to
+    /// `window`. A timeout means the path or the peer stopped taking
+    /// packets (loss of a whole window, a starved receiver): resending
+    /// the whole window into it at once only multiplies the losses.
+    cwnd: u32,
     ack_every: u32,
     max_rd_atomic: u32,
     retry_cnt: u8,
@@ -282,6 +292,7 @@ impl<S: AsRef<[Slot]> + AsMut<[Slot]>> Requester<S> {
             cap,
             mtu: cfg.mtu.bytes(),
             window: cfg.window_clamped(),
+            cwnd: cfg.window_clamped(),
             ack_every: cfg.ack_every_clamped(),
             max_rd_atomic: u32::from(cfg.max_rd_atomic),
             retry_cnt: cfg.retry_cnt,
@@ -420,7 +431,7 @@ impl<S: AsRef<[Slot]> + AsMut<[Slot]>> Requester<S> {
             }
         }
         let ahead = self.cur_psn.diff(self.una);
-        if ahead < 0 || ahead as u32 >= self.window {
+        if ahead < 0 || ahead as u32 >= self.cwnd {
             return None;
         }
         let fresh = self.cur_idx == self.high_idx;
@@ -454,7 +465,7 @@ impl<S: AsRef<[Slot]> + AsMut<[Slot]>> Requester<S> {
             let next = psn.next();
             let ack_req = last
                 || self.since_ack_req.saturating_add(1) >= self.ack_every
-                || next.diff(self.una) as u32 >= self.window;
+                || next.diff(self.una) as u32 >= self.cwnd;
             let dma_len = if w.kind.class() == Class::Write && pos.starts_message() {
                 w.len
             } else {
@@ -608,6 +619,9 @@ impl<S: AsRef<[Slot]> + AsMut<[Slot]>> Requester<S> {
             return;
         }
         self.retry_left -= 1;
+        if why == Retry::Timeout {
+            self.cwnd = RESTART_WINDOW.min(self.window);
+        }
         self.go_back();
         self.retry_mark = Some(self.una);
         self.deadline = self.timeout_ns.map(|t| now.saturating_add(t));
@@ -681,6 +695,8 @@ impl<S: AsRef<[Slot]> + AsMut<[Slot]>> Requester<S> {
             self.acked = self.una;
         }
         if (self.una, self.acked) != before {
+            let answered = self.una.diff(before.0).max(0) as u32;
+            self.cwnd = self.cwnd.saturating_add(answered).min(self.window);
             self.retry_left = self.retry_cnt;
             // The RNR budget is per PSN: answers to earlier READs do not
             // restore it.
@@ -1335,6 +1351,37 @@ mod tests {
         );
         r.on_response(&ack(Psn::new(9)), 1);
         assert_eq!(drain(&mut r, 1).len(), 10);
+    }
+
+    /// After a retransmit timeout the requester resends RESTART_WINDOW
+    /// packets (the last asking for an ACK), not the whole window, and
+    /// the window grows back by one per PSN answered.
+    #[test]
+    fn a_timeout_restarts_from_a_small_window_that_grows_back() {
+        let mut r = req(0);
+        r.post(msg(1, MsgKind::Write, 40 * MTU)).unwrap();
+        assert_eq!(drain(&mut r, 0).len(), 16);
+        let d = r.next_deadline().unwrap();
+        assert_eq!(r.on_timeout(d), TimerOutcome::Retransmit);
+        let p = drain(&mut r, d);
+        assert_eq!(p.len(), RESTART_WINDOW as usize);
+        assert!(p.iter().all(|p| p.retransmit));
+        assert!(
+            p[1].ack_req,
+            "the packet filling the window asks for an ACK"
+        );
+        // Both answered: the window is 4, two of its PSNs already sent.
+        r.on_response(&ack(Psn::new(1)), d + 1);
+        let p = drain(&mut r, d + 1);
+        assert_eq!(
+            p.iter().map(|p| p.psn.value()).collect::<Vec<_>>(),
+            [2, 3, 4, 5]
+        );
+        // It never grows past the configured window.
+        r.on_response(&ack(Psn::new(15)), d + 2);
+        let p = drain(&mut r, d + 2);
+        assert_eq!(p.first().map(|p| p.psn.value()), Some(16));
+        assert_eq!(p.len(), 16);
     }
 
     #[test]
