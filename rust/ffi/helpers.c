@@ -473,6 +473,22 @@ void rxud_ib_cq_overflow(struct ib_cq *cq)
 		cq->event_handler(&ev, cq->cq_context);
 }
 
+/*
+ * A QP on an SRQ reached the error state: IB_EVENT_QP_LAST_WQE_REACHED to
+ * its owner (ib_drain_qp waits for it before polling the CQ).
+ */
+void rxud_ib_qp_last_wqe_reached(struct ib_qp *qp)
+{
+	struct ib_event ev = {
+		.device = qp->device,
+		.element.qp = qp,
+		.event = IB_EVENT_QP_LAST_WQE_REACHED,
+	};
+
+	if (qp->srq && qp->event_handler)
+		qp->event_handler(&ev, qp->qp_context);
+}
+
 int rxud_tx_push_udp6(struct sk_buff *skb, struct dst_cache *cache,
 		      const struct in6_addr *saddr, const struct in6_addr *daddr,
 		      __be16 sport, u8 tclass, u8 hop_limit, u32 flow_label,

@@ -97,6 +97,7 @@ int rxud_tx_push_udp6(struct sk_buff *skb, struct dst_cache *cache,
 int rxud_tx_send6(struct sk_buff *skb);
 void rxud_ib_cq_event(struct ib_cq *cq);
 void rxud_ib_cq_overflow(struct ib_cq *cq);
+void rxud_ib_qp_last_wqe_reached(struct ib_qp *qp);
 void rxud_ib_srq_limit_reached(struct ib_srq *srq);
 
 /* The counter array of hardware statistics and its length. */

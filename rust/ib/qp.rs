@@ -396,7 +396,19 @@ impl<T: DeviceOps> Adapter<T> {
                 UData::from_raw(udata),
             )
         };
-        to_c(T::modify_qp(dev, data, &a, &udata))
+        let r = T::modify_qp(dev, data, &a, &udata);
+        if r.is_ok() && a.mask.contains(QpAttrMask::STATE) && a.state == Some(QpState::Err) {
+            // In the error state the QP takes nothing more from its SRQ
+            // (if it has one): its owner learns so, as from rxe, and
+            // `ib_drain_qp` waits for exactly this before polling
+            // (without it, 60 s per QP). Also when the QP was in error
+            // already: a drain asks again.
+            // SAFETY: the QP is live for the call (contract above); the
+            // helper does nothing for a QP without an SRQ, and ib_core's
+            // event handlers may be called from a verb.
+            unsafe { bindings::rxud_ib_qp_last_wqe_reached(qp) };
+        }
+        to_c(r)
     }
 
     /// `ib_device_ops.post_send`. User QPs ring the doorbell with no work

@@ -726,6 +726,7 @@ static void srq_limit_checks(void)
 	struct ibv_srq_init_attr sia = { .attr = { .max_wr = 16, .max_sge = 1 } };
 	struct pair_opts o = default_opts;
 	struct ibv_srq_attr sa_attr = { .srq_limit = 2 };
+	struct ibv_qp_attr qa;
 	struct ibv_async_event ev;
 	struct ibv_send_wr wr;
 	struct ibv_recv_wr rwr, *bad;
@@ -772,6 +773,22 @@ static void srq_limit_checks(void)
 	err = ibv_query_srq(o.srq, &sa_attr);
 	check(!err && sa_attr.srq_limit == 0, "SRQ limit: disarmed after the event (query_srq: %s, limit %u)",
 	      err ? strerror(err) : "success", sa_attr.srq_limit);
+	/*
+	 * In the error state a QP takes nothing more from its SRQ, and says
+	 * so: IBV_EVENT_QP_LAST_WQE_REACHED (the kernel's ib_drain_qp waits
+	 * for it before it polls).
+	 */
+	qa = (struct ibv_qp_attr){ .qp_state = IBV_QPS_ERR };
+	err = ibv_modify_qp(p.qp[1], &qa, IBV_QP_STATE);
+	got = 0;
+	for (long long end = now_ms() + POLL_MS; !err && !got && now_ms() < end;) {
+		if (poll(&pfd, 1, (int)(end - now_ms())) != 1 || ibv_get_async_event(ctx[1], &ev))
+			break;
+		got = ev.event_type == IBV_EVENT_QP_LAST_WQE_REACHED && ev.element.qp == p.qp[1];
+		ibv_ack_async_event(&ev);
+	}
+	check(got, "SRQ: IBV_EVENT_QP_LAST_WQE_REACHED for B's QP once moved to ERROR (modify_qp: %s)",
+	      err ? strerror(err) : "success");
 	pair_destroy(&p);
 	ibv_destroy_srq(o.srq);
 }
