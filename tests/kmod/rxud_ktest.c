@@ -3,7 +3,8 @@
  * rxud_ktest: drives the verbs only kernel ULPs can reach (DMA MRs through
  * ib_alloc_pd, fast-registration MRs and ib_map_mr_sg; kernel QPs moving
  * data: ib_post_send/ib_post_recv/ib_poll_cq over RC, REG_MR, LOCAL_INV,
- * SEND with invalidate, flush in the error state) on one RDMA device,
+ * SEND with invalidate, flush in the error state, ib_drain_qp of a QP on an
+ * SRQ) on one RDMA device,
  * and the verbs ib_core lets ULPs call in atomic context from that context
  * (AHs with interrupts off and in softirq, ib_map_mr_sg in softirq,
  * ib_req_notify_cq in hard irq), and prints TAP to the kernel log:
@@ -616,6 +617,84 @@ out:
 	kfree(t.bbuf);
 }
 
+/* --- ib_drain_qp on a QP whose receives come from an SRQ ---------------- */
+
+static atomic_t last_wqe_events;
+
+static void srq_qp_event(struct ib_event *ev, void *ctx)
+{
+	if (ev->event == IB_EVENT_QP_LAST_WQE_REACHED)
+		atomic_inc(&last_wqe_events);
+}
+
+/*
+ * ib_drain_qp (as nvme-rdma, iSER and the other ULPs call it before
+ * destroying a QP) moves a QP with an SRQ to the error state and waits for
+ * IB_EVENT_QP_LAST_WQE_REACHED before polling its CQ: up to 60 s if the
+ * provider never raises it. The QP need not be connected.
+ */
+static void srq_drain_checks(struct ib_device *ibdev)
+{
+	struct ib_srq_init_attr sa = {
+		.attr = { .max_wr = 8, .max_sge = 1 },
+		.srq_type = IB_SRQT_BASIC,
+	};
+	struct ib_qp_init_attr qa = {
+		.event_handler = srq_qp_event,
+		.qp_type = IB_QPT_RC,
+		.sq_sig_type = IB_SIGNAL_REQ_WR,
+		.cap = { .max_send_wr = 4, .max_send_sge = 1 },
+	};
+	struct ib_qp_attr init = {};
+	struct ib_srq *srq = NULL;
+	struct ib_qp *qp = NULL;
+	struct ib_cq *cq = NULL;
+	struct ib_pd *pd;
+	unsigned long t0;
+	int ret;
+
+	pd = ib_alloc_pd(ibdev, 0);
+	if (IS_ERR(pd)) {
+		check(false, "ib_alloc_pd for the SRQ drain (%ld)", PTR_ERR(pd));
+		return;
+	}
+	cq = ib_alloc_cq(ibdev, NULL, 16, 0, IB_POLL_DIRECT);
+	srq = ib_create_srq(pd, &sa);
+	check(!IS_ERR(cq) && !IS_ERR(srq), "a CQ and an SRQ for the drain (%ld, %ld)",
+	      IS_ERR(cq) ? PTR_ERR(cq) : 0L, IS_ERR(srq) ? PTR_ERR(srq) : 0L);
+	if (IS_ERR(cq) || IS_ERR(srq))
+		goto out;
+	qa.send_cq = cq;
+	qa.recv_cq = cq;
+	qa.srq = srq;
+	qp = ib_create_qp(pd, &qa);
+	check(!IS_ERR(qp), "an RC QP on the SRQ (%ld)", IS_ERR(qp) ? PTR_ERR(qp) : 0L);
+	if (IS_ERR(qp))
+		goto out;
+	/* RESET -> ERROR is not a transition; INIT -> ERROR is. */
+	init.qp_state = IB_QPS_INIT;
+	init.port_num = 1;
+	ret = ib_modify_qp(qp, &init, IB_QP_STATE | IB_QP_PKEY_INDEX | IB_QP_PORT |
+			   IB_QP_ACCESS_FLAGS);
+	check(ret == 0, "the QP on the SRQ to INIT (%d)", ret);
+	if (ret)
+		goto out;
+	atomic_set(&last_wqe_events, 0);
+	t0 = jiffies;
+	ib_drain_qp(qp);
+	check(atomic_read(&last_wqe_events) >= 1,
+	      "ib_drain_qp of a QP on an SRQ: IB_EVENT_QP_LAST_WQE_REACHED came (%d, drain took %u ms)",
+	      atomic_read(&last_wqe_events), jiffies_to_msecs(jiffies - t0));
+out:
+	if (!IS_ERR_OR_NULL(qp))
+		ib_destroy_qp(qp);
+	if (!IS_ERR_OR_NULL(srq))
+		ib_destroy_srq(srq);
+	if (!IS_ERR_OR_NULL(cq))
+		ib_free_cq(cq);
+	ib_dealloc_pd(pd);
+}
+
 static int __init rxud_ktest_init(void)
 {
 	struct ib_device *ibdev = ib_device_get_by_name(dev, RDMA_DRIVER_UNKNOWN);
@@ -626,6 +705,7 @@ static int __init rxud_ktest_init(void)
 		pd_checks(ibdev);
 		fast_reg_checks(ibdev);
 		data_checks(ibdev);
+		srq_drain_checks(ibdev);
 		if (atomic)
 			context_checks(ibdev);
 		ib_device_put(ibdev);
