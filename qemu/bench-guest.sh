@@ -149,6 +149,10 @@ for prov in rxe rxud; do
 		# shellcheck disable=SC2086
 		[ -n "$netem" ] && [ "$RXUD_VM" = 1 ] && tc qdisc add dev "$RXUD_IF" root netem $netem
 		run_both "$prov-$n" timeout 150 "$t" "${args[@]}"
+		# The device's counters after each run, on both ends (cumulative:
+		# a run's share is the difference with the run before), for
+		# whoever looks into what limits a figure.
+		rdma statistic show link "$dev/1" >"$RXUD_OUT/$prov-$n.stats" 2>&1
 		if [ "$RXUD_VM" = 1 ]; then
 			if [ -n "$netem" ]; then
 				tc -s qdisc show dev "$RXUD_IF" >>"$RXUD_OUT/$prov-$n.client"
