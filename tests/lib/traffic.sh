@@ -25,7 +25,7 @@ hwc() { cat "/sys/class/infiniband/$1/ports/1/hw_counters/$2"; }
 # perftest; with GID_PREFIX, the GID that starts with it). The client
 # connects to $SIP. Output in $CLI_OUT and $SRV_OUT, and as diagnostics.
 run_pair() {
-	local sns=$1 sdev=$2 cns=$3 cdev=$4 prog=$5 gopt=-x sg cg spid t0=$SECONDS
+	local sns=$1 sdev=$2 cns=$3 cdev=$4 prog=$5 gopt=-x sg cg spid crc t0=$SECONDS
 	shift 5
 	case $prog in ibv_*_pingpong) gopt=-g ;; esac
 	: >"$CLI_OUT"
@@ -34,9 +34,16 @@ run_pair() {
 		cg=$(v2_gid_index "$cdev" ${GID_PREFIX:+"$GID_PREFIX"}); then
 		inns "$sns" timeout "${PP_TIMEOUT:-60}" "$prog" -d "$sdev" "$gopt" "$sg" "$@" >"$SRV_OUT" 2>&1 &
 		spid=$!
-		wait_for 20 serving "$spid" "$sns"
-		inns "$cns" timeout "${PP_TIMEOUT:-60}" "$prog" -d "$cdev" "$gopt" "$cg" "$@" "$SIP" >"$CLI_OUT" 2>&1
-		echo "client exit $?" >>"$CLI_OUT"
+		wait_for 60 serving "$spid" "$sns"
+		# A slow guest may not be listening yet: the client tries again
+		# while the server runs and the TCP connection was refused.
+		for _ in 1 2 3; do
+			inns "$cns" timeout "${PP_TIMEOUT:-60}" "$prog" -d "$cdev" "$gopt" "$cg" "$@" "$SIP" >"$CLI_OUT" 2>&1
+			crc=$?
+			grep -q "Couldn't connect" "$CLI_OUT" && kill -0 "$spid" 2>/dev/null || break
+			sleep 2
+		done
+		echo "client exit $crc" >>"$CLI_OUT"
 		wait "$spid"
 		echo "server exit $?" >>"$SRV_OUT"
 	else
