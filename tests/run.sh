@@ -187,6 +187,18 @@ fi
 echo "results in $OUT"
 # CI shows only the end of this output: name what failed here.
 if [ "$failed" -ne 0 ]; then
+	# With each failed check, the diagnostics printed since the check
+	# before it (the tail of them): what the test saw.
+	find "$OUT" -path "$OUT/mutants" -prune -o -name tap.txt -print | sort | while read -r tap; do
+		awk -v max=20 '
+			/^# ok [0-9]+ / { n = 0; next }
+			/^# not ok [0-9]+ / {
+				print "  " FILENAME ": " $0
+				for (i = (n > max ? n - max : 0); i < n; i++) print "    " buf[i % max]
+				n = 0; next
+			}
+			/^# # / { buf[n % max] = $0; n++ }' "$tap"
+	done | head -n 120
 	echo "failures:"
 	grep -rhE '^(# )?not ok ' "$OUT" --exclude-dir=mutants --include=tap.txt --include=harness.txt \
 		--include=mutation.txt | sed 's/^/  /' | head -n 40
