@@ -9,6 +9,7 @@ pub(crate) mod counter;
 pub(crate) mod counters;
 pub(crate) mod cq;
 pub(crate) mod device;
+pub(crate) mod flight;
 pub(crate) mod local;
 pub(crate) mod mr;
 pub(crate) mod pd;

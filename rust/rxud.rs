@@ -4,9 +4,9 @@
 //!
 //! `rdma link add rxud0 type rxud netdev eth0` creates an ib_device on
 //! `eth0`. The crate has two floors (see Documentation/design.rst): the
-//! boundary (`ffi`, `ib`, `net`, `sync`, `timer`: every `unsafe` block) and the driver
-//! (`driver`: safe Rust), over the kernel-independent protocol core
-//! (`proto`).
+//! boundary (`ffi`, `ib`, `net`, `sync`, `timer`, `bh_work`: every
+//! `unsafe` block) and the driver (`driver`: safe Rust), over the
+//! kernel-independent protocol core (`proto`).
 
 // pin_init! of the larger driver objects (QpCore) nests deeper than the
 // default allows.
@@ -18,6 +18,7 @@ use kernel::{prelude::*, sync::Arc};
 // (`rust/abi/lib.rs`); librxud uses items the module does not.
 #[allow(dead_code, unreachable_pub)]
 mod abi;
+mod bh_work;
 mod driver;
 mod ffi;
 mod ib;
@@ -72,6 +73,9 @@ impl Drop for RxudModule {
         // the fields.
         self.link = None;
         self.registry.unregister_all();
+        // Packets the devices sent may still sit in a qdisc, with our
+        // destructor attached.
+        net::skb::wait_for_owned_skbs();
         pr_info!("unloaded\n");
     }
 }

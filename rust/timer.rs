@@ -154,3 +154,10 @@ pub(crate) fn now_ns() -> u64 {
     // SAFETY: no precondition; callable in any context.
     unsafe { bindings::rxud_now_ns() }
 }
+
+/// Sleeps for about `ms` milliseconds (`msleep`). Context: process.
+pub(crate) fn sleep_ms(ms: u32) {
+    // SAFETY: no precondition beyond a sleepable context, which callers
+    // guarantee (documented).
+    unsafe { bindings::rxud_msleep(ms) };
+}

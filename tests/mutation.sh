@@ -158,6 +158,12 @@ build_all() {
 		'crate::timer::Timer::arm(qp, d.saturating_sub(t));' 'let _ = d;' \
 		tests/guest/12-rc-loss.sh 'not ok [0-9]+ - 5% loss'
 
+	# Packets' destructors stop waking a sender stopped by its transmit
+	# budget: a UC sender (no ACK wakes it either) stalls on a slow link.
+	mutant flight-no-wake driver/flight.rs \
+		'BhWork::queue(this);' 'let _ = this;' \
+		tests/guest/12-rc-loss.sh 'not ok [0-9]+ - slow link: UC WRITE'
+
 	# The RC responder stops checking the rights of the MR an rkey names.
 	mutant rc-mr-rights-unchecked driver/rc.rs \
 		'match mr.check(qp.pd, va, len, rights) {' 'match mr.check(qp.pd, va, len, AccessFlags::EMPTY) {' \

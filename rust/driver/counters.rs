@@ -42,9 +42,16 @@ pub(crate) enum RxCounter {
     RcRnrNaks = 11,
     /// Duplicate RC requests the responder answered again.
     RcDuplicates = 12,
+    /// Packets built and handed to IP that it refused at once (no route,
+    /// a full device queue), or that could not be built (no memory): lost
+    /// on the sending side, recovered by RC's retransmission.
+    TxErrors = 13,
+    /// Times an RC/UC sender stopped because its packets below IP used
+    /// its whole budget (see `driver/flight.rs`).
+    TxBudgetWaits = 14,
 }
 
-const RX_COUNTERS: usize = 13;
+const RX_COUNTERS: usize = 15;
 
 /// Counter names, as `rdma statistic` shows them.
 pub(crate) static RX_COUNTER_DESCS: [CounterDesc; RX_COUNTERS] = [
@@ -61,6 +68,8 @@ pub(crate) static RX_COUNTER_DESCS: [CounterDesc; RX_COUNTERS] = [
     CounterDesc::new(c_str!("rc_timeouts")),
     CounterDesc::new(c_str!("rc_rnr_naks_sent")),
     CounterDesc::new(c_str!("rc_duplicates")),
+    CounterDesc::new(c_str!("tx_errors")),
+    CounterDesc::new(c_str!("tx_budget_waits")),
 ];
 
 /// The receive counters of one port.

@@ -7,6 +7,7 @@
 
 use super::cq::CqCore;
 use super::device::{RxudDevice, MAX_INLINE_DATA, MAX_QP_RD_ATOM, MAX_QP_WR, MAX_SGE, PORT};
+use super::flight::TxFlight;
 use super::mr::MrTable;
 use super::rc::{self, Path, RcAttrs, RcState};
 use super::ring::{Ring, WorkQueue};
@@ -17,6 +18,7 @@ use crate::abi::{
     recv_wqe_slot_size, send_wqe_slot_size, status, wc_opcode, Cqe, CreateQpReq, CreateQpResp,
     RecvWqe, SendWqe, SEND_WQE_HEADER_SIZE, SGE_SIZE,
 };
+use crate::bh_work::{impl_has_bh_work, BhWork};
 use crate::ib::{
     qp::transition_is_valid, AccessFlags, AddressVector, NetworkType, QpAttr, QpAttrMask, QpCap,
     QpHandle, QpInitAttr, QpQuery, QpState, QpType, UData,
@@ -47,6 +49,8 @@ const MAX_TIMER_CODE: u8 = 31;
 /// Largest value of the IB spec's 3-bit retry counts.
 const MAX_RETRY_COUNT: u8 = 7;
 
+/// How long destroying a QP waits for its packets below IP to drain.
+const QP_DRAIN_WAIT_MS: u32 = 1000;
 /// The QP number of the GSI QP (IBTA 3.5.1; one per port, rxud has one).
 pub(crate) const GSI_QPN: u32 = 1;
 
@@ -179,9 +183,15 @@ pub(crate) struct QpCore {
     /// in softirq, where kernel consumers may post).
     #[pin]
     pub(super) ud_ndev: SpinLockIrq<Option<NetDeviceRef>>,
+    /// RC and UC: packets below IP and their budget (see `flight.rs`).
+    pub(super) flight: TxFlight,
+    /// Wakes the RC/UC sender when its packets below IP have drained.
+    #[pin]
+    wake: BhWork<QpCore>,
 }
 
 impl_has_timer!(QpCore, rto, timer_fired);
+impl_has_bh_work!(QpCore, wake, super::flight::wake);
 
 /// The QP's timer fired: RC retransmission or RNR wait, or (any type) a
 /// doorbell rung where packets could not be sent (hard irq). Context:
@@ -343,12 +353,24 @@ impl Drop for RxudQp {
         drop(self.table.remove(self.core.qpn));
         crate::sync::synchronize_rcu();
         // No receive can arm the timer now, nor a doorbell (ib_core does
-        // not post to a QP being destroyed): stop it for good.
+        // not post to a QP being destroyed). The wake-up goes first: it
+        // runs the sender, which may arm the timer; the timer's sender
+        // only queues packets whose destructors find the wake-up shut.
+        BhWork::shutdown(&self.core);
         Timer::shutdown(&self.core);
         let state = self.core.rc.lock().take();
         drop(state);
         let ndev = self.core.ud_ndev.lock().take();
         drop(ndev);
+        // Packets still below IP hold the core; they normally drain in
+        // microseconds. Waiting a little lets the core go here, in
+        // process context, rather than from the last destructor.
+        for _ in 0..QP_DRAIN_WAIT_MS / 10 {
+            if self.core.flight.in_flight() == 0 {
+                break;
+            }
+            crate::timer::sleep_ms(10);
+        }
     }
 }
 
@@ -617,6 +639,8 @@ impl RxudQp {
                 rto <- Timer::new(),
                 rc <- new_spinlock_bh!(None, "rxud:qp_rc"),
                 ud_ndev <- new_spinlock_irq!(None, "rxud:qp_ud_ndev"),
+                flight: TxFlight::new(),
+                wake <- BhWork::new(),
             }),
             GFP_KERNEL,
         )?;
@@ -712,6 +736,7 @@ impl RxudQp {
                 dest_qpn: new.dest_qpn,
                 sport: super::tx::source_port(self.core.qpn),
             };
+            self.core.flight.set_mtu(attrs.mtu.bytes());
             Some(RcState::new(path, ndev.ok_or(ENODEV)?, &attrs, uc)?)
         } else {
             None

@@ -225,6 +225,10 @@ impl TxQueue {
         self.len += 1;
     }
 
+    fn len(&self) -> usize {
+        self.len
+    }
+
     fn pop(&mut self) -> Option<TxSkb> {
         if self.len == 0 {
             return None;
@@ -454,7 +458,7 @@ pub(crate) fn timer_fired(qp: Arc<QpCore>) {
 /// Generates what is due (WQEs from the ring, packets the window allows,
 /// completions), then sends the QP's queue unless another context is at
 /// it. Any context.
-fn kick(qp: &Arc<QpCore>) {
+pub(super) fn kick(qp: &Arc<QpCore>) {
     let mut batch: [Option<TxSkb>; TXQ_LEN] = core::array::from_fn(|_| None);
     let mut sent = 0;
     loop {
@@ -477,8 +481,17 @@ fn kick(qp: &Arc<QpCore>) {
             if st.sending {
                 return;
             }
+            // As many as the budget for packets below IP allows; the
+            // rest wait in the queue for the destructors' wake-up.
+            let allowed = qp.flight.reserve(st.txq.len() as u32) as usize;
+            if allowed < st.txq.len() {
+                qp.port.counters.add(RxCounter::TxBudgetWaits, 1);
+            }
             let mut n = 0;
-            while let Some(skb) = st.txq.pop() {
+            while n < allowed {
+                let Some(skb) = st.txq.pop() else {
+                    break;
+                };
                 batch[n] = Some(skb);
                 n += 1;
             }
@@ -491,7 +504,9 @@ fn kick(qp: &Arc<QpCore>) {
         for skb in batch.iter_mut().take(n) {
             if let Some(skb) = skb.take() {
                 // A packet IP refuses is a lost packet: RC recovers it.
-                let _ = skb.send();
+                if skb.send_owned(qp).is_err() {
+                    qp.port.counters.add(RxCounter::TxErrors, 1);
+                }
             }
         }
         sent += n;
@@ -623,7 +638,10 @@ fn uc_transmit(qp: &QpCore, st: &mut RcState) {
                 None
             }
             // No memory or route: the packet is lost, as UC allows.
-            Err(None) => None,
+            Err(None) => {
+                qp.port.counters.add(RxCounter::TxErrors, 1);
+                None
+            }
             Err(Some(e)) => Some(e),
         };
         let Some(t) = st.uc_tx_mut() else {
@@ -686,7 +704,7 @@ fn transmit(qp: &QpCore, st: &mut RcState, t: u64) {
                     let _ = s.req.fail_wqe(p.wqe, status);
                 }
             }
-            Err(None) => {}
+            Err(None) => qp.port.counters.add(RxCounter::TxErrors, 1),
         }
     }
 }
@@ -1444,8 +1462,10 @@ fn respond(qp: &QpCore, st: &mut RcState) {
         let Some(r) = st.receiver.resp.next_response() else {
             break;
         };
-        if let Some(skb) = build_response(qp, st, &r) {
-            st.txq.push(skb);
+        match build_response(qp, st, &r) {
+            Some(skb) => st.txq.push(skb),
+            // Lost: the requester asks again.
+            None => qp.port.counters.add(RxCounter::TxErrors, 1),
         }
     }
 }

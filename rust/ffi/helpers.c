@@ -2,6 +2,7 @@
 /* See helpers.h: forwarders for static inlines and macros. */
 
 #include <linux/crc32.h>
+#include <linux/delay.h>
 #include <linux/highmem.h>
 #include <linux/if_vlan.h>
 #include <linux/inetdevice.h>
@@ -561,6 +562,49 @@ int rxud_timer_arm_ns(struct timer_list *timer, u64 delay_ns)
 u64 rxud_now_ns(void)
 {
 	return ktime_get_ns();
+}
+
+void rxud_bh_work_init(struct work_struct *work,
+		       void (*fn)(struct work_struct *))
+{
+	INIT_WORK(work, fn);
+}
+
+/* Queues @work on the BH workqueue: it runs in softirq context on this
+ * CPU, at the next softirq exit. False if it was pending or is disabled. */
+bool rxud_bh_work_queue(struct work_struct *work)
+{
+	return queue_work(system_bh_wq, work);
+}
+
+/* Cancels @work, waits for a running instance and keeps it from being
+ * queued again. True if it was pending. */
+bool rxud_bh_work_disable_sync(struct work_struct *work)
+{
+	return disable_work_sync(work);
+}
+
+/*
+ * The skb has no socket: its destructor is its only owner hook. A
+ * transmit skb's shared info carries destructor_arg for its owner (it is
+ * zerocopy state only on skbs flagged SKBFL_ZEROCOPY_ENABLE, which ours
+ * never are), as AF_PACKET's and XDP sockets' transmit skbs use it.
+ */
+void rxud_skb_set_destructor(struct sk_buff *skb,
+			     void (*fn)(struct sk_buff *), void *arg)
+{
+	skb_shinfo(skb)->destructor_arg = arg;
+	skb->destructor = fn;
+}
+
+void *rxud_skb_destructor_arg(struct sk_buff *skb)
+{
+	return skb_shinfo(skb)->destructor_arg;
+}
+
+void rxud_msleep(unsigned int ms)
+{
+	msleep(ms);
 }
 
 struct page *rxud_kva_page(u64 addr)

@@ -114,6 +114,22 @@ void rxud_timer_setup(struct timer_list *timer,
 int rxud_timer_arm_ns(struct timer_list *timer, u64 delay_ns);
 u64 rxud_now_ns(void);
 
+/* Work items run in softirq context, on the BH workqueue (rust/bh_work.rs). */
+void rxud_bh_work_init(struct work_struct *work,
+		       void (*fn)(struct work_struct *));
+bool rxud_bh_work_queue(struct work_struct *work);
+bool rxud_bh_work_disable_sync(struct work_struct *work);
+
+/*
+ * Transmit skbs charged to their sender until the stack frees them
+ * (rust/net/skb.rs): @fn runs when @skb is freed or orphaned, and finds
+ * @arg with rxud_skb_destructor_arg().
+ */
+void rxud_skb_set_destructor(struct sk_buff *skb,
+			     void (*fn)(struct sk_buff *), void *arg);
+void *rxud_skb_destructor_arg(struct sk_buff *skb);
+void rxud_msleep(unsigned int ms);
+
 /*
  * Kernel memory by virtual DMA address (rust/ib/kmem.rs): the page of a
  * direct-mapped kernel address, or NULL if the address is not one.

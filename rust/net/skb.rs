@@ -2,12 +2,15 @@
 
 //! Socket buffers: an owned `struct sk_buff` as the UDP tunnel hands it
 //! over, read in place (linear part and page fragments alike) without
-//! linearizing.
+//! linearizing; and packets being built for transmission, which can stay
+//! charged to their sender ([`TxOwner`]) until the network stack frees
+//! them.
 
 use super::netdev::NetDeviceId;
 use crate::ffi::bindings;
 use core::ptr::NonNull;
-use kernel::prelude::*;
+use core::sync::atomic::{AtomicUsize, Ordering};
+use kernel::{prelude::*, sync::Arc};
 
 /// An owned socket buffer; dropping it frees it (`kfree_skb`: a drop).
 ///
@@ -263,6 +266,25 @@ impl TxSkb {
         Some(unsafe { core::slice::from_raw_parts_mut(d.as_ptr(), n) })
     }
 
+    /// As [`TxSkb::send`], with the packet charged to `owner` until the
+    /// stack frees it (transmitted, dropped, or delivered through a
+    /// virtual link): then [`TxOwner::tx_released`] runs. The packet
+    /// holds a reference to `owner` meanwhile.
+    pub(crate) fn send_owned<T: TxOwner>(self, owner: &Arc<T>) -> Result {
+        let arg = Arc::into_raw(owner.clone());
+        OWNED_SKBS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: the skb is ours and has no destructor (it has no
+        // socket); `released::<T>` reads `arg` back as the `Arc<T>` it is.
+        unsafe {
+            bindings::rxud_skb_set_destructor(
+                self.ptr.as_ptr(),
+                Some(released::<T>),
+                arg.cast_mut().cast(),
+            )
+        };
+        self.send()
+    }
+
     /// Hands the packet to the IP layer (`ip_local_out`); it is consumed
     /// whatever happens.
     pub(crate) fn send(self) -> Result {
@@ -297,4 +319,59 @@ pub(crate) struct Ipv6Flow {
     pub(crate) tclass: u8,
     pub(crate) hop_limit: u8,
     pub(crate) label: u32,
+}
+
+/// A sender that charges its packets in flight below IP to itself (see
+/// [`TxSkb::send_owned`]).
+pub(crate) trait TxOwner: Send + Sync + Sized {
+    /// One of the owner's packets was freed. Context: softirq, or process
+    /// context, possibly under network stack locks (a qdisc's while it
+    /// drops): no sending from here, and no lock that is held while
+    /// sending.
+    fn tx_released(this: &Arc<Self>);
+}
+
+/// Transmit skbs with an rxud destructor not yet run: the module must not
+/// go while any is left.
+static OWNED_SKBS: AtomicUsize = AtomicUsize::new(0);
+
+/// The destructor of a packet sent with [`TxSkb::send_owned`].
+///
+/// # Safety
+///
+/// `skb` is being freed or orphaned, and its destructor argument is a
+/// reference to a `T` taken with `Arc::into_raw` by `send_owned`.
+unsafe extern "C" fn released<T: TxOwner>(skb: *mut bindings::sk_buff) {
+    // SAFETY: the stack calls the destructor once, with the skb still
+    // valid; its destructor argument is ours (set by `send_owned`).
+    let arg = unsafe { bindings::rxud_skb_destructor_arg(skb) };
+    // SAFETY: per the function's contract; the stack clears the
+    // destructor once it has run, so the reference is given back once.
+    let owner = unsafe { Arc::from_raw(arg.cast::<T>().cast_const()) };
+    T::tx_released(&owner);
+    drop(owner);
+    OWNED_SKBS.fetch_sub(1, Ordering::Release);
+}
+
+/// Waits until every packet sent with [`TxSkb::send_owned`] has been
+/// freed: at module exit, after the last device, so that no destructor
+/// of ours runs once the module is gone. Packets held by a qdisc (a
+/// netem delay, say) are waited for; the wait is reported if it lasts.
+/// Context: process (sleeps).
+pub(crate) fn wait_for_owned_skbs() {
+    let mut waited_ms = 0u32;
+    while OWNED_SKBS.load(Ordering::Acquire) != 0 {
+        if waited_ms % 5000 == 4990 {
+            pr_warn!(
+                "waiting for {} packets still queued below IP\n",
+                OWNED_SKBS.load(Ordering::Relaxed)
+            );
+        }
+        crate::timer::sleep_ms(10);
+        waited_ms = waited_ms.wrapping_add(10);
+    }
+    // A destructor that ran in softirq context (the usual one) did so in
+    // an RCU read-side critical section; after a grace period none is
+    // still returning from our code.
+    crate::sync::synchronize_rcu();
 }

@@ -95,6 +95,10 @@ perf rca rxud0 - rxe0 ib_read_bw -s 65536 -n 100
 check "ib_read_bw 64 KB x 100: rxe reads from rxud" result 65536 100
 SIP=$CIP perf - rxe0 rca rxud0 ib_read_bw -s 65536 -n 100
 check "ib_read_bw 64 KB x 100: rxud reads from rxe" result 65536 100
+# What the interop runs cost on each side (retransmissions, sequence
+# errors, duplicates).
+ip netns exec rca rdma statistic show link rxud0/1 | tap_diag
+rdma statistic show link rxe0/1 | tap_diag
 check_eq "no ICRC errors on rxe's packets" 0 "$(hwc rxud0 rx_drop_bad_icrc)"
 
 rdma link delete rxe0

@@ -235,13 +235,19 @@ pub struct Requester<S> {
 
     mtu: u32,
     window: u32,
-    /// The window in use: `window`, except after a retransmit timeout,
-    /// when it restarts at [`RESTART_WINDOW`] and grows by one per PSN
-    /// answered (doubling each round trip, as TCP's slow start) back to
-    /// `window`. A timeout means the path or the peer stopped taking
-    /// packets (loss of a whole window, a starved receiver): resending
-    /// the whole window into it at once only multiplies the losses.
+    /// The window in use (congestion window), at most `window`: TCP
+    /// Reno's rules over PSNs (see [`Self::shrink_window`] and
+    /// [`Self::grow_window`]). Go-back-N makes each loss cost the whole
+    /// window in flight, and a link that lost a burst will lose the next
+    /// one of the same size: the window shrinks on loss and probes back
+    /// up slowly.
     cwnd: u32,
+    /// Slow-start threshold: below it the window grows by one per PSN
+    /// answered (doubling each round trip), at and above it by one per
+    /// window's worth answered.
+    ssthresh: u32,
+    /// PSNs answered since the window last grew above `ssthresh`.
+    ca_credit: u32,
     ack_every: u32,
     max_rd_atomic: u32,
     retry_cnt: u8,
@@ -293,6 +299,8 @@ impl<S: AsRef<[Slot]> + AsMut<[Slot]>> Requester<S> {
             mtu: cfg.mtu.bytes(),
             window: cfg.window_clamped(),
             cwnd: cfg.window_clamped(),
+            ssthresh: cfg.window_clamped(),
+            ca_credit: 0,
             ack_every: cfg.ack_every_clamped(),
             max_rd_atomic: u32::from(cfg.max_rd_atomic),
             retry_cnt: cfg.retry_cnt,
@@ -619,12 +627,47 @@ impl<S: AsRef<[Slot]> + AsMut<[Slot]>> Requester<S> {
             return;
         }
         self.retry_left -= 1;
-        if why == Retry::Timeout {
-            self.cwnd = RESTART_WINDOW.min(self.window);
-        }
+        self.shrink_window(why);
         self.go_back();
         self.retry_mark = Some(self.una);
         self.deadline = self.timeout_ns.map(|t| now.saturating_add(t));
+    }
+
+    /// A loss was detected: the threshold becomes half the window in use
+    /// (at least [`RESTART_WINDOW`]). After a sequence NAK or an implied
+    /// NAK (a packet lost while later ones arrive: the path still works)
+    /// the window drops to that threshold; after a timeout (the path or
+    /// the peer stopped taking packets) it restarts at
+    /// [`RESTART_WINDOW`] and slow-starts back to the threshold.
+    fn shrink_window(&mut self, why: Retry) {
+        self.ssthresh = (self.cwnd / 2).max(RESTART_WINDOW).min(self.window);
+        self.cwnd = match why {
+            Retry::Timeout => RESTART_WINDOW.min(self.window),
+            Retry::Nak | Retry::Implied => self.ssthresh,
+        };
+        self.ca_credit = 0;
+    }
+
+    /// `answered` more PSNs were answered: below `ssthresh` the window
+    /// grows by one per PSN, then by one per window's worth.
+    fn grow_window(&mut self, answered: u32) {
+        let mut left = answered;
+        if self.cwnd < self.ssthresh {
+            let step = left.min(self.ssthresh - self.cwnd);
+            self.cwnd += step;
+            left -= step;
+        }
+        self.ca_credit = self.ca_credit.saturating_add(left);
+        // Bounded: each round takes at least one PSN of credit, and there
+        // are at most `window` rounds before the window is full.
+        while self.cwnd < self.window && self.ca_credit >= self.cwnd {
+            self.ca_credit -= self.cwnd;
+            self.cwnd += 1;
+        }
+        if self.cwnd >= self.window {
+            self.cwnd = self.window;
+            self.ca_credit = 0;
+        }
     }
 
     fn enter_error(&mut self, at: u32, status: Status) {
@@ -696,7 +739,7 @@ impl<S: AsRef<[Slot]> + AsMut<[Slot]>> Requester<S> {
         }
         if (self.una, self.acked) != before {
             let answered = self.una.diff(before.0).max(0) as u32;
-            self.cwnd = self.cwnd.saturating_add(answered).min(self.window);
+            self.grow_window(answered);
             self.retry_left = self.retry_cnt;
             // The RNR budget is per PSN: answers to earlier READs do not
             // restore it.
@@ -1354,8 +1397,9 @@ mod tests {
     }
 
     /// After a retransmit timeout the requester resends RESTART_WINDOW
-    /// packets (the last asking for an ACK), not the whole window, and
-    /// the window grows back by one per PSN answered.
+    /// packets (the last asking for an ACK), not the whole window; the
+    /// window grows back by one per PSN answered up to half the window
+    /// that was lost, then by one per window's worth.
     #[test]
     fn a_timeout_restarts_from_a_small_window_that_grows_back() {
         let mut r = req(0);
@@ -1377,11 +1421,55 @@ mod tests {
             p.iter().map(|p| p.psn.value()).collect::<Vec<_>>(),
             [2, 3, 4, 5]
         );
-        // It never grows past the configured window.
+        // 14 more answered: 4 of them take the window to the threshold
+        // (8, half of the 16 lost), the other 10 to 9 (one window's
+        // worth, 8, grows it by one).
         r.on_response(&ack(Psn::new(15)), d + 2);
         let p = drain(&mut r, d + 2);
         assert_eq!(p.first().map(|p| p.psn.value()), Some(16));
-        assert_eq!(p.len(), 16);
+        assert_eq!(p.len(), 9);
+    }
+
+    /// A sequence NAK halves the window: the go-back-N pass resends
+    /// half as many packets as were in flight, and the window then grows
+    /// by one per window's worth answered, never past the configured one.
+    #[test]
+    fn a_sequence_nak_halves_the_window() {
+        let mut r = req(0);
+        r.post(msg(1, MsgKind::Write, 200 * MTU)).unwrap();
+        assert_eq!(drain(&mut r, 0).len(), 16);
+        let seq = AckSyndrome::Nak(NakCode::PsnSequenceError);
+        r.on_response(&nak(Psn::new(4), seq), 1);
+        let p = drain(&mut r, 1);
+        assert_eq!(
+            p.iter().map(|p| p.psn.value()).collect::<Vec<_>>(),
+            [4, 5, 6, 7, 8, 9, 10, 11]
+        );
+        assert!(p.iter().all(|p| p.retransmit));
+        // A second NAK for the same point is the same loss: no new cut.
+        r.on_response(&nak(Psn::new(4), seq), 2);
+        assert!(drain(&mut r, 2).is_empty());
+        // 8 answered: one window's worth, the window is 9.
+        r.on_response(&ack(Psn::new(11)), 3);
+        assert_eq!(drain(&mut r, 3).len(), 9);
+        // Answered a PSN at a time, it grows by one per window's worth
+        // (9 + 10 + ... + 15 PSNs take it to 16), then stops there.
+        let mut high = 21;
+        let mut in_flight = Vec::new();
+        for t in 12..140 {
+            r.on_response(&ack(Psn::new(t)), u64::from(t));
+            for p in drain(&mut r, u64::from(t)) {
+                high = high.max(p.psn.value() + 1);
+            }
+            in_flight.push(high - (t + 1));
+        }
+        // Where it grew: after 9 PSNs (to 10), 10 more (to 11), ...
+        let steps: Vec<usize> = (1..in_flight.len())
+            .filter(|&i| in_flight[i] != in_flight[i - 1])
+            .collect();
+        assert_eq!(in_flight[0], 9);
+        assert_eq!(steps, [8, 18, 29, 41, 54, 68, 83]);
+        assert_eq!(in_flight.last(), Some(&16));
     }
 
     #[test]
