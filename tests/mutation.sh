@@ -7,8 +7,9 @@
 # replacement, the test to run (with kmemleak on if the pattern is its
 # report), and a pattern that must
 # appear in that run's results (its TAP output, kmemleak's report or the
-# kernel log). The kmemleak mutants boot a VM each; the others share one
-# boot (tests/mutant-lane.sh), beside them.
+# kernel log). The kmemleak mutants boot a VM each; the others share a
+# boot per lane (tests/mutant-lane.sh): one lane beside the kmemleak
+# mutants, a second after them.
 #
 #   tests/mutation.sh              build and run every mutant
 #   tests/mutation.sh build DIR    only build them into DIR (make check does
@@ -60,12 +61,20 @@ mutant() {
 	printf '%s\t%s\t%s\n' "$name" "$test" "$want" >>"$work/mutants.tsv"
 }
 
+# The mutants of the second lane, which boots once the kmemleak mutants
+# (on the same side) are done: short ones, so that both sides end
+# together.
+LANE_B=" rc-mr-rights-unchecked invalidate-noop "
+
+# lane_of I: the shared lane mutant I runs in.
+lane_of() { case $LANE_B in *" ${names[$1]} "*) echo lane-b ;; *) echo lane ;; esac; }
+
 # A mutant's results: its own VM's (kmemleak mutants), or its directory in
-# the shared lane's VM.
+# its shared lane's VM.
 result_dir() {
 	case ${wants[$1]} in
 	*unreferenced*) echo "$work/${names[$1]}/run/vm0" ;;
-	*) echo "$work/lane/vm0/${names[$1]}" ;;
+	*) echo "$work/$(lane_of "$1")/vm0/${names[$1]}" ;;
 	esac
 }
 
@@ -77,29 +86,31 @@ run_alone() {
 		env RXUD_KO="$src/rxud.ko" RXUD_FAIL_FAST=1 "$TOP/tests/guest-runner.sh" "$TOP/${tests[$1]}" >/dev/null 2>&1
 }
 
-# The others share one boot (tests/mutant-lane.sh), the lockdep one last:
-# lockdep turns itself off after its first report.
-run_lane() {
-	local i line last=()
-	: >"$work/lane.tsv"
+# The others share a boot per lane (tests/mutant-lane.sh), the lockdep one
+# last: lockdep turns itself off after its first report.
+run_lane() { # LANE
+	local lane=$1 i line last=()
+	: >"$work/$lane.tsv"
 	for i in "${!names[@]}"; do
+		[ "$(lane_of "$i")" = "$lane" ] || continue
 		line=$(printf '%s\t%s\t%s' "${names[$i]}" "$work/${names[$i]}/rxud.ko" "$TOP/${tests[$i]}")
 		case ${wants[$i]} in
 		*unreferenced*) ;;
 		*"lock state"*) last+=("$line") ;;
-		*) echo "$line" >>"$work/lane.tsv" ;;
+		*) echo "$line" >>"$work/$lane.tsv" ;;
 		esac
 	done
-	[ ${#last[@]} -eq 0 ] || printf '%s\n' "${last[@]}" >>"$work/lane.tsv"
-	"$TOP/qemu/vm.sh" --timeout 600 --out "$work/lane" -- \
-		"$TOP/tests/mutant-lane.sh" "$work/lane.tsv" >"$work/lane.log" 2>&1
+	[ ${#last[@]} -eq 0 ] || printf '%s\n' "${last[@]}" >>"$work/$lane.tsv"
+	[ -s "$work/$lane.tsv" ] || return 0
+	"$TOP/qemu/vm.sh" --timeout 600 --out "$work/$lane" -- \
+		"$TOP/tests/mutant-lane.sh" "$work/$lane.tsv" >"$work/$lane.log" 2>&1
 }
 
 judge() {
 	local name=${names[$1]} out
 	out=$(result_dir "$1")
 	if [ ! -s "$out/tap.txt" ]; then
-		echo "not ok - mutant $name was not run: no results in $out (see $work/lane.log or $work/$name/run)"
+		echo "not ok - mutant $name was not run: no results in $out (see $work/$(lane_of "$1").log or $work/$name/run)"
 		failed=1
 		return
 	fi
@@ -188,13 +199,14 @@ if [ "$mode" = run ]; then
 		names+=("$n") tests+=("$t") wants+=("$w")
 	done <"$work/mutants.tsv"
 fi
-# Two lanes side by side: the shared boot, and the kmemleak mutants one
-# after the other.
-run_lane &
+# Two sides at once: the shared lane; and the kmemleak mutants one after
+# the other, then the second shared lane.
+run_lane lane &
 lane=$!
 for i in "${!names[@]}"; do
 	case ${wants[$i]} in *unreferenced*) run_alone "$i" ;; esac
 done
+run_lane lane-b
 wait $lane
 for i in "${!names[@]}"; do
 	judge "$i"
