@@ -59,6 +59,14 @@ use super::{
 /// The window after a retransmit timeout, in PSNs (see `Requester::cwnd`).
 pub const RESTART_WINDOW: u32 = 2;
 
+/// Most response packets one READ request asks for. A larger READ is
+/// requested in segments of this many packets (each a READ request of its
+/// own to the responder, with its own responder resource): the window,
+/// checked before each request, then paces the responder's bursts as it
+/// paces the requester's own packets. One request for a whole 1 MB READ
+/// is 1024 response packets in one burst, whatever the window.
+pub const READ_SEGMENT: u32 = 64;
+
 /// A work request as the requester sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Message {
@@ -444,13 +452,17 @@ impl<S: AsRef<[Slot]> + AsMut<[Slot]>> Requester<S> {
         }
         let fresh = self.cur_idx == self.high_idx;
         let mut w = self.slot(self.cur_idx);
-        if fresh {
-            if w.kind.is_read_or_atomic() {
-                if self.rd_atomic_out >= self.max_rd_atomic {
-                    return None;
-                }
-                self.rd_atomic_out += 1;
+        // Each READ segment and each atomic takes one of the responder's
+        // resources when first requested (a READ's later segments are
+        // new PSNs of a message already started).
+        let new_request = w.kind.is_read_or_atomic() && !self.cur_psn.before(self.high_psn);
+        if new_request {
+            if self.rd_atomic_out >= self.max_rd_atomic {
+                return None;
             }
+            self.rd_atomic_out += 1;
+        }
+        if fresh {
             w.first = self.cur_psn;
             self.set_slot(self.cur_idx, w);
             self.high_idx = self.high_idx.wrapping_add(1);
@@ -495,9 +507,17 @@ impl<S: AsRef<[Slot]> + AsMut<[Slot]>> Requester<S> {
             }
             (pkt, next)
         } else {
+            // A READ asks from packet k to the end of k's segment; an
+            // atomic is one packet.
+            let seg_end = if w.kind == MsgKind::Read {
+                self.segment_end(&w, k)
+            } else {
+                w.npkts
+            };
             let (offset, len) = if w.kind == MsgKind::Read {
                 let (offset, _) = chunk(w.len, self.mtu, k);
-                (offset, w.len.saturating_sub(offset))
+                let end = seg_end.saturating_mul(self.mtu).min(w.len);
+                (offset, end.saturating_sub(offset))
             } else {
                 (0, 0)
             };
@@ -512,8 +532,10 @@ impl<S: AsRef<[Slot]> + AsMut<[Slot]>> Requester<S> {
                 dma_len: len,
                 retransmit,
             };
-            self.cur_idx = self.cur_idx.wrapping_add(1);
-            (pkt, w.end())
+            if seg_end >= w.npkts {
+                self.cur_idx = self.cur_idx.wrapping_add(1);
+            }
+            (pkt, w.first.add(seg_end))
         };
         self.since_ack_req = if pkt.ack_req {
             0
@@ -850,6 +872,14 @@ impl<S: AsRef<[Slot]> + AsMut<[Slot]>> Requester<S> {
     }
 
     /// The READ/atomic at `una_idx` is fully answered.
+    /// One past the last packet of the READ segment holding packet `k` of
+    /// `w` (segments are [`READ_SEGMENT`] packets from the message's
+    /// start, at most the window).
+    fn segment_end(&self, w: &Slot, k: u32) -> u32 {
+        let seg = READ_SEGMENT.min(self.window).max(1);
+        (k / seg).saturating_add(1).saturating_mul(seg).min(w.npkts)
+    }
+
     fn answered_rd_atomic(&mut self, w: Slot) {
         self.una = w.end();
         self.una_idx = self.una_idx.wrapping_add(1);
@@ -874,9 +904,11 @@ impl<S: AsRef<[Slot]> + AsMut<[Slot]>> Requester<S> {
         let k = x.diff(w.first) as u32;
         let (offset, len) = chunk(w.len, self.mtu, k);
         let last = k.saturating_add(1) >= w.npkts;
+        // Each READ segment is a response message of its own.
+        let ends_request = k.saturating_add(1) >= self.segment_end(&w, k);
         // A responder restarting mid-READ may use FIRST or MIDDLE (rxe
         // uses MIDDLE), so only the end of the message is checked.
-        if pos.ends_message() != last || payload_len != len {
+        if pos.ends_message() != ends_request || payload_len != len {
             self.settle(x, false, true, before, now);
             return Outcome::Ignored;
         }
@@ -884,6 +916,10 @@ impl<S: AsRef<[Slot]> + AsMut<[Slot]>> Requester<S> {
         if last {
             self.answered_rd_atomic(w);
         } else {
+            if ends_request {
+                // The segment's responder resource is free again.
+                self.rd_atomic_out = self.rd_atomic_out.saturating_sub(1);
+            }
             self.una = x.next();
         }
         self.settle(x, true, true, before, now);
@@ -1339,6 +1375,81 @@ mod tests {
             completions(&mut r),
             [(2, Status::Success), (3, Status::Success)]
         );
+    }
+
+    /// A READ longer than the window is requested in segments of at most
+    /// the window, each a response message of its own; each new segment
+    /// takes one of `max_rd_atomic`'s resources, freed when the segment's
+    /// last packet arrives.
+    #[test]
+    fn a_large_read_is_requested_in_window_sized_segments() {
+        // Window 16 (cfg), max_rd_atomic 2: a 40-packet READ is segments
+        // of 16, 16 and 8 packets; two may be outstanding.
+        let mut r = req(0);
+        r.post(msg(1, MsgKind::Read, 40 * MTU - 10)).unwrap();
+        let p = drain(&mut r, 0);
+        assert_eq!(
+            p.iter()
+                .map(|p| (p.psn.value(), p.offset, p.len))
+                .collect::<Vec<_>>(),
+            [(0, 0, 16 * MTU)],
+            "the window holds one 16-packet segment"
+        );
+        // The segment answered: its end is a message end (LAST).
+        for k in 0..16 {
+            let op = match k {
+                0 => Opcode::RC_RDMA_READ_RESPONSE_FIRST,
+                15 => Opcode::RC_RDMA_READ_RESPONSE_LAST,
+                _ => Opcode::RC_RDMA_READ_RESPONSE_MIDDLE,
+            };
+            let o = r.on_response(&read_resp(Psn::new(k), op, MTU), 1);
+            assert!(matches!(o, Outcome::ReadData { .. }), "packet {k}: {o:?}");
+        }
+        // 16 answered: the window is full again with the next segment,
+        // then the last one (8 packets, 6 bytes short of full).
+        let p = drain(&mut r, 2);
+        assert_eq!(
+            p.iter()
+                .map(|p| (p.psn.value(), p.offset, p.len))
+                .collect::<Vec<_>>(),
+            [(16, 16 * MTU, 16 * MTU)]
+        );
+        for k in 16..32 {
+            let op = match k {
+                16 => Opcode::RC_RDMA_READ_RESPONSE_FIRST,
+                31 => Opcode::RC_RDMA_READ_RESPONSE_LAST,
+                _ => Opcode::RC_RDMA_READ_RESPONSE_MIDDLE,
+            };
+            r.on_response(&read_resp(Psn::new(k), op, MTU), 3);
+        }
+        let p = drain(&mut r, 4);
+        assert_eq!(
+            p.iter()
+                .map(|p| (p.psn.value(), p.offset, p.len))
+                .collect::<Vec<_>>(),
+            [(32, 32 * MTU, 8 * MTU - 10)]
+        );
+        // A LAST in the middle of a segment is not the responder's answer.
+        let bad = r.on_response(
+            &read_resp(Psn::new(32), Opcode::RC_RDMA_READ_RESPONSE_ONLY, MTU),
+            5,
+        );
+        assert_eq!(bad, Outcome::Ignored);
+        for k in 32..40 {
+            let (op, len) = match k {
+                32 => (Opcode::RC_RDMA_READ_RESPONSE_FIRST, MTU),
+                39 => (Opcode::RC_RDMA_READ_RESPONSE_LAST, MTU - 10),
+                _ => (Opcode::RC_RDMA_READ_RESPONSE_MIDDLE, MTU),
+            };
+            r.on_response(&read_resp(Psn::new(k), op, len), 6);
+        }
+        assert_eq!(completions(&mut r), [(1, Status::Success)]);
+        // Every resource was given back: two single-packet READs go out
+        // together (max_rd_atomic 2), a third waits.
+        for id in 2..5 {
+            r.post(msg(id, MsgKind::Read, 8)).unwrap();
+        }
+        assert_eq!(drain(&mut r, 7).len(), 2);
     }
 
     #[test]
