@@ -5,29 +5,30 @@
 # ports' counters showing what crossed.
 . "$(dirname "$0")/../lib/tap.sh"
 . "$(dirname "$0")/../lib/rxud.sh"
+. "$(dirname "$0")/../lib/traffic.sh"
 TAP_PLANNED=11
 tap_begin $TAP_PLANNED
 export RDMAV_DRIVERS=$RXUD_TOP/rdma-core-provider/build/librxud
 
-# inns NS CMD...: CMD in network namespace NS ("-": this one).
-inns() {
-	local ns=$1
-	shift
-	if [ "$ns" = - ]; then "$@"; else ip netns exec "$ns" "$@"; fi
-}
-
-# pingpong SERVER_NS SERVER_DEV CLIENT_NS CLIENT_DEV SERVER_IP: a short
-# ibv_ud_pingpong run; prints the client's output, then the server's.
-pingpong() {
-	local sns=$1 sdev=$2 cns=$3 cdev=$4 sip=$5 sg cg spid rc
+# ud_pingpong SERVER_NS SERVER_DEV CLIENT_NS CLIENT_DEV SERVER_IP: a short
+# ibv_ud_pingpong run; prints the client's output, then the server's. The
+# client starts once the server listens (a cold guest takes seconds to
+# start the first one) and tries again if it was refused anyway.
+ud_pingpong() {
+	local sns=$1 sdev=$2 cns=$3 cdev=$4 sip=$5 sg cg spid rc out
 	shift 5
 	sg=$(v2_gid_index "$sdev" ${GID_PREFIX:-}) && cg=$(v2_gid_index "$cdev" ${GID_PREFIX:-}) ||
 		{ echo "no RoCE v2 GID"; return 1; }
-	inns "$sns" timeout 15 ibv_ud_pingpong -d "$sdev" -g "$sg" -s 256 -n 20 "$@" >/tmp/ud-server.out 2>&1 &
+	inns "$sns" timeout 60 ibv_ud_pingpong -d "$sdev" -g "$sg" -s 256 -n 20 "$@" >/tmp/ud-server.out 2>&1 &
 	spid=$!
-	sleep 1
-	inns "$cns" timeout 15 ibv_ud_pingpong -d "$cdev" -g "$cg" -s 256 -n 20 "$@" "$sip" 2>&1
-	rc=$?
+	wait_for 60 serving "$spid" "$sns"
+	for _ in 1 2 3; do
+		out=$(inns "$cns" timeout 15 ibv_ud_pingpong -d "$cdev" -g "$cg" -s 256 -n 20 "$@" "$sip" 2>&1)
+		rc=$?
+		grep -q "Couldn't connect" <<<"$out" && kill -0 "$spid" 2>/dev/null || break
+		sleep 2
+	done
+	printf '%s\n' "$out"
 	wait $spid
 	echo "-- server:"
 	cat /tmp/ud-server.out
@@ -52,20 +53,20 @@ wait_for 10 ip netns exec rxb ping -c1 -W1 169.254.210.1 >/dev/null
 wait_for 10 v2_gid_index rxud0
 wait_for 10 v2_gid_index rxud1
 
-out=$(pingpong rxa rxud0 rxb rxud1 169.254.210.1)
+out=$(ud_pingpong rxa rxud0 rxb rxud1 169.254.210.1)
 printf '%s\n' "$out" | tap_diag
 check "ibv_ud_pingpong between two rxud devices" grep -q 'iters in' <<<"$out"
 check "rxud0 received the datagrams" test "$(cat /sys/class/infiniband/rxud0/ports/1/hw_counters/rx_packets)" -ge 20
 # With completion events: req_notify_cq, the CQ's event and
 # ibv_get_cq_event instead of busy polling.
-out=$(pingpong rxa rxud0 rxb rxud1 169.254.210.1 -e)
+out=$(ud_pingpong rxa rxud0 rxb rxud1 169.254.210.1 -e)
 printf '%s\n' "$out" | tap_diag
 check "ibv_ud_pingpong -e (completion channel events) between two rxud devices" grep -q 'iters in' <<<"$out"
 # perftest: ib_send_bw over UD, 500 messages of 1 KB.
 g0=$(v2_gid_index rxud0) g1=$(v2_gid_index rxud1)
 ip netns exec rxa timeout 60 ib_send_bw -d rxud0 -x "$g0" -c UD -s 1024 -n 500 >/tmp/bw-server.out 2>&1 &
 bw=$!
-sleep 2
+wait_for 60 serving "$bw" rxa
 out=$(ip netns exec rxb timeout 60 ib_send_bw -d rxud1 -x "$g1" -c UD -s 1024 -n 500 169.254.210.1 2>&1)
 wait $bw
 printf '%s\n' "$out" | tap_diag
@@ -76,7 +77,7 @@ ip netns exec rxa ip -6 addr add fd00:210::1/64 dev rxudv0 nodad
 ip netns exec rxb ip -6 addr add fd00:210::2/64 dev rxudv1 nodad
 wait_for 10 v2_gid_index rxud0 fd00:0210:
 wait_for 10 v2_gid_index rxud1 fd00:0210:
-out=$(GID_PREFIX=fd00:0210: pingpong rxa rxud0 rxb rxud1 169.254.210.1)
+out=$(GID_PREFIX=fd00:0210: ud_pingpong rxa rxud0 rxb rxud1 169.254.210.1)
 printf '%s\n' "$out" | tap_diag
 check "ibv_ud_pingpong over IPv6 between two rxud devices" grep -q 'iters in' <<<"$out"
 check_eq "no ICRC errors" "0 0" \
@@ -90,10 +91,10 @@ ip link set rxudv1 up
 rdma link add rxe0 type rxe netdev rxudv1
 wait_for 10 ping -c1 -W1 169.254.210.1 >/dev/null
 wait_for 10 v2_gid_index rxe0
-out=$(pingpong rxa rxud0 - rxe0 169.254.210.1)
+out=$(ud_pingpong rxa rxud0 - rxe0 169.254.210.1)
 printf '%s\n' "$out" | tap_diag
 check "ibv_ud_pingpong: rxe client, rxud server" grep -q 'iters in' <<<"$out"
-out=$(pingpong - rxe0 rxa rxud0 169.254.210.2)
+out=$(ud_pingpong - rxe0 rxa rxud0 169.254.210.2)
 printf '%s\n' "$out" | tap_diag
 check "ibv_ud_pingpong: rxud client, rxe server" grep -q 'iters in' <<<"$out"
 check_eq "no ICRC errors on rxe's packets" 0 "$(cat /sys/class/infiniband/rxud0/ports/1/hw_counters/rx_drop_bad_icrc)"
