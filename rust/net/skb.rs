@@ -269,7 +269,9 @@ impl TxSkb {
     /// As [`TxSkb::send`], with the packet charged to `owner` until the
     /// stack frees it (transmitted, dropped, or delivered through a
     /// virtual link): then [`TxOwner::tx_released`] runs. The packet
-    /// holds a reference to `owner` meanwhile.
+    /// holds a reference to `owner` meanwhile. The destructor runs
+    /// however the packet ends, refused by IP here included, so the
+    /// reference and the charge come back on every path.
     pub(crate) fn send_owned<T: TxOwner>(self, owner: &Arc<T>) -> Result {
         let arg = Arc::into_raw(owner.clone());
         OWNED_SKBS.fetch_add(1, Ordering::Relaxed);
