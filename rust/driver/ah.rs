@@ -1,17 +1,31 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Address handles: a numbered address vector. UD (and XUD) send WRs name
+//! Address handles: a numbered destination. UD (and XUD) send WRs name
 //! their destination by the AH's number, which the data path looks up.
 
 use super::device::{RxudDevice, PORT};
 use super::table::IndexTable;
 use crate::abi::CreateAhResp;
 use crate::ib::{AddressVector, NetworkType, UData};
+use crate::net::RouteCache;
 use kernel::{prelude::*, sync::Arc};
+
+/// What an AH number stands for: the address vector, and the route to it
+/// cached for every QP that sends along it, so that a datagram does not
+/// pay a routing lookup (rxe looks one up per packet). The cache checks
+/// the route on each use (`dst_check`), so a changed route is looked up
+/// again.
+pub(crate) struct Destination {
+    pub(crate) av: AddressVector,
+    /// `None` if the cache could not be allocated (an AH made in atomic
+    /// context, as the MAD layer makes them, under memory pressure): its
+    /// packets look their route up each time, which works all the same.
+    pub(crate) route: Option<RouteCache>,
+}
 
 pub(crate) struct RxudAh {
     num: u32,
-    table: Arc<IndexTable<AddressVector>>,
+    table: Arc<IndexTable<Destination>>,
 }
 
 impl RxudAh {
@@ -27,7 +41,13 @@ impl RxudAh {
             return Err(EINVAL);
         }
         let flags = if sleepable { GFP_KERNEL } else { GFP_ATOMIC };
-        let value = Arc::new(*av, flags)?;
+        let value = Arc::new(
+            Destination {
+                av: *av,
+                route: RouteCache::new(sleepable).ok(),
+            },
+            flags,
+        )?;
         let number = dev.ahs.reserve()?;
         udata.write(&CreateAhResp {
             comp_mask: 0,
@@ -51,7 +71,8 @@ impl RxudAh {
 
 impl Drop for RxudAh {
     fn drop(&mut self) {
-        // Never sleeps: a spinlock and, at worst, freeing the vector.
+        // Never sleeps: a spinlock and, at worst, freeing the destination
+        // (its route cache's per-CPU memory is freed without sleeping).
         drop(self.table.remove(self.num));
     }
 }

@@ -2,7 +2,7 @@
 
 //! An rxud device: one ib_device with one RoCEv2 port on one netdev.
 
-use super::ah::RxudAh;
+use super::ah::{Destination, RxudAh};
 use super::context::RxudContext;
 use super::counter::ObjectCounter;
 use super::counters::RX_COUNTER_DESCS;
@@ -80,7 +80,7 @@ pub(crate) struct RxudDevice {
     /// QPs by number (the data path's lookup).
     pub(super) qps: Arc<QpTable>,
     /// Address vectors by AH number.
-    pub(super) ahs: Arc<IndexTable<AddressVector>>,
+    pub(super) ahs: Arc<IndexTable<Destination>>,
     /// MRs by key (the data path's lkey/rkey lookup).
     pub(super) mr_keys: Arc<MrTable>,
     /// The 8-bit tag of the next MR key: a key reused for a new MR at the

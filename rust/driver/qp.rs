@@ -5,6 +5,7 @@
 //! the value checks are rxud's limits, which are what `query_device`
 //! reports.
 
+use super::ah::Destination;
 use super::cq::CqCore;
 use super::device::{RxudDevice, MAX_INLINE_DATA, MAX_QP_RD_ATOM, MAX_QP_WR, MAX_SGE, PORT};
 use super::flight::TxFlight;
@@ -167,7 +168,7 @@ pub(crate) struct QpCore {
     /// The device's MRs, for the keys the QP's work requests name.
     pub(super) mrs: Arc<MrTable>,
     /// The device's address vectors, for the AHs UD work requests name.
-    pub(super) ahs: Arc<IndexTable<AddressVector>>,
+    pub(super) ahs: Arc<IndexTable<Destination>>,
     /// PSN of the next datagram (UD).
     pub(super) next_psn: AtomicU32,
     /// The device's port: its counters.

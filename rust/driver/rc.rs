@@ -310,7 +310,7 @@ impl RcState {
         Ok(KBox::new(
             Self {
                 path,
-                route: RouteCache::new()?,
+                route: RouteCache::new(true)?,
                 ndev: Some(ndev),
                 mtu: a.mtu,
                 access: a.access,

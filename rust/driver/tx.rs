@@ -13,9 +13,11 @@
 //! Per UD packet: WQE copied out of the ring and checked, AH looked up,
 //! one linear skb (headroom for IP and UDP), BTH and DETH written in place,
 //! payload copied once from the MR pages into the skb, IP and UDP headers
-//! (IPv4 or IPv6) pushed after a route lookup, ICRC over the datagram,
+//! (IPv4 or IPv6) pushed along the AH's cached route (looked up only when
+//! the cache is empty or its route stale), ICRC over the datagram,
 //! `ip_local_out`.
 
+use super::ah::Destination;
 use super::local;
 use super::qp::QpCore;
 use super::sgl::{Sgl, SglError};
@@ -143,7 +145,7 @@ fn send_ud(qp: &QpCore, ndev: &NetDevice, wqe: &SendWqe, slot: &[u8]) -> (u32, u
         return (status::LOC_LEN_ERR, 0);
     }
     let dest = UdOp::decode(&wqe.op);
-    let Some(av) = qp.ahs.get(dest.ah_num) else {
+    let Some(to) = qp.ahs.get(dest.ah_num) else {
         return (status::LOC_QP_OP_ERR, 0);
     };
     // A Q_Key with the high bit set means "the QP's own" (IBTA 10.2.5).
@@ -155,7 +157,7 @@ fn send_ud(qp: &QpCore, ndev: &NetDevice, wqe: &SendWqe, slot: &[u8]) -> (u32, u
     let st = build_and_send(
         qp,
         ndev,
-        &av,
+        &to,
         wqe,
         body,
         inline,
@@ -171,7 +173,7 @@ fn send_ud(qp: &QpCore, ndev: &NetDevice, wqe: &SendWqe, slot: &[u8]) -> (u32, u
 fn build_and_send(
     qp: &QpCore,
     ndev: &NetDevice,
-    av: &AddressVector,
+    to: &Destination,
     wqe: &SendWqe,
     body: &[u8],
     inline: bool,
@@ -180,6 +182,7 @@ fn build_and_send(
     dest_qpn: u32,
     qkey: u32,
 ) -> u32 {
+    let av = &to.av;
     if av.network == NetworkType::RoceV1 {
         return status::LOC_QP_OP_ERR;
     }
@@ -236,8 +239,7 @@ fn build_and_send(
             SglError::Length => status::LOC_LEN_ERR,
         };
     }
-    // Datagrams go wherever their AH says: no route to cache.
-    if let Err(st) = finish(&mut skb, av, source_port(qp.qpn()), None) {
+    if let Err(st) = finish(&mut skb, av, source_port(qp.qpn()), to.route.as_ref()) {
         return st;
     }
     // UD is unreliable: handed to IP, the send is complete.

@@ -368,11 +368,12 @@ static void push_udp(struct sk_buff *skb, __be16 sport)
 	skb_clear_hash(skb);
 }
 
-struct dst_cache *rxud_dst_cache_new(void)
+struct dst_cache *rxud_dst_cache_new(bool atomic)
 {
-	struct dst_cache *cache = kzalloc(sizeof(*cache), GFP_KERNEL);
+	gfp_t gfp = atomic ? GFP_ATOMIC : GFP_KERNEL;
+	struct dst_cache *cache = kzalloc(sizeof(*cache), gfp);
 
-	if (cache && dst_cache_init(cache, GFP_KERNEL)) {
+	if (cache && dst_cache_init(cache, gfp)) {
 		kfree(cache);
 		cache = NULL;
 	}

@@ -137,10 +137,11 @@ void rxud_msleep(unsigned int ms);
 struct page *rxud_kva_page(u64 addr);
 
 /*
- * A flow's cached output route (rust/net/route.rs): allocated, reset
- * (forget the route), freed. Used under the flow's bottom-half lock.
+ * A flow's cached output route (rust/net/route.rs): allocated (with
+ * GFP_ATOMIC if @atomic), reset (forget the route), freed. Uses disable
+ * bottom halves around the per-CPU slot they touch.
  */
-struct dst_cache *rxud_dst_cache_new(void);
+struct dst_cache *rxud_dst_cache_new(bool atomic);
 void rxud_dst_cache_reset(struct dst_cache *cache);
 void rxud_dst_cache_free(struct dst_cache *cache);
 

@@ -23,15 +23,17 @@ pub(crate) struct RouteCache {
 // thread.
 unsafe impl Send for RouteCache {}
 // SAFETY: every access goes through the helpers, which disable bottom
-// halves around the per-CPU slot they touch; callers serialise resets
-// with uses (the flow's lock).
+// halves around the per-CPU slot they touch, so uses on several CPUs at
+// once touch different slots (as UDP tunnels share one cache among their
+// transmit queues); resets take `&mut self`.
 unsafe impl Sync for RouteCache {}
 
 impl RouteCache {
-    /// An empty cache. Context: process (it allocates per-CPU memory).
-    pub(crate) fn new() -> Result<Self> {
+    /// An empty cache. Unless `sleepable`, allocates atomically (its
+    /// per-CPU memory too), so it may be called in atomic context.
+    pub(crate) fn new(sleepable: bool) -> Result<Self> {
         // SAFETY: no precondition; returns NULL on allocation failure.
-        let ptr = unsafe { bindings::rxud_dst_cache_new() };
+        let ptr = unsafe { bindings::rxud_dst_cache_new(!sleepable) };
         Ok(Self {
             ptr: NonNull::new(ptr).ok_or(ENOMEM)?,
         })
