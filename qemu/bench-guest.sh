@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Runs in each VM of `make bench` (qemu/bench.sh): iperf3 TCP over the VMs'
 # virtio-net link (the link's limit), then for rxe and then rxud on that
-# link the kernel memory of RC QPs and the same perftest runs, vm0 serving
-# and vm1 connecting. vm1 writes one line per figure to $RXUD_OUT/bench.tsv:
-#   PROVIDER TEST SIZE VALUE UNIT
+# link the kernel memory of RC QPs and the same perftest runs, in rounds,
+# vm0 serving and vm1 connecting; last, the system calls per work request of
+# a few runs. vm1 writes one line per figure to $RXUD_OUT/bench.tsv:
+#   PROVIDER TEST SIZE VALUE UNIT ROUND
 # (PROVIDER "tcp" for iperf3; UNIT MB/s for bandwidth (2^20 bytes, as
 # perftest counts), op/s for atomics, the typical latency in us, bytes per
-# QP for memory).
+# QP for memory, calls/WR for system calls).
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 . "$top/tests/lib/tap.sh"
@@ -20,7 +21,11 @@ step() { barrier "$1" 300 || { echo "peer never reached $1"; exit 1; }; }
 # Each entry: TEST SIZE ITERATIONS [EXTRA PERFTEST FLAGS] [| NETEM ARGS].
 # With NETEM ARGS, vm1's side of the link (what the client sends: the data
 # of a WRITE) goes through netem for that run. Iterations are sized for a
-# few seconds each under TCG (rxe moves about 5 to 10 MB/s there).
+# few seconds each under TCG (rxe moves about 5 to 10 MB/s there); "-"
+# for a run of a set duration (-D). UD's figure is the receiver's: a
+# sender's rate counts the datagrams lost on the way (rxud's UD sender
+# outruns the link), and a receiver waiting for a count of datagrams
+# that were lost would never end, hence a duration.
 RUNS=(
 	"ib_send_bw 4096 2000"
 	"ib_send_bw 65536 200"
@@ -32,13 +37,22 @@ RUNS=(
 	"ib_read_bw 65536 200"
 	"ib_read_bw 1048576 15"
 	"ib_write_bw 65536 200 -c UC"
-	"ib_send_bw 1024 2000 -c UD"
+	"ib_send_bw 1024 - -c UD -D 5"
 	"ib_atomic_bw 8 2000"
 	"ib_send_lat 2 300"
 	"ib_write_lat 2 300"
 	"ib_read_lat 2 300"
 	"ib_write_bw 1048576 10 | loss 1%"
 )
+# Runs of the client under strace, for the system calls it makes per work
+# request (one WR per ibv_post_send, as perftest posts).
+SYSCALL_RUNS=(
+	"ib_write_bw 4096 2000"
+	"ib_send_bw 4096 2000"
+	"ib_write_bw 4096 2000 -c UC"
+)
+# Rounds of RUNS for each provider: the table gives each figure's median.
+ROUNDS=${RXUD_BENCH_ROUNDS:-3}
 # RC QPs created at once for the memory figure, and their work requests.
 QPS=100 QP_WRS=32
 
@@ -52,8 +66,8 @@ result() {
 	esac
 }
 
-# record PROVIDER TEST SIZE VALUE UNIT: one line of the results.
-record() { printf '%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "${4:--}" "$5" >>"$RXUD_OUT/bench.tsv"; }
+# record PROVIDER TEST SIZE VALUE UNIT [ROUND]: one line of the results.
+record() { printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "${4:--}" "$5" "${6:-1}" >>"$RXUD_OUT/bench.tsv"; }
 
 # run_both NAME CMD...: CMD as the server in vm0 and, once it listens (on
 # TCP 18515, perftest's port), as the client in vm1 with the peer's
@@ -118,44 +132,78 @@ if [ "$RXUD_VM" = 1 ]; then
 	record tcp "iperf3 TCP" - "$v" MB/s
 fi
 
-for prov in rxe rxud; do
-	dev=${prov}0
-	case $prov in
+# up PROV: loads PROV's module and makes its device on the link; both VMs
+# wait for each other. Sets dev and gid.
+up() {
+	dev=$1"0"
+	case $1 in
 	rxe) modprobe rdma_rxe ;;
 	rxud) insmod "$RXUD_KO" ;;
 	esac
-	rdma link add "$dev" type "$prov" netdev "$RXUD_IF"
+	rdma link add "$dev" type "$1" netdev "$RXUD_IF"
 	wait_for 10 v2_gid_index "$dev" >/dev/null
 	gid=$(v2_gid_index "$dev")
-	[ "$prov" = rxud ] && export RDMAV_DRIVERS=$top/rdma-core-provider/build/librxud
-	step "up-$prov"
-	if [ "$RXUD_VM" = 1 ]; then
-		read -r slab vmal < <(qp_mem "$dev" "$gid" 2>>"$RXUD_OUT/$prov-qp-mem.err") || slab=
-		what="kernel memory per RC QP"
-		record "$prov" "$what, slab" "$QP_WRS/$QP_WRS WRs" "$slab" B
-		record "$prov" "$what, vmalloc" "$QP_WRS/$QP_WRS WRs" "${slab:+$vmal}" B
-		record "$prov" "$what, total" "$QP_WRS/$QP_WRS WRs" "${slab:+$((slab + vmal))}" B
+	if [ "$1" = rxud ]; then
+		export RDMAV_DRIVERS=$top/rdma-core-provider/build/librxud
+	else
+		unset RDMAV_DRIVERS
 	fi
-	step "mem-$prov"
-	n=0
+	step "up-$1-$2"
+}
+
+# down PROV TAG: the device and the module go.
+down() {
+	rdma link delete "$dev"
+	case $1 in
+	rxe) rmmod rdma_rxe ;;
+	rxud) rmmod rxud ;;
+	esac
+	step "down-$1-$2"
+}
+
+# perf_args RUN: perftest's arguments for one entry of RUNS (sets t, size,
+# iters, extra, netem, args).
+perf_args() {
+	local run=$1
+	netem=
+	[[ "$run" = *"|"* ]] && netem=${run#*| } run=${run%% |*}
+	read -r t size iters extra <<<"$run"
+	args=(-d "$dev" -x "$gid")
+	[ "$iters" = - ] || args+=(-n "$iters")
+	# shellcheck disable=SC2086
+	args+=($extra)
+	[ "$t" = ib_atomic_bw ] || args+=(-s "$size")
+}
+
+# measure PROV ROUND: every entry of RUNS over PROV's device, one line of
+# results each (and, in the first round, its kernel memory per QP).
+measure() {
+	local prov=$1 round=$2 n=0 name v unit
+	up "$prov" "$round"
+	if [ "$round" = 1 ]; then
+		if [ "$RXUD_VM" = 1 ]; then
+			read -r slab vmal < <(qp_mem "$dev" "$gid" 2>>"$RXUD_OUT/$prov-qp-mem.err") || slab=
+			what="kernel memory per RC QP"
+			record "$prov" "$what, slab" "$QP_WRS/$QP_WRS WRs" "$slab" B
+			record "$prov" "$what, vmalloc" "$QP_WRS/$QP_WRS WRs" "${slab:+$vmal}" B
+			record "$prov" "$what, total" "$QP_WRS/$QP_WRS WRs" "${slab:+$((slab + vmal))}" B
+		fi
+		step "mem-$prov"
+	fi
 	for run in "${RUNS[@]}"; do
 		n=$((n + 1))
-		netem=
-		[[ "$run" = *"|"* ]] && netem=${run#*| } run=${run%% |*}
-		read -r t size iters extra <<<"$run"
-		# shellcheck disable=SC2086
-		args=(-d "$dev" -x "$gid" -n "$iters" $extra)
-		[ "$t" = ib_atomic_bw ] || args+=(-s "$size")
+		name=$prov-$round-$n
+		perf_args "$run"
 		# shellcheck disable=SC2086
 		[ -n "$netem" ] && [ "$RXUD_VM" = 1 ] && tc qdisc add dev "$RXUD_IF" root netem $netem
-		run_both "$prov-$n" timeout 150 "$t" "${args[@]}"
-		# The device's counters after each run, on both ends (cumulative:
-		# a run's share is the difference with the run before), for
-		# whoever looks into what limits a figure.
-		rdma statistic show link "$dev/1" >"$RXUD_OUT/$prov-$n.stats" 2>&1
+		run_both "$name" timeout 150 "$t" "${args[@]}"
+		# The device's counters after each run, on both ends (cumulative
+		# over the round: a run's share is the difference with the run
+		# before), for whoever looks into what limits a figure.
+		rdma statistic show link "$dev/1" >"$RXUD_OUT/$name.stats" 2>&1
 		if [ "$RXUD_VM" = 1 ]; then
 			if [ -n "$netem" ]; then
-				tc -s qdisc show dev "$RXUD_IF" >>"$RXUD_OUT/$prov-$n.client"
+				tc -s qdisc show dev "$RXUD_IF" >>"$RXUD_OUT/$name.client"
 				tc qdisc del dev "$RXUD_IF" root
 			fi
 			case $t in
@@ -163,18 +211,62 @@ for prov in rxe rxud; do
 			ib_atomic_bw) unit=op/s ;;
 			*) unit=MB/s ;;
 			esac
-			v=$(result "$RXUD_OUT/$prov-$n.client" "$t")
-			record "$prov" "$t${extra:+ $extra}${netem:+, netem $netem}" "$size" "$v" "$unit"
+			case " $extra " in
+			*" -c UD "*) v=$(result "$peer_out/$name.server" "$t") ;;
+			*) v=$(result "$RXUD_OUT/$name.client" "$t") ;;
+			esac
+			record "$prov" "$t${extra:+ $extra}${netem:+, netem $netem}" "$size" "$v" "$unit" "$round"
 			# A run without a figure: what the device counted, and
 			# what the kernel said, for whoever looks into it.
-			[ -n "$v" ] || { rdma statistic show link "$dev/1"; dmesg | tail -n 20; } >>"$RXUD_OUT/$prov-$n.client" 2>&1
+			[ -n "$v" ] || { rdma statistic show link "$dev/1"; dmesg | tail -n 20; } >>"$RXUD_OUT/$name.client" 2>&1
 		fi
 	done
-	rdma link delete "$dev"
-	case $prov in
-	rxe) rmmod rdma_rxe ;;
-	rxud) rmmod rxud ;;
-	esac
-	step "down-$prov"
+	down "$prov" "$round"
+}
+
+# uverbs_writes STRACE: how many write(2) calls an strace log shows on the
+# file descriptors opened on /dev/infiniband/uverbs* (the verbs commands:
+# a post_send doorbell is one), unfinished calls counted once.
+uverbs_writes() {
+	awk '
+	/openat\(.*"\/dev\/infiniband\/uverbs[0-9]+"/ && match($0, /= [0-9]+$/) { fd[substr($0, RSTART + 2)] = 1 }
+	match($0, /write\([0-9]+,/) { f = substr($0, RSTART + 6, RLENGTH - 7); if (f in fd) n++ }
+	END { print n + 0 }' "$1"
+}
+
+# syscalls PROV: the system calls per work request of the client, for the
+# entries of SYSCALL_RUNS over PROV's device (a run of its own under
+# strace, which slows it: its bandwidth is not recorded).
+syscalls() {
+	local prov=$1 n=0 name w
+	up "$prov" sys
+	for run in "${SYSCALL_RUNS[@]}"; do
+		n=$((n + 1))
+		name=$prov-sys-$n
+		perf_args "$run"
+		if [ "$RXUD_VM" = 0 ]; then
+			run_both "$name" timeout 300 "$t" "${args[@]}"
+		else
+			run_both "$name" strace -f -qq -e trace=openat,write -o "$RXUD_OUT/$name.strace" \
+				timeout 300 "$t" "${args[@]}"
+			w=$(uverbs_writes "$RXUD_OUT/$name.strace")
+			v=
+			result "$RXUD_OUT/$name.client" "$t" | grep -q . && v=$(awk -v w="$w" -v n="$iters" 'BEGIN { printf "%.3f", w / n }')
+			record "$prov" "system calls per WR, $t${extra:+ $extra}" "$size" "$v" calls/WR 1
+		fi
+	done
+	down "$prov" sys
+}
+
+# Rounds alternate which provider goes first (rxe rxud, rxud rxe, ...), so
+# that a host whose load drifts during the run does not favour one of them.
+for round in $(seq 1 "$ROUNDS"); do
+	if [ $((round % 2)) = 1 ]; then order="rxe rxud"; else order="rxud rxe"; fi
+	for prov in $order; do
+		measure "$prov" "$round"
+	done
+done
+for prov in rxe rxud; do
+	syscalls "$prov"
 done
 echo "== vm$RXUD_VM: done"

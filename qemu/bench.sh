@@ -59,7 +59,7 @@ make -C "$src" KDIR="$KDIR" modules provider "$src/tests/verbs/qp-mem" >"$out/bu
 	{ tail -n 30 "$out/build.log" >&2; die "build failed (log: $out/build.log)"; }
 build_s=$((SECONDS - t0 - kernel_s))
 
-log "bench: two VMs, rxe then rxud (about 15 minutes; logs: $out/vm0.log, $out/vm1.log)"
+log "bench: two VMs, rxe and rxud in ${RXUD_BENCH_ROUNDS:-3} rounds (about 5 minutes a round; logs: $out/vm0.log, $out/vm1.log)"
 load0=$(cut -d' ' -f1 /proc/loadavg)
 "$src/qemu/vm.sh" --pair --timeout 2400 --out "$out" -- "$src/qemu/bench-guest.sh" >/dev/null 2>&1 ||
 	log "bench: the VMs did not both finish cleanly (see $out/vm0.log, $out/vm1.log); rows without a figure show -"
@@ -68,9 +68,13 @@ tsv=$out/vm1/bench.tsv
 [ -s "$tsv" ] || die "no results (see $out/vm0.log, $out/vm1.log)"
 total_s=$((SECONDS - t0))
 
-# The table, as an RST simple table. Sizes in B/KB/MB, memory in KiB; the
-# ratio is rxud's figure over rxe's (bandwidth: higher is better for rxud;
-# latency and memory: lower); "% of TCP" is rxud's bandwidth over iperf3's.
+# The table, as an RST simple table. Sizes in B/KB/MB, memory in KiB; each
+# figure is the median of its rounds. "per round" is rxud's figure over
+# rxe's within each round, in round order, and rxud/rxe the median of those
+# (rxud over rxe measured minutes apart in one round, so that the host's
+# drift between rounds cancels out), or with one round its ratio
+# (bandwidth: higher is better for rxud; latency, memory and system calls:
+# lower); "% of TCP" is rxud's median bandwidth over iperf3's.
 table() {
 	awk -F'\t' '
 	function size(s) {
@@ -80,38 +84,62 @@ table() {
 		return s " B"
 	}
 	function val(v, u) {
-		if (v == "" || v == "-") return "-"
+		if (v == "") return "-"
 		if (u == "B") return sprintf("%.1f KiB", v / 1024)
 		return v " " u
 	}
+	# The median of the M numbers in A (sorts A).
+	function mid(a, m,   i, j, x) {
+		for (i = 2; i <= m; i++)
+			for (j = i; j > 1 && a[j - 1] > a[j]; j--) { x = a[j]; a[j] = a[j - 1]; a[j - 1] = x }
+		return m % 2 ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2
+	}
+	# The median of the figures of PROV for KEY ("" without any).
+	function median(prov, key,   m, i, a) {
+		m = 0
+		for (i = 1; i <= rounds; i++)
+			if ((prov, key, i) in v) a[++m] = v[prov, key, i] + 0
+		if (m == 0) return ""
+		return sprintf(unit[key] == "calls/WR" ? "%.3f" : (unit[key] == "B" || unit[key] == "op/s") ? "%.0f" : "%.2f", mid(a, m))
+	}
 	$1 == "tcp" { tcp = $4; next }
 	{ key = $2 "\t" $3; if (!(key in seen)) { seen[key] = 1; order[++n] = key; unit[key] = $5 }
-	  v[$1, key] = $4 }
+	  if ($4 != "-" && $4 != "") v[$1, key, $6] = $4
+	  if ($6 > rounds) rounds = $6 }
 	END {
 		rows = 0
 		cell[++rows, 1] = "test"; cell[rows, 2] = "size"; cell[rows, 3] = "rxe"
-		cell[rows, 4] = "rxud"; cell[rows, 5] = "rxud/rxe"; cell[rows, 6] = "rxud % of TCP"
+		cell[rows, 4] = "rxud"; cell[rows, 5] = "rxud/rxe"; cell[rows, 6] = "per round"
+		cell[rows, 7] = "rxud % of TCP"
 		cell[++rows, 1] = "iperf3 TCP (the link)"; cell[rows, 2] = "-"; cell[rows, 3] = "-"
-		cell[rows, 4] = "-"; cell[rows, 5] = "-"; cell[rows, 6] = val(tcp, "MB/s")
-		# Memory (unit B) after the traffic.
-		for (i = 1; i <= 2 * n; i++) {
-			k = order[i > n ? i - n : i]
-			if ((unit[k] == "B") != (i > n)) continue
-			split(k, f, "\t"); a = v["rxe", k]; b = v["rxud", k]
-			cell[++rows, 1] = f[1]; cell[rows, 2] = size(f[2])
-			cell[rows, 3] = val(a, unit[k]); cell[rows, 4] = val(b, unit[k])
-			cell[rows, 5] = (a + 0 > 0 && b + 0 > 0) ? sprintf("%.2f", b / a) : "-"
-			cell[rows, 6] = (unit[k] == "MB/s" && tcp + 0 > 0 && b + 0 > 0) ? sprintf("%.0f%%", 100 * b / tcp) : "-"
-		}
+		cell[rows, 4] = "-"; cell[rows, 5] = "-"; cell[rows, 6] = "-"; cell[rows, 7] = val(tcp, "MB/s")
+		# Traffic first, then memory (unit B), then system calls.
+		for (pass = 1; pass <= 3; pass++)
+			for (i = 1; i <= n; i++) {
+				k = order[i]
+				if ((unit[k] == "B" ? 2 : unit[k] == "calls/WR" ? 3 : 1) != pass) continue
+				split(k, f, "\t"); a = median("rxe", k); b = median("rxud", k)
+				cell[++rows, 1] = f[1]; cell[rows, 2] = size(f[2])
+				cell[rows, 3] = val(a, unit[k]); cell[rows, 4] = val(b, unit[k])
+				per = ""; m = 0; delete q
+				for (r = 1; r <= rounds; r++)
+					if (("rxe", k, r) in v && ("rxud", k, r) in v && v["rxe", k, r] + 0 > 0) {
+						q[++m] = v["rxud", k, r] / v["rxe", k, r]
+						per = per (per == "" ? "" : " ") sprintf("%.2f", q[m])
+					}
+				cell[rows, 5] = m > 1 ? sprintf("%.2f", mid(q, m)) : (a + 0 > 0 && b != "") ? sprintf(pass == 3 ? "%.3f" : "%.2f", b / a) : "-"
+				cell[rows, 6] = m > 1 ? per : "-"
+				cell[rows, 7] = (unit[k] == "MB/s" && tcp + 0 > 0 && b + 0 > 0) ? sprintf("%.0f%%", 100 * b / tcp) : "-"
+			}
 		for (r = 1; r <= rows; r++)
-			for (c = 1; c <= 6; c++)
+			for (c = 1; c <= 7; c++)
 				if (length(cell[r, c]) > w[c]) w[c] = length(cell[r, c])
 		rule = ""
-		for (c = 1; c <= 6; c++) { s = ""; for (j = 0; j < w[c]; j++) s = s "="; rule = rule (c > 1 ? "  " : "") s }
+		for (c = 1; c <= 7; c++) { s = ""; for (j = 0; j < w[c]; j++) s = s "="; rule = rule (c > 1 ? "  " : "") s }
 		print rule
 		for (r = 1; r <= rows; r++) {
 			line = ""
-			for (c = 1; c <= 6; c++) line = line (c > 1 ? "  " : "") sprintf("%-" w[c] "s", cell[r, c])
+			for (c = 1; c <= 7; c++) line = line (c > 1 ? "  " : "") sprintf("%-" w[c] "s", cell[r, c])
 			sub(/ +$/, "", line); print line
 			if (r == 1) print rule
 		}
@@ -131,6 +159,7 @@ fi
 cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n1)
 guest=$(cat "$out/vm1/uname" 2>/dev/null || echo unknown)
 read -r qps wrs <"$out/vm1/qp-mem.conf" || qps=? wrs=?
+rounds=$(awk -F'\t' '$6 > r { r = $6 } END { print r + 0 }' "$tsv")
 # The hand-written part of the document, from its heading on.
 kept=$(sed -n '/^What limits rxud$/,$p' "$doc" 2>/dev/null || true)
 [ -n "$kept" ] || kept=$'What limits rxud\n================\n\nNot written yet.'
@@ -145,14 +174,23 @@ rxud: benchmarks
    that section is written by hand, and later runs keep it.
 
 \`\`make bench\`\` of $(date -u +%Y-%m-%d): two VMs joined by one virtio-net
-link, rxe first and then rxud on that link, same run, same kernel. vm0
-serves, vm1 connects; the sizes and iteration counts are those of
-qemu/bench-guest.sh, perftest's defaults otherwise (RC unless said, one QP,
-128 WRs in flight for bandwidth). Bandwidth is perftest's average in MB/s
-(2^20 bytes), atomics its message rate, latency its typical figure.
-rxud/rxe: above 1 is better for rxud in bandwidth, below 1 in latency and
-memory. % of TCP: rxud's bandwidth over that of one iperf3 TCP stream (5 s)
-over the same link, in the same run.
+link, rxe and rxud on that link, same run, same kernel, in $rounds rounds
+(rxe then rxud in odd rounds, rxud then rxe in even ones, so that a drift
+of the host's load favours neither). vm0 serves, vm1 connects; the sizes
+and iteration counts are those of qemu/bench-guest.sh, perftest's
+defaults otherwise (RC unless said, one QP, 128 WRs in flight for
+bandwidth). Bandwidth is perftest's average in MB/s (2^20 bytes), atomics
+its message rate, latency its typical figure; UD's bandwidth is the
+receiver's, over 5 s (a sender's counts datagrams lost on the way). Each
+figure is the median of the rounds. "per round": rxud's figure over rxe's
+within each round, in round order (how far the noise goes); rxud/rxe: the
+median of those (rxe and rxud measured minutes apart in the same round),
+above 1 better for rxud in bandwidth, below 1 in latency, memory and
+system calls. % of TCP: rxud's median bandwidth over that of one iperf3
+TCP stream (5 s) over the same link, in the same run. System calls per WR: \`\`write\`\`
+calls on the uverbs file (where a post_send doorbell goes) that the client
+made per work request, counted with strace in a run of its own after the
+rounds (one WR per \`\`ibv_post_send\`\`, as perftest posts).
 
 - sources: $rev
 - host: $(uname -srm), $(nproc) CPUs ($cpu), $(awk '/^MemTotal:/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo)

@@ -19,6 +19,7 @@ APT_PACKAGES=(
 	perftest rdmacm-utils iperf3 iproute2 iputils-ping
 	# Tests.
 	jq procps  # procps: pkill in the teardown test
+	strace     # make bench: system calls per work request
 )
 
 install_apt() {

@@ -18,8 +18,10 @@ if [ $# -eq 1 ] && [ -d "$1" ]; then tests=("$1"/[0-9]*.sh); else tests=("$@"); 
 		n=$((n + 1))
 		name=$(basename "$t")
 		echo "# selftests: rxud: $name"
+		t0=$SECONDS
 		timeout -k 5 "$limit" "$t" 2>&1 | sed -u 's/^/# /'
 		s=${PIPESTATUS[0]}
+		echo "# $name: $((SECONDS - t0)) s"
 		if [ "$s" -eq 0 ]; then
 			echo "ok $n selftests: rxud: $name"
 		else
@@ -34,11 +36,13 @@ rc=${PIPESTATUS[0]}
 # With kmemleak=on, look for leaks after everything has been unloaded:
 # two scans, the second after kmemleak's minimum object age (5 s).
 if grep -qw kmemleak=on /proc/cmdline; then
+	t0=$SECONDS
 	mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug
 	echo scan > /sys/kernel/debug/kmemleak
 	sleep 6
 	echo scan > /sys/kernel/debug/kmemleak
 	cat /sys/kernel/debug/kmemleak > "$out/kmemleak.txt"
+	echo "# kmemleak scans: $((SECONDS - t0)) s" | tee -a "$out/tap.txt"
 fi
 dmesg > "$out/dmesg.txt"
 exit "$rc"

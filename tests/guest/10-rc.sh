@@ -106,5 +106,4 @@ ip netns del rcb
 rmmod rdma_rxe
 check "no rxud device left" test "$(ib_count)" = 0
 check "rmmod rxud" rxud_unload
-echo "10-rc.sh: $SECONDS s" | tap_diag
 tap_end

@@ -132,5 +132,4 @@ ip netns del dib
 rmmod rdma_rxe
 check "no rxud device left" test "$(ib_count)" = 0
 check "rmmod rxud" rxud_unload
-echo "13-data-integrity.sh: $SECONDS s" | tap_diag
 tap_end
