@@ -4,7 +4,7 @@
 //!
 //! `rdma link add rxud0 type rxud netdev eth0` creates an ib_device on
 //! `eth0`. The crate has two floors (see Documentation/design.rst): the
-//! boundary (`ffi`, `ib`, `net`, `sync`, `timer`, `bh_work`: every
+//! boundary (`ffi`, `ib`, `net`, `sync`, `rcu`, `timer`, `bh_work`: every
 //! `unsafe` block) and the driver (`driver`: safe Rust), over the
 //! kernel-independent protocol core (`proto`).
 
@@ -27,6 +27,7 @@ mod net;
 // whole public API; the module uses only part of it so far.
 #[allow(dead_code, unreachable_pub)]
 mod proto;
+mod rcu;
 mod sync;
 mod timer;
 

@@ -64,7 +64,7 @@ mutant() {
 # The mutants of the second lane, which boots once the kmemleak mutants
 # (on the same side) are done: short ones, so that both sides end
 # together.
-LANE_B=" rc-mr-rights-unchecked invalidate-noop "
+LANE_B=" invalidate-noop mr-key-outlives-dereg "
 
 # lane_of I: the shared lane mutant I runs in.
 lane_of() { case $LANE_B in *" ${names[$1]} "*) echo lane-b ;; *) echo lane ;; esac; }
@@ -185,6 +185,12 @@ build_all() {
 	mutant invalidate-noop driver/mr.rs \
 		'st.valid = false;' '' \
 		tests/guest/06-kernel-verbs.sh 'not ok [0-9]+ - RDMA WRITE through an invalidated rkey fails'
+
+	# Removing an object from a lock-free table leaves it published: a
+	# deregistered MR's key still names it.
+	mutant mr-key-outlives-dereg driver/table.rs \
+		'drop(p.unpublish(index));' 'let _ = p;' \
+		tests/guest/11-rc-semantics.sh 'not ok [0-9]+ - WRITE through the rkey of a deregistered MR'
 }
 
 if [ "$mode" != run ]; then

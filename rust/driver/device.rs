@@ -113,7 +113,7 @@ impl RxudDevice {
         ndev: &NetDevice,
     ) -> Result<Self> {
         let qps = QpTable::new(MAX_QP)?;
-        let mr_keys = IndexTable::new(1, MAX_MR)?;
+        let mr_keys = IndexTable::new_rcu(1, MAX_MR)?;
         let rx = RxPort::new(qps.clone(), mr_keys.clone())?;
         let transport = transports.attach(ndev, rx.clone())?;
         Ok(Self {

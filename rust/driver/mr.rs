@@ -298,11 +298,11 @@ pub(crate) struct RxudMr {
 
 impl Drop for RxudMr {
     fn drop(&mut self) {
+        // Receives that found the MR run in softirq under RCU, and the
+        // table's removal waits for a grace period after unpublishing it:
+        // none uses it now, and the memory can go (here, in process
+        // context, as unpinning requires).
         drop(self.table.remove(self.core.key >> 8));
-        // Receives that found the MR run in softirq under RCU: after a
-        // grace period none uses it, and the memory can go (here, in
-        // process context, as unpinning requires).
-        crate::sync::synchronize_rcu();
     }
 }
 

@@ -66,8 +66,8 @@ impl QpTable {
     pub(crate) fn new(max: u32) -> Result<Arc<Self>> {
         Ok(Arc::new(
             Self {
-                gsi: IndexTable::new(GSI_QPN, 1)?,
-                numbered: IndexTable::new(FIRST_QPN, max)?,
+                gsi: IndexTable::new_rcu(GSI_QPN, 1)?,
+                numbered: IndexTable::new_rcu(FIRST_QPN, max)?,
             },
             GFP_KERNEL,
         )?)
@@ -348,11 +348,11 @@ pub(crate) struct RxudQp {
 impl Drop for RxudQp {
     fn drop(&mut self) {
         // The number is free again; the core goes when its last user does.
-        // Receives that found the QP run in softirq under RCU: after a
-        // grace period none is still using it (or its CQs, which ib_core
-        // may destroy once this returns).
+        // Receives that found the QP run in softirq under RCU, and the
+        // table's removal waits for a grace period after unpublishing it:
+        // none is still using it (or its CQs, which ib_core may destroy
+        // once this returns).
         drop(self.table.remove(self.core.qpn));
-        crate::sync::synchronize_rcu();
         // No receive can arm the timer now, nor a doorbell (ib_core does
         // not post to a QP being destroyed). The wake-up goes first: it
         // runs the sender, which may arm the timer; the timer's sender

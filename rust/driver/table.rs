@@ -9,7 +9,13 @@
 //! knowing its own number. Numbers are allocated round-robin, not
 //! lowest-free: a number freed now is reused as late as possible, so late
 //! packets for a destroyed QP do not reach its successor.
+//!
+//! Lookups take the table's lock, or none in a table made with
+//! [`IndexTable::new_rcu`] (QPs and MRs, looked up for every packet):
+//! there the objects are also published under RCU ([`RcuSlots`]), and
+//! removing one waits for a grace period.
 
+use crate::rcu::RcuSlots;
 use crate::sync::{new_spinlock_irq, SpinLockIrq};
 use kernel::{prelude::*, sync::Arc};
 
@@ -29,13 +35,16 @@ struct Slots<T> {
     taken: u32,
 }
 
-/// Every operation is safe in any context: the lock disables interrupts
-/// (AHs are created and destroyed in atomic context, and the data path
-/// looks numbers up in softirq), and nothing under it allocates or frees.
+/// Every operation is safe in any context (the lock disables interrupts:
+/// AHs are created and destroyed in atomic context, and the data path
+/// looks numbers up in softirq; nothing under it allocates or frees),
+/// except [`IndexTable::remove`] in an RCU table, which sleeps.
 #[pin_data]
 pub(crate) struct IndexTable<T> {
     #[pin]
     slots: SpinLockIrq<Slots<T>>,
+    /// With `new_rcu`: the objects again, for lookups without the lock.
+    published: Option<RcuSlots<T>>,
     base: u32,
     max: u32,
 }
@@ -47,11 +56,23 @@ pub(crate) struct Reservation<'a, T: Send + Sync> {
 }
 
 impl<T: Send + Sync> IndexTable<T> {
+    /// A table whose lookups take its lock. Context: process.
     pub(crate) fn new(base: u32, max: u32) -> Result<Arc<Self>> {
+        Self::with(base, max, None)
+    }
+
+    /// A table whose lookups take no lock (RCU); removing an object from
+    /// it sleeps. Context: process.
+    pub(crate) fn new_rcu(base: u32, max: u32) -> Result<Arc<Self>> {
+        Self::with(base, max, Some(RcuSlots::new(max as usize)?))
+    }
+
+    fn with(base: u32, max: u32, published: Option<RcuSlots<T>>) -> Result<Arc<Self>> {
         let entries = KVVec::with_capacity(max as usize, GFP_KERNEL)?;
         Arc::pin_init(
             pin_init!(Self {
                 slots <- new_spinlock_irq!(Slots { entries, cursor: 0, taken: 0 }, "rxud:index_table"),
+                published,
                 base,
                 max,
             }),
@@ -92,26 +113,34 @@ impl<T: Send + Sync> IndexTable<T> {
     }
 
     /// Takes the object numbered `id` out of the table; the number is free
-    /// again.
+    /// again. In an RCU table, returns once no lookup can still find the
+    /// object (after a grace period): context process.
     pub(crate) fn remove(&self, id: u32) -> Option<Arc<T>> {
         let index = id.checked_sub(self.base)? as usize;
-        let mut s = self.slots.lock();
-        let slot = s.entries.get_mut(index)?;
-        if !matches!(slot, Slot::Used(_)) {
-            // Free, or reserved by a creation still in progress.
-            return None;
-        }
-        let Slot::Used(v) = core::mem::replace(slot, Slot::Free) else {
-            return None;
+        let v = {
+            let mut s = self.slots.lock();
+            let slot = s.entries.get_mut(index)?;
+            if !matches!(slot, Slot::Used(_)) {
+                // Free, or reserved by a creation still in progress.
+                return None;
+            }
+            // Reserved while it is unpublished: the number cannot be
+            // handed out again before its slot is empty.
+            let Slot::Used(v) = core::mem::replace(slot, Slot::Reserved) else {
+                return None;
+            };
+            v
         };
+        if let Some(p) = &self.published {
+            drop(p.unpublish(index));
+        }
+        let mut s = self.slots.lock();
+        s.entries[index] = Slot::Free;
         s.taken -= 1;
         // Dropped by the caller, outside the lock.
         Some(v)
     }
 
-    /// The object numbered `id`, if any. (For the data path: packets and
-    /// work requests name QPs and AHs by number.)
-    #[allow(dead_code)]
     /// Calls `f` on every object in the table, with the table's lock
     /// dropped (`f` may take locks of its own). Objects added meanwhile
     /// may be missed. Context: process (O(max) lock round trips).
@@ -123,8 +152,13 @@ impl<T: Send + Sync> IndexTable<T> {
         }
     }
 
+    /// The object numbered `id`, if any. (For the data path: packets and
+    /// work requests name QPs, MRs and AHs by number.) Any context.
     pub(crate) fn get(&self, id: u32) -> Option<Arc<T>> {
         let index = id.checked_sub(self.base)? as usize;
+        if let Some(p) = &self.published {
+            return p.get(index);
+        }
         match self.slots.lock().entries.get(index)? {
             Slot::Used(v) => Some(v.clone()),
             _ => None,
@@ -141,6 +175,13 @@ impl<T: Send + Sync> Reservation<'_, T> {
     /// Stores `value` under the reserved number.
     pub(crate) fn fill(self, value: Arc<T>) -> u32 {
         let id = self.id();
+        if let Some(p) = &self.table.published {
+            // The slot is empty: a number is reserved only when its slot
+            // is free, and `remove` frees it once unpublished.
+            if p.publish(self.index, value.clone()).is_err() {
+                pr_err!("index table: slot {} was not empty\n", id);
+            }
+        }
         self.table.slots.lock().entries[self.index] = Slot::Used(value);
         core::mem::forget(self);
         id

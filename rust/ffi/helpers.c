@@ -337,17 +337,23 @@ unsigned long rxud_umem_offset(struct ib_umem *umem)
 	return ib_umem_offset(umem);
 }
 
+/*
+ * A packet's buffer comes from the per-CPU page fragment cache the
+ * networking core keeps for receive buffers (__netdev_alloc_skb: a bump
+ * allocation in a page, the skb built around it), not from kmalloc as
+ * alloc_skb's does (rxe's way); packets too large for a page fragment
+ * (4096-byte path MTU) fall back to kmalloc there.
+ */
 struct sk_buff *rxud_tx_skb_alloc(struct net_device *ndev, unsigned int len,
 				  void **data)
 {
 	unsigned int room = LL_RESERVED_SPACE(ndev) + sizeof(struct ipv6hdr) +
 			    sizeof(struct udphdr);
-	struct sk_buff *skb = alloc_skb(room + len, GFP_ATOMIC);
+	struct sk_buff *skb = __netdev_alloc_skb(ndev, room + len, GFP_ATOMIC);
 
 	if (!skb)
 		return NULL;
 	skb_reserve(skb, room);
-	skb->dev = ndev;
 	*data = skb_put(skb, len);
 	return skb;
 }
@@ -624,4 +630,14 @@ bool rxud_may_send_inline(void)
 	 * needs interrupts enabled; ULPs may post from hard irq.
 	 */
 	return !in_hardirq() && !in_nmi() && !irqs_disabled();
+}
+
+void rxud_rcu_read_lock(void)
+{
+	rcu_read_lock();
+}
+
+void rxud_rcu_read_unlock(void)
+{
+	rcu_read_unlock();
 }

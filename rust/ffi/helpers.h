@@ -148,4 +148,8 @@ void rxud_dst_cache_free(struct dst_cache *cache);
 /* Whether packets may be sent from here: not in hard irq, interrupts on. */
 bool rxud_may_send_inline(void);
 
+/* An RCU read-side critical section (rust/rcu.rs); the macros' bodies. */
+void rxud_rcu_read_lock(void);
+void rxud_rcu_read_unlock(void);
+
 #endif

@@ -590,10 +590,12 @@ static void access_error_checks(void)
 		uint64_t off;		/* into the MR's buffer */
 		uint32_t in_mr;		/* of the 200 bytes, those inside the MR */
 		int bad_rkey;
+		int deregistered;	/* the rkey of an MR over B's buffer, gone */
 	} cases[] = {
-		{ "WRITE with a wrong rkey", 0, WRITE_OFF, 200, 1 },
-		{ "WRITE past the end of the MR", 0, BUF_LEN - 100, 100, 0 },
-		{ "WRITE to an MR without remote write", 1, WRITE_OFF, 200, 0 },
+		{ "WRITE with a wrong rkey", 0, WRITE_OFF, 200, 1, 0 },
+		{ "WRITE past the end of the MR", 0, BUF_LEN - 100, 100, 0, 0 },
+		{ "WRITE to an MR without remote write", 1, WRITE_OFF, 200, 0, 0 },
+		{ "WRITE through the rkey of a deregistered MR", 0, WRITE_OFF, 200, 0, 1 },
 	};
 	struct ibv_sge sa = sge(mr_a, WRITE_OFF, 200);
 	struct ibv_send_wr wr;
@@ -605,6 +607,22 @@ static void access_error_checks(void)
 		uint8_t *buf = mr->addr;
 		/* Not a key of this device's: another index, another key byte. */
 		uint32_t rkey = cases[i].bad_rkey ? mr->rkey ^ 0x5a5a5aa5 : mr->rkey;
+
+		if (cases[i].deregistered) {
+			/* A second MR over B's buffer, whose key must die with it
+			 * (B's own MR stays). */
+			struct ibv_mr *gone = ibv_reg_mr(pd[1], buf_b, BUF_LEN, ALL_ACCESS);
+			int err;
+
+			check(gone != NULL, "%s: the MR is registered", cases[i].what);
+			if (!gone)
+				continue;
+			rkey = gone->rkey;
+			err = ibv_dereg_mr(gone);
+			check(err == 0, "%s: and deregistered (%s)", cases[i].what, strerror(err));
+			if (err)
+				continue;
+		}
 
 		if (!pair_make(&p, &default_opts, cases[i].what))
 			continue;
