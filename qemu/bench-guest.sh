@@ -52,7 +52,7 @@ SYSCALL_RUNS=(
 	"ib_write_bw 4096 2000 -c UC"
 )
 # Rounds of RUNS for each provider: the table gives each figure's median.
-ROUNDS=${RXUD_BENCH_ROUNDS:-3}
+ROUNDS=${RXUD_BENCH_ROUNDS:-5}
 # RC QPs created at once for the memory figure, and their work requests.
 QPS=100 QP_WRS=32
 

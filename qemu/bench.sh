@@ -59,7 +59,7 @@ make -C "$src" KDIR="$KDIR" modules provider "$src/tests/verbs/qp-mem" >"$out/bu
 	{ tail -n 30 "$out/build.log" >&2; die "build failed (log: $out/build.log)"; }
 build_s=$((SECONDS - t0 - kernel_s))
 
-log "bench: two VMs, rxe and rxud in ${RXUD_BENCH_ROUNDS:-3} rounds (about 5 minutes a round; logs: $out/vm0.log, $out/vm1.log)"
+log "bench: two VMs, rxe and rxud in ${RXUD_BENCH_ROUNDS:-5} rounds (about 3 minutes a round; logs: $out/vm0.log, $out/vm1.log)"
 load0=$(cut -d' ' -f1 /proc/loadavg)
 "$src/qemu/vm.sh" --pair --timeout 2400 --out "$out" -- "$src/qemu/bench-guest.sh" >/dev/null 2>&1 ||
 	log "bench: the VMs did not both finish cleanly (see $out/vm0.log, $out/vm1.log); rows without a figure show -"

@@ -13,11 +13,13 @@ result() { # result OK DESC
 qemu_left() { pgrep -f "qemu-system.*$1" >/dev/null; }
 
 out=$(mktemp -d /tmp/rxud-harness.XXXXXX)
-"$TOP/qemu/vm.sh" --timeout 60 --out "$out/status" -- bash -c 'exit 3' >/dev/null 2>&1
-result $([ $? -eq 3 ] && echo 0 || echo 1) "guest exit status 3 is returned"
-
+# The first two side by side (one vCPU each, two cores).
+"$TOP/qemu/vm.sh" --timeout 60 --out "$out/status" -- bash -c 'exit 3' >/dev/null 2>&1 &
+status_pid=$!
 "$TOP/qemu/vm.sh" --timeout 15 --out "$out/timeout" -- sleep 600 >/dev/null 2>&1
 rc=$?
+wait $status_pid
+result $([ $? -eq 3 ] && echo 0 || echo 1) "guest exit status 3 is returned"
 result $([ $rc -eq 124 ] && echo 0 || echo 1) "a guest that outlives --timeout: exit 124 (got $rc)"
 sleep 2
 result $(qemu_left "$out/timeout" && echo 1 || echo 0) "no QEMU left after the timeout"

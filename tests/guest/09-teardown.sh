@@ -84,13 +84,29 @@ kill_traffic() {
 	pkill -9 -x rping
 }
 
+# Open contexts hold the module (rxud has no disassociate_ucontext): rmmod
+# must either be refused with everything still working, or succeed with
+# every device gone.
+rmmod_outcome() {
+	if rxud_loaded; then
+		ib_exists rxud0 && rdma link show rxud0/1 >/dev/null
+	else
+		[ "$(ib_count)" = 0 ]
+	fi
+}
+
 rxud_load
 
+# rmmod, then the processes killed, with the same traffic running (a
+# refused rmmod leaves it running).
 setup
 check "traffic flows" traffic
+rmmod rxud 2>/dev/null
+check "rmmod mid-transfer is refused (devices intact) or complete (devices gone)" rmmod_outcome
 kill_traffic
 check "killed mid-transfer: every QP released" wait_for 10 no_user_qps
 teardown_ns
+rxud_load
 
 setup
 check "traffic flows again" traffic
@@ -112,22 +128,6 @@ kill_traffic
 wait $del
 check_eq "netdev unregistered mid-transfer" 0 $?
 check "its device is gone" wait_for 10 ib_gone rxud1
-teardown_ns
-
-setup
-traffic
-# Open contexts hold the module (rxud has no disassociate_ucontext): rmmod
-# must either be refused with everything still working, or succeed with
-# every device gone.
-rmmod_outcome() {
-	if rxud_loaded; then
-		ib_exists rxud0 && rdma link show rxud0/1 >/dev/null
-	else
-		[ "$(ib_count)" = 0 ]
-	fi
-}
-rmmod rxud 2>/dev/null
-check "rmmod mid-transfer is refused (devices intact) or complete (devices gone)" rmmod_outcome
 teardown_ns
 check "no device left" test "$(ib_count)" = 0
 check "rmmod rxud" rxud_unload

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# RC over a link that loses 5% of the packets one way (netem), between two
-# rxud devices in network namespaces of their own joined by a veth pair:
+# Two rxud devices in network namespaces of their own joined by a veth
+# pair, first over a slow link, where packets queue below IP: the transmit
+# budget stops the sender and the packets' destructors restart it. Then
+# over a link that loses 5% of the packets one way (netem):
 # ibv_rc_pingpong with validated data must still complete, the losses must
 # show as retransmissions and as out-of-sequence packets not delivered.
-# Then a slow link, where packets queue below IP: the transmit budget
-# stops the sender and the packets' destructors restart it.
 . "$(dirname "$0")/../lib/tap.sh"
 . "$(dirname "$0")/../lib/rxud.sh"
 . "$(dirname "$0")/../lib/traffic.sh"
@@ -19,6 +19,25 @@ SRV_OUT=/tmp/12-rc-loss.server
 
 rxud_load
 rxud_pair rla rlb rlv0 rlv1
+
+# --- A slow link ---------------------------------------------------------
+# netem lets 16 of the client's packets out per 10 ms slot (1.6 MB/s,
+# slower than a TCG guest's sender) and keeps the rest queued (slots, unlike a delay, do not orphan the packets): they
+# pile up below IP, the client's transmit budget (64 KiB) stops its
+# sender, and only the destructors of the packets the slots let out wake
+# it again. UC, whose sender no ACK ever wakes, stalls without them.
+if ip netns exec rlb tc qdisc add dev rlv1 root netem slot 10ms 10ms packets 16 2>/dev/null; then
+	w0=$(hwc rxud1 tx_budget_waits)
+	PP_TIMEOUT=30 perf rla rxud0 rlb rxud1 ib_write_bw -c UC -s 65536 -n 50
+	w=$(($(hwc rxud1 tx_budget_waits) - w0))
+	ip netns exec rlb tc -s qdisc show dev rlv1 | tap_diag
+	ip netns exec rlb tc qdisc del dev rlv1 root
+	check "slow link: UC WRITE 64 KB x 50 completed" result 65536 50
+	check "slow link: the sender waited for its budget (tx_budget_waits +$w)" test "$w" -gt 0
+else
+	tap_ok "slow link: UC WRITE # SKIP no netem slots in this kernel"
+	tap_ok "slow link: tx_budget_waits # SKIP no netem slots in this kernel"
+fi
 
 # --- A lossy link ------------------------------------------------------
 # netem drops 5% of what the server (rxud0) sends: its replies' packets
@@ -54,25 +73,6 @@ else
 	tap_ok "5% loss: netem dropped packets # SKIP $why"
 	tap_ok "5% loss: rx_drop_sequence # SKIP $why"
 	tap_ok "5% loss: rc_retransmits # SKIP $why"
-fi
-
-# --- A slow link ---------------------------------------------------------
-# netem lets 16 of the client's packets out per 10 ms slot (1.6 MB/s,
-# slower than a TCG guest's sender) and keeps the rest queued (slots, unlike a delay, do not orphan the packets): they
-# pile up below IP, the client's transmit budget (64 KiB) stops its
-# sender, and only the destructors of the packets the slots let out wake
-# it again. UC, whose sender no ACK ever wakes, stalls without them.
-if ip netns exec rlb tc qdisc add dev rlv1 root netem slot 10ms 10ms packets 16 2>/dev/null; then
-	w0=$(hwc rxud1 tx_budget_waits)
-	PP_TIMEOUT=30 perf rla rxud0 rlb rxud1 ib_write_bw -c UC -s 65536 -n 50
-	w=$(($(hwc rxud1 tx_budget_waits) - w0))
-	ip netns exec rlb tc -s qdisc show dev rlv1 | tap_diag
-	ip netns exec rlb tc qdisc del dev rlv1 root
-	check "slow link: UC WRITE 64 KB x 50 completed" result 65536 50
-	check "slow link: the sender waited for its budget (tx_budget_waits +$w)" test "$w" -gt 0
-else
-	tap_ok "slow link: UC WRITE # SKIP no netem slots in this kernel"
-	tap_ok "slow link: tx_budget_waits # SKIP no netem slots in this kernel"
 fi
 
 ip netns exec rla rdma link delete rxud0

@@ -17,6 +17,18 @@ listening() { inns "$1" ss -Hltn 'sport = :18515' | grep -q .; }
 # serving PID NS: the server PID is listening in NS, or has exited already.
 serving() { ! kill -0 "$1" 2>/dev/null || listening "$2"; }
 
+# end_server PID CLIENT_STATUS: once the client has exited. A client that
+# failed may leave its server waiting for it until its timeout: that one
+# gets 5 s to finish, then SIGTERM (PID is the background job, whose
+# child is `timeout`, which passes the signal on). Then waits for PID.
+end_server() {
+	if [ "$2" -ne 0 ] && ! wait_for 5 server_gone "$1"; then
+		pkill -TERM -P "$1"
+	fi
+	wait "$1"
+}
+server_gone() { ! kill -0 "$1" 2>/dev/null; }
+
 hwc() { cat "/sys/class/infiniband/$1/ports/1/hw_counters/$2"; }
 
 # run_pair SERVER_NS SERVER_DEV CLIENT_NS CLIENT_DEV PROG ARGS...: PROG as a
@@ -44,7 +56,7 @@ run_pair() {
 			sleep 2
 		done
 		echo "client exit $crc" >>"$CLI_OUT"
-		wait "$spid"
+		end_server "$spid" "$crc"
 		echo "server exit $?" >>"$SRV_OUT"
 	else
 		echo "no RoCE v2 GID${GID_PREFIX:+ starting with $GID_PREFIX}" >"$CLI_OUT"
