@@ -64,7 +64,7 @@ mutant() {
 # The mutants of the second lane, which boots once the kmemleak mutants
 # (on the same side) are done: short ones, so that both sides end
 # together.
-LANE_B=" invalidate-noop mr-key-outlives-dereg "
+LANE_B=" invalidate-noop mr-key-outlives-dereg ud-no-wake "
 
 # lane_of I: the shared lane mutant I runs in.
 lane_of() { case $LANE_B in *" ${names[$1]} "*) echo lane-b ;; *) echo lane ;; esac; }
@@ -185,6 +185,12 @@ build_all() {
 	mutant invalidate-noop driver/mr.rs \
 		'st.valid = false;' '' \
 		tests/guest/06-kernel-verbs.sh 'not ok [0-9]+ - RDMA WRITE through an invalidated rkey fails'
+
+	# A UD sender stopped by its budget is never woken: a stream of
+	# datagrams through a slow link stalls.
+	mutant ud-no-wake driver/flight.rs \
+		'QpType::Ud | QpType::Gsi => super::tx::send_queued(&qp),' 'QpType::Ud | QpType::Gsi => {}' \
+		tests/guest/12-rc-loss.sh 'not ok [0-9]+ - slow link: UD SEND'
 
 	# Removing an object from a lock-free table leaves it published: a
 	# deregistered MR's key still names it.
