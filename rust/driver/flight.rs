@@ -104,6 +104,12 @@ impl TxFlight {
             && self.blocked.swap(false, Ordering::SeqCst)
     }
 
+    /// Whether the sender stopped for want of budget and has not been
+    /// woken yet (a destructor clears it when it queues the wake-up).
+    pub(crate) fn is_blocked(&self) -> bool {
+        self.blocked.load(Ordering::SeqCst)
+    }
+
     /// Packets below IP now.
     pub(crate) fn in_flight(&self) -> u32 {
         self.in_flight.load(Ordering::Relaxed)

@@ -76,7 +76,15 @@ pub(crate) fn send_queued(qp: &Arc<QpCore>) {
         qp.sq.ring().set_sender_active(false);
         qp.sq_active.store(false, Ordering::SeqCst);
         core::sync::atomic::fence(Ordering::SeqCst);
-        if blocked || !qp.sq.has_entries() {
+        if blocked {
+            // The wake-up may have come while this sender still held the
+            // queue, and gone away finding it busy: its destructor
+            // cleared the flag first. If the flag is still set, the
+            // wake-up is yet to come and will find the queue free.
+            if qp.flight.is_blocked() {
+                return;
+            }
+        } else if !qp.sq.has_entries() {
             return;
         }
     }
@@ -322,7 +330,7 @@ pub(crate) fn finish(
         return Err(status::GENERAL_ERR);
     }
     let datagram = skb.datagram_mut().ok_or(status::GENERAL_ERR)?;
-    if icrc::icrc_fill(datagram).is_err() {
+    if icrc::icrc_fill_with(datagram, crate::net::crc32_le).is_err() {
         return Err(status::GENERAL_ERR);
     }
     Ok(())

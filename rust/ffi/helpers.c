@@ -641,3 +641,8 @@ void rxud_rcu_read_unlock(void)
 {
 	rcu_read_unlock();
 }
+
+u32 rxud_crc32_le(u32 crc, const u8 *p, size_t len)
+{
+	return crc32_le(crc, p, len);
+}

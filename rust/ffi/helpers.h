@@ -148,6 +148,9 @@ void rxud_dst_cache_free(struct dst_cache *cache);
 /* Whether packets may be sent from here: not in hard irq, interrupts on. */
 bool rxud_may_send_inline(void);
 
+/* The kernel's CRC-32 (crc32_le) over @len bytes at @p from @crc. */
+u32 rxud_crc32_le(u32 crc, const u8 *p, size_t len);
+
 /* An RCU read-side critical section (rust/rcu.rs); the macros' bodies. */
 void rxud_rcu_read_lock(void);
 void rxud_rcu_read_unlock(void);
