@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The transmit budget: how many of a QP's packets may sit below IP at
-//! once (in a qdisc, a device ring, or, over a veth, the peer's receive
-//! path), released by the packets' destructors.
+//! The transmit budget: how many of an RC or UC QP's packets may sit below
+//! IP at once (in a qdisc, a device ring, or, over a veth, the peer's
+//! receive path), released by the packets' destructors.
 //!
 //! Without it a sender hands IP everything its window allows in one go,
 //! and the queues below IP take the burst or drop it: a drop costs RC a
@@ -21,7 +21,6 @@
 
 use super::qp::QpCore;
 use crate::bh_work::BhWork;
-use crate::ib::QpType;
 use crate::net::skb::TxOwner;
 use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use kernel::sync::Arc;
@@ -86,13 +85,6 @@ impl TxFlight {
         }
     }
 
-    /// Reserves one packet of budget, or marks the sender blocked (it
-    /// must stop; it will be woken) and returns `None`. The reservation
-    /// goes back to the budget unless [`Reserved::consume`]d.
-    pub(crate) fn reserve_one(&self) -> Option<Reserved<'_>> {
-        (self.reserve(1) == 1).then_some(Reserved { flight: self })
-    }
-
     /// One packet left: true if the sender waits and should be woken now.
     fn release(&self) -> bool {
         let left = self
@@ -104,36 +96,9 @@ impl TxFlight {
             && self.blocked.swap(false, Ordering::SeqCst)
     }
 
-    /// Whether the sender stopped for want of budget and has not been
-    /// woken yet (a destructor clears it when it queues the wake-up).
-    pub(crate) fn is_blocked(&self) -> bool {
-        self.blocked.load(Ordering::SeqCst)
-    }
-
     /// Packets below IP now.
     pub(crate) fn in_flight(&self) -> u32 {
         self.in_flight.load(Ordering::Relaxed)
-    }
-}
-
-/// One packet of budget, reserved for a packet not yet sent.
-pub(crate) struct Reserved<'a> {
-    flight: &'a TxFlight,
-}
-
-impl Reserved<'_> {
-    /// The packet goes out with [`crate::net::skb::TxSkb::send_owned`],
-    /// whose destructor gives the unit back.
-    pub(crate) fn consume(self) {
-        core::mem::forget(self);
-    }
-}
-
-impl Drop for Reserved<'_> {
-    fn drop(&mut self) {
-        // Not sent: by the sender itself, which is not blocked (it holds
-        // budget), so there is nobody to wake.
-        self.flight.in_flight.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -147,8 +112,5 @@ impl TxOwner for QpCore {
 
 /// A QP's sender was woken (see the module docs). Context: softirq.
 pub(super) fn wake(qp: Arc<QpCore>) {
-    match qp.qp_type() {
-        QpType::Rc | QpType::Uc => super::rc::kick(&qp),
-        QpType::Ud | QpType::Gsi => super::tx::send_queued(&qp),
-    }
+    super::rc::kick(&qp);
 }

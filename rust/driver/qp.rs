@@ -184,7 +184,7 @@ pub(crate) struct QpCore {
     /// in softirq, where kernel consumers may post).
     #[pin]
     pub(super) ud_ndev: SpinLockIrq<Option<NetDeviceRef>>,
-    /// Packets below IP and their budget (see `flight.rs`).
+    /// RC and UC: packets below IP and their budget (see `flight.rs`).
     pub(super) flight: TxFlight,
     /// Wakes the RC/UC sender when its packets below IP have drained.
     #[pin]

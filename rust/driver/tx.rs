@@ -18,8 +18,6 @@
 //! `ip_local_out`.
 
 use super::ah::Destination;
-use super::counters::RxCounter;
-use super::flight::Reserved;
 use super::local;
 use super::qp::QpCore;
 use super::sgl::{Sgl, SglError};
@@ -61,10 +59,8 @@ pub(crate) fn doorbell(qp: &Arc<QpCore>) {
     }
 }
 
-/// Runs the sender of a UD or GSI QP until its send queue is empty or its
-/// transmit budget is used up (its packets' destructors wake it again:
-/// `flight.rs`), unless another sender is already at it. Context: process
-/// or softirq.
+/// Runs the sender of a UD or GSI QP until its send queue is empty, unless
+/// another sender is already at it. Context: process or softirq.
 pub(crate) fn send_queued(qp: &Arc<QpCore>) {
     loop {
         if qp.sq_active.swap(true, Ordering::AcqRel) {
@@ -72,54 +68,27 @@ pub(crate) fn send_queued(qp: &Arc<QpCore>) {
             return;
         }
         qp.sq.ring().set_sender_active(true);
-        let blocked = drain(qp);
+        drain(qp);
         qp.sq.ring().set_sender_active(false);
         qp.sq_active.store(false, Ordering::SeqCst);
         core::sync::atomic::fence(Ordering::SeqCst);
-        if blocked {
-            // The wake-up may have come while this sender still held the
-            // queue, and gone away finding it busy: its destructor
-            // cleared the flag first. If the flag is still set, the
-            // wake-up is yet to come and will find the queue free.
-            if qp.flight.is_blocked() {
-                return;
-            }
-        } else if !qp.sq.has_entries() {
+        if !qp.sq.has_entries() {
             return;
         }
     }
 }
 
-/// Sends what the send queue holds; true if it stopped for want of
-/// transmit budget.
-fn drain(qp: &Arc<QpCore>) -> bool {
+fn drain(qp: &QpCore) {
     let ndev = qp.ud_netdev();
-    if let Some(ndev) = &ndev {
-        if let Some(mtu) = IbMtu::for_link_mtu(ndev.mtu()) {
-            qp.flight.set_mtu(mtu.bytes());
-        }
-    }
     let mut slot = [0u8; MAX_SEND_SLOT];
-    loop {
-        // Budget first: a WQE taken from the ring must be sent now.
-        if !qp.sq.has_entries() {
-            return false;
-        }
-        let Some(budget) = qp.flight.reserve_one() else {
-            qp.port.counters.add(RxCounter::TxBudgetWaits, 1);
-            return true;
-        };
-        if !matches!(qp.sq.pop(&mut slot), Ok(true)) {
-            return false;
-        }
+    while let Ok(true) = qp.sq.pop(&mut slot) {
         let wqe = SendWqe::decode(&slot);
         if local::is_local(wqe.opcode) {
-            drop(budget);
             local::complete(qp, &wqe, local::execute(qp, &wqe));
             continue;
         }
         let (st, len) = match &ndev {
-            Some(ndev) if qp.live.can_send() => send_ud(qp, ndev, &wqe, &slot, budget),
+            Some(ndev) if qp.live.can_send() => send_ud(qp, ndev, &wqe, &slot),
             // Not (or no longer) RTS, or the netdev is going away.
             _ => (status::WR_FLUSH_ERR, 0),
         };
@@ -140,15 +109,8 @@ fn drain(qp: &Arc<QpCore>) -> bool {
     }
 }
 
-/// Sends one UD WQE as one packet charged to `budget`; returns the
-/// completion status and byte count.
-fn send_ud(
-    qp: &Arc<QpCore>,
-    ndev: &NetDevice,
-    wqe: &SendWqe,
-    slot: &[u8],
-    budget: Reserved<'_>,
-) -> (u32, u32) {
+/// Sends one UD WQE; returns the completion status and byte count.
+fn send_ud(qp: &QpCore, ndev: &NetDevice, wqe: &SendWqe, slot: &[u8]) -> (u32, u32) {
     let imm = match wqe.opcode {
         opcode::SEND => None,
         opcode::SEND_WITH_IMM => Some(wqe.imm_or_inv),
@@ -203,14 +165,13 @@ fn send_ud(
         imm,
         dest.remote_qpn,
         qkey,
-        budget,
     );
     (st, len as u32)
 }
 
 #[allow(clippy::too_many_arguments)]
 fn build_and_send(
-    qp: &Arc<QpCore>,
+    qp: &QpCore,
     ndev: &NetDevice,
     to: &Destination,
     wqe: &SendWqe,
@@ -220,7 +181,6 @@ fn build_and_send(
     imm: Option<u32>,
     dest_qpn: u32,
     qkey: u32,
-    budget: Reserved<'_>,
 ) -> u32 {
     let av = &to.av;
     if av.network == NetworkType::RoceV1 {
@@ -282,10 +242,8 @@ fn build_and_send(
     if let Err(st) = finish(&mut skb, av, source_port(qp.qpn()), to.route.as_ref()) {
         return st;
     }
-    // UD is unreliable: handed to IP, the send is complete. The packet's
-    // destructor gives its budget back.
-    budget.consume();
-    match skb.send_owned(qp) {
+    // UD is unreliable: handed to IP, the send is complete.
+    match skb.send() {
         Ok(()) => status::SUCCESS,
         Err(_) => status::GENERAL_ERR,
     }
