@@ -14,7 +14,12 @@ use kernel::{prelude::*, sync::Arc};
 /// cached for every QP that sends along it, so that a datagram does not
 /// pay a routing lookup (rxe looks one up per packet). The cache checks
 /// the route on each use (`dst_check`), so a changed route is looked up
-/// again.
+/// again. Unlike an RC connection's cache, it is not reset when the
+/// netdev goes away: an AH may outlive that (its owner destroys it), and
+/// it need not, because the kernel moves routes still held past their
+/// netdev's unregistration to the blackhole device (`dst_dev_put`), so a
+/// cached route never holds the netdev (09-teardown unregisters one under
+/// UD traffic).
 pub(crate) struct Destination {
     pub(crate) av: AddressVector,
     /// `None` if the cache could not be allocated (an AH made in atomic
