@@ -277,6 +277,10 @@ pub struct Requester<S> {
     rd_atomic_out: u32,
     /// Packets sent since the last one with AckReq.
     since_ack_req: u32,
+    /// The PSN after the last packet sent with AckReq: while `una` is
+    /// before it, an ACK is on its way (or the packet was lost, which a
+    /// NAK or the timer finds).
+    ack_req_end: Psn,
 
     retry_left: u8,
     rnr_left: u8,
@@ -325,6 +329,7 @@ impl<S: AsRef<[Slot]> + AsMut<[Slot]>> Requester<S> {
             high_psn: start,
             rd_atomic_out: 0,
             since_ack_req: 0,
+            ack_req_end: start,
             retry_left: cfg.retry_cnt,
             rnr_left: cfg.rnr_retry,
             retry_mark: None,
@@ -483,9 +488,18 @@ impl<S: AsRef<[Slot]> + AsMut<[Slot]>> Requester<S> {
             let pos = position(k, w.npkts);
             let last = pos.ends_message();
             let next = psn.next();
+            // AckReq at each message end (its completion waits for the
+            // ACK), every `ack_every` packets but at least twice a window
+            // (so a full window always holds a request for an ACK), and on
+            // the packet that fills the window if no request is still
+            // unanswered. Asking on every window-filling packet would
+            // make each ACK that opens a few PSNs bring back an ACK for
+            // those few: one ACK per handful of packets, for good.
+            let spacing = self.ack_every.min((self.cwnd / 2).max(1));
+            let fills = next.diff(self.una) as u32 >= self.cwnd;
             let ack_req = last
-                || self.since_ack_req.saturating_add(1) >= self.ack_every
-                || next.diff(self.una) as u32 >= self.cwnd;
+                || self.since_ack_req.saturating_add(1) >= spacing
+                || (fills && !self.una.before(self.ack_req_end));
             let dma_len = if w.kind.class() == Class::Write && pos.starts_message() {
                 w.len
             } else {
@@ -537,11 +551,12 @@ impl<S: AsRef<[Slot]> + AsMut<[Slot]>> Requester<S> {
             }
             (pkt, w.first.add(seg_end))
         };
-        self.since_ack_req = if pkt.ack_req {
-            0
+        if pkt.ack_req {
+            self.since_ack_req = 0;
+            self.ack_req_end = next;
         } else {
-            self.since_ack_req.saturating_add(1)
-        };
+            self.since_ack_req = self.since_ack_req.saturating_add(1);
+        }
         self.cur_psn = next;
         if self.high_psn.before(next) {
             self.high_psn = next;
@@ -589,6 +604,8 @@ impl<S: AsRef<[Slot]> + AsMut<[Slot]>> Requester<S> {
         self.cur_idx = self.una_idx;
         self.cur_psn = self.una;
         self.since_ack_req = 0;
+        // Requests for ACKs beyond `una` may be among the lost.
+        self.ack_req_end = self.una;
     }
 
     /// Something was sent and is not answered.
@@ -1505,6 +1522,39 @@ mod tests {
         );
         r.on_response(&ack(Psn::new(9)), 1);
         assert_eq!(drain(&mut r, 1).len(), 10);
+    }
+
+    /// A window-limited stream asks for about two ACKs a window, however
+    /// often the responder answers on its own: an ACK that opens a few
+    /// PSNs does not make the packet filling them ask for another.
+    /// Packets cross a wire in order; the responder answers each packet
+    /// that asks and, unasked, every 5th.
+    #[test]
+    fn a_window_limited_stream_asks_for_two_acks_a_window() {
+        let c = Config {
+            ack_every: 64,
+            ..cfg()
+        };
+        let mut r = Requester::new(&c, Psn::new(0), [Slot::EMPTY; 8]);
+        const N: u32 = 400;
+        r.post(msg(1, MsgKind::Write, N * MTU)).unwrap();
+        let mut wire = std::collections::VecDeque::new();
+        let (mut asked, mut acks, mut now) = (0u32, 0u32, 0u64);
+        loop {
+            wire.extend(drain(&mut r, now));
+            let Some(p) = wire.pop_front() else { break };
+            now += 1;
+            asked += u32::from(p.ack_req);
+            if p.ack_req || p.psn.value() % 5 == 4 {
+                acks += 1;
+                r.on_response(&ack(p.psn), now);
+            }
+        }
+        let done = r.next_completion().map(|c| (c.id, c.status));
+        assert_eq!(done, Some((1, Status::Success)), "the message completes");
+        // Window 16: AckReq every 8 packets, the last packet too.
+        assert!(asked <= N / 8 + 1, "{asked} packets asked for an ACK");
+        assert!(acks <= N / 8 + N / 5 + 1, "{acks} ACKs");
     }
 
     /// After a retransmit timeout the requester resends RESTART_WINDOW
