@@ -20,29 +20,32 @@ step() { barrier "$1" 300 || { echo "peer never reached $1"; exit 1; }; }
 
 # Each entry: TEST SIZE ITERATIONS [EXTRA PERFTEST FLAGS] [| NETEM ARGS].
 # With NETEM ARGS, vm1's side of the link (what the client sends: the data
-# of a WRITE) goes through netem for that run. Iterations are sized for a
-# few seconds each under TCG (rxe moves about 5 to 10 MB/s there); "-"
-# for a run of a set duration (-D). UD's figure is the receiver's: a
-# sender's rate counts the datagrams lost on the way (rxud's UD sender
-# outruns the link), and a receiver waiting for a count of datagrams
-# that were lost would never end, hence a duration.
+# of a WRITE) goes through netem for that run. ITERATIONS "DN" for a run
+# of N seconds: bandwidth runs last 6 s, of which perftest measures the
+# middle 4 s (-f 1: a second's margin at each end), so that a figure is a steady
+# state of some thousands of packets, not a start-up of a second or less
+# (a count of iterations sized for rxe under TCG ran 1 MB rows for about a
+# second and atomics for a third of one). Latency runs count iterations.
+# UD's figure is the receiver's: a sender's rate counts the datagrams lost
+# on the way (rxud's UD sender outruns the link).
+BW=D6
 RUNS=(
-	"ib_send_bw 4096 2000"
-	"ib_send_bw 65536 200"
-	"ib_send_bw 1048576 15"
-	"ib_write_bw 4096 2000"
-	"ib_write_bw 65536 200"
-	"ib_write_bw 1048576 15"
-	"ib_read_bw 4096 2000"
-	"ib_read_bw 65536 200"
-	"ib_read_bw 1048576 15"
-	"ib_write_bw 65536 200 -c UC"
-	"ib_send_bw 1024 - -c UD -D 5"
-	"ib_atomic_bw 8 2000"
+	"ib_send_bw 4096 $BW"
+	"ib_send_bw 65536 $BW"
+	"ib_send_bw 1048576 $BW"
+	"ib_write_bw 4096 $BW"
+	"ib_write_bw 65536 $BW"
+	"ib_write_bw 1048576 $BW"
+	"ib_read_bw 4096 $BW"
+	"ib_read_bw 65536 $BW"
+	"ib_read_bw 1048576 $BW"
+	"ib_write_bw 65536 $BW -c UC"
+	"ib_send_bw 1024 $BW -c UD"
+	"ib_atomic_bw 8 $BW"
 	"ib_send_lat 2 300"
 	"ib_write_lat 2 300"
 	"ib_read_lat 2 300"
-	"ib_write_bw 1048576 10 | loss 1%"
+	"ib_write_bw 1048576 $BW | loss 1%"
 )
 # Runs of the client under strace, for the system calls it makes per work
 # request (one WR per ibv_post_send, as perftest posts).
@@ -52,7 +55,7 @@ SYSCALL_RUNS=(
 	"ib_write_bw 4096 2000 -c UC"
 )
 # Rounds of RUNS for each provider: the table gives each figure's median.
-ROUNDS=${RXUD_BENCH_ROUNDS:-5}
+ROUNDS=3
 # RC QPs created at once for the memory figure, and their work requests.
 QPS=100 QP_WRS=32
 
@@ -169,7 +172,10 @@ perf_args() {
 	[[ "$run" = *"|"* ]] && netem=${run#*| } run=${run%% |*}
 	read -r t size iters extra <<<"$run"
 	args=(-d "$dev" -x "$gid")
-	[ "$iters" = - ] || args+=(-n "$iters")
+	case $iters in
+	D*) args+=(-D "${iters#D}" -f 1) ;;
+	*) args+=(-n "$iters") ;;
+	esac
 	# shellcheck disable=SC2086
 	args+=($extra)
 	[ "$t" = ib_atomic_bw ] || args+=(-s "$size")

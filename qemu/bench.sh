@@ -59,7 +59,7 @@ make -C "$src" KDIR="$KDIR" modules provider "$src/tests/verbs/qp-mem" >"$out/bu
 	{ tail -n 30 "$out/build.log" >&2; die "build failed (log: $out/build.log)"; }
 build_s=$((SECONDS - t0 - kernel_s))
 
-log "bench: two VMs, rxe and rxud in ${RXUD_BENCH_ROUNDS:-5} rounds (about 3 minutes a round; logs: $out/vm0.log, $out/vm1.log)"
+log "bench: two VMs, rxe and rxud in 3 rounds (about 4 minutes a round; logs: $out/vm0.log, $out/vm1.log)"
 load0=$(cut -d' ' -f1 /proc/loadavg)
 "$src/qemu/vm.sh" --pair --timeout 2400 --out "$out" -- "$src/qemu/bench-guest.sh" >/dev/null 2>&1 ||
 	log "bench: the VMs did not both finish cleanly (see $out/vm0.log, $out/vm1.log); rows without a figure show -"
@@ -177,11 +177,13 @@ rxud: benchmarks
 link, rxe and rxud on that link, same run, same kernel, in $rounds rounds
 (rxe then rxud in odd rounds, rxud then rxe in even ones, so that a drift
 of the host's load favours neither). vm0 serves, vm1 connects; the sizes
-and iteration counts are those of qemu/bench-guest.sh, perftest's
-defaults otherwise (RC unless said, one QP, 128 WRs in flight for
-bandwidth). Bandwidth is perftest's average in MB/s (2^20 bytes), atomics
-its message rate, latency its typical figure; UD's bandwidth is the
-receiver's, over 5 s (a sender's counts datagrams lost on the way). Each
+are those of qemu/bench-guest.sh, perftest's defaults otherwise (RC
+unless said, one QP, 128 WRs in flight for bandwidth). Bandwidth and
+atomics runs last 6 s each, of which perftest measures the middle 4 s
+(\`\`-D 6 -f 1\`\`); latency runs are 300 iterations. Bandwidth is
+perftest's average in MB/s (2^20 bytes), atomics its message rate,
+latency its typical figure; UD's bandwidth is the receiver's (a sender's
+counts datagrams lost on the way). Each
 figure is the median of the rounds. "per round": rxud's figure over rxe's
 within each round, in round order (how far the noise goes); rxud/rxe: the
 median of those (rxe and rxud measured minutes apart in the same round),
