@@ -4,20 +4,24 @@
 //! acknowledged (sender), when packets may be lost, duplicated and
 //! reordered.
 //!
-//! XUD acknowledges every packet and places every packet directly (each
-//! carries a RETH), so neither side needs packets in order; both need to
-//! know, per PSN, "seen or not" over a bounded range, and where the first
-//! hole is. That is one structure, [`PsnBitmap`]: `W = 64 * WORDS` bits for
-//! the PSNs `[base, base + W)`, the bit of PSN `p` at position `p mod W`
-//! (W divides 2^24, so positions survive PSN wrap-around), and `base` the
-//! first PSN not yet seen. Marking `base` slides the window over every
-//! contiguous seen PSN, clearing their bits for the PSNs `W` further on.
+//! XUD acknowledges packets selectively and places every packet directly
+//! (each carries a RETH), so neither side needs packets in order; both need
+//! to know, per PSN, "seen or not" over a bounded range, and where the
+//! first hole is. That is one structure, [`PsnBitmap`]: `W = 64 * WORDS`
+//! bits for the PSNs `[base, base + W)`, the bit of PSN `p` at position
+//! `p mod W` (W divides 2^24, so positions survive PSN wrap-around), and
+//! `base` the first PSN not yet seen. Marking `base` slides the window over
+//! every contiguous seen PSN, clearing their bits for the PSNs `W` further
+//! on.
 //!
 //! - [`RecvWindow`] (the receiver window of seed 002): a packet is new
 //!   (place it, ACK it), a duplicate (ACK again, do not deliver twice) or
 //!   beyond the window (drop: the sender cannot have more than `W` PSNs
 //!   outstanding). Its [`RecvWindow::gaps`] are what a selective
-//!   retransmission request names: single PSNs or ranges.
+//!   retransmission request names: single PSNs or ranges. A receiver that
+//!   may fail to place a packet checks it first ([`RecvWindow::check`])
+//!   and records it only once placed ([`RecvWindow::commit`]); PSNs the
+//!   sender gave up are skipped with [`RecvWindow::advance`].
 //! - [`SendWindow`]: the sender hands out at most `W` PSNs beyond the
 //!   oldest unacknowledged one, records ACKs in any order, and lists what
 //!   is still unacknowledged for selective retransmission.
@@ -100,6 +104,28 @@ impl<const WORDS: usize> PsnBitmap<WORDS> {
         self.bits[w] |= m;
         self.slide();
         Ok(true)
+    }
+
+    /// Moves `base` forward to `to` (nothing if `to` is not after it),
+    /// whether or not the PSNs passed were seen, then past every seen PSN
+    /// at the new start. The bits of the PSNs passed are cleared: they now
+    /// stand for PSNs `SIZE` further on.
+    pub fn advance(&mut self, to: Psn) {
+        let d = to.diff(self.base);
+        if d <= 0 {
+            return;
+        }
+        let d = d as u32;
+        if d >= Self::SIZE {
+            self.bits = [0; WORDS];
+        } else {
+            for i in 0..d {
+                let (w, m) = Self::position(self.base.add(i));
+                self.bits[w] &= !m;
+            }
+        }
+        self.base = to;
+        self.slide();
     }
 
     /// Moves `base` past every seen PSN at its start, a word at a time
@@ -196,7 +222,40 @@ impl<const WORDS: usize> RecvWindow<WORDS> {
         }
     }
 
-    /// Records the packet `psn`.
+    /// What `psn` would be, without recording it: a receiver that may
+    /// still fail to place the packet checks first and commits only once
+    /// the payload is in place, so that a packet it could not place is
+    /// new again when it is retransmitted.
+    pub fn check(&self, psn: Psn) -> Arrival {
+        if psn.before(self.seen.base()) {
+            return Arrival::Duplicate;
+        }
+        match self.seen.offset(psn) {
+            None => Arrival::BeyondWindow,
+            Some(_) if self.seen.bit(psn) => Arrival::Duplicate,
+            Some(_) => Arrival::New,
+        }
+    }
+
+    /// Records `psn` as received (placed). True if it was new: of two
+    /// contexts that both checked the same PSN as new, only the one whose
+    /// commit returns true may count it.
+    pub fn commit(&mut self, psn: Psn) -> bool {
+        self.receive(psn) == Arrival::New
+    }
+
+    /// The sender says it will never send PSNs before `to` again (they
+    /// were acknowledged or given up): stop waiting for them. They are not
+    /// recorded as received, and PSNs up to `SIZE` past `to` fit in the
+    /// window from now on.
+    pub fn advance(&mut self, to: Psn) {
+        self.seen.advance(to);
+        if self.end.before(self.seen.base()) {
+            self.end = self.seen.base();
+        }
+    }
+
+    /// Records the packet `psn` (check and commit in one).
     pub fn receive(&mut self, psn: Psn) -> Arrival {
         match self.seen.mark(psn) {
             Ok(true) => {
@@ -418,6 +477,56 @@ mod tests {
                 assert_eq!(from_gaps, missing, "round {round}");
             }
         }
+    }
+
+    /// Check does not record: a packet that could not be placed is new
+    /// again on retransmission; commit is a test-and-set.
+    #[test]
+    fn check_then_commit() {
+        let mut w = RecvWindow::<1>::new(Psn::new(10));
+        assert_eq!(w.check(Psn::new(12)), Arrival::New);
+        assert_eq!(w.check(Psn::new(12)), Arrival::New, "check records nothing");
+        assert!(w.commit(Psn::new(12)));
+        assert!(!w.commit(Psn::new(12)), "a second commit of one PSN loses");
+        assert_eq!(w.check(Psn::new(12)), Arrival::Duplicate);
+        assert_eq!(w.check(Psn::new(9)), Arrival::Duplicate);
+        assert_eq!(w.check(Psn::new(10 + 64)), Arrival::BeyondWindow);
+        assert_eq!(w.expected(), Psn::new(10));
+    }
+
+    /// Advancing skips PSNs without recording them, keeps what was seen
+    /// beyond the new base, and makes room for PSNs a window past it.
+    #[test]
+    fn advance_skips_given_up_psns() {
+        let mut w = RecvWindow::<1>::new(Psn::new(0));
+        for p in [1, 2, 5, 63] {
+            assert!(w.commit(Psn::new(p)));
+        }
+        w.advance(Psn::new(4));
+        assert_eq!(w.expected(), Psn::new(4), "4 is still missing");
+        assert_eq!(w.check(Psn::new(5)), Arrival::Duplicate, "5 was kept");
+        assert_eq!(w.check(Psn::new(63)), Arrival::Duplicate, "63 was kept");
+        assert_eq!(w.check(Psn::new(66)), Arrival::New, "the window moved");
+        assert_eq!(w.check(Psn::new(68)), Arrival::BeyondWindow);
+        w.advance(Psn::new(2));
+        assert_eq!(w.expected(), Psn::new(4), "never backwards");
+        assert!(w.commit(Psn::new(4)));
+        assert_eq!(w.expected(), Psn::new(6));
+        // Far past the window: what was seen there no longer counts.
+        w.advance(Psn::new(6 + 0x1000));
+        assert_eq!(w.expected(), Psn::new(6 + 0x1000));
+        assert_eq!(w.check(Psn::new(6 + 0x1000)), Arrival::New);
+        assert_eq!(w.check(Psn::new(6 + 0x1000 + 63)), Arrival::New);
+        assert_eq!(w.check(Psn::new(6 + 0x1000 + 64)), Arrival::BeyondWindow);
+        assert_eq!(w.check(Psn::new(63)), Arrival::Duplicate, "behind the base");
+        assert_eq!(w.gaps().next(), None);
+        // Across the 24-bit wrap, and a half-space away is backwards.
+        let mut w = RecvWindow::<1>::new(Psn::new(0xff_fff0));
+        w.advance(Psn::new(0x10));
+        assert_eq!(w.expected(), Psn::new(0x10));
+        assert_eq!(w.check(Psn::new(0xff_fff8)), Arrival::Duplicate);
+        w.advance(Psn::new(0x10 + (1 << 23)));
+        assert_eq!(w.expected(), Psn::new(0x10), "not after the base: ignored");
     }
 
     #[test]

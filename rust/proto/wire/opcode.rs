@@ -42,11 +42,11 @@ const TRANSPORT_SHIFT: u8 = 5;
 /// such packets as unknown, so XUD traffic reaching an rxe node is
 /// discarded cleanly rather than misread.
 ///
-/// XUD's opcodes are specified in Documentation/xud.rst (data packets BTH
-/// + DETH + XETH + RETH (+ ImmDt) + payload: every packet names its sender
-/// and its target memory, so a receiver can place it on its own) but not
-/// built yet, so none is in the table and [`Opcode::info`] rejects the
-/// whole block.
+/// XUD's opcodes are specified in Documentation/xud.rst but not built yet,
+/// so none is in the table and [`Opcode::info`] rejects the whole block.
+/// Its data packets carry BTH, DETH, XETH, RETH, an optional ImmDt and the
+/// payload: every packet names its sender and its target memory, so a
+/// receiver can place it on its own.
 pub const XUD_OPCODE_BASE: u8 = 0b111 << TRANSPORT_SHIFT;
 
 /// Transports this implementation speaks.
