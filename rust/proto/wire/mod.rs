@@ -94,6 +94,8 @@ mod remote;
 pub mod reth;
 #[cfg(test)]
 mod vectors;
+pub mod xack;
+pub mod xeth;
 
 // The short names users import (`wire::Bth`, `wire::RethRepr`, ...).
 // The kernel module uses only some of them so far, and `unused_imports`
@@ -166,6 +168,9 @@ pub enum Error {
     /// superfluous extension header, a pad count above 3, payload on an
     /// opcode without payload).
     ReprMismatch,
+    /// A header field holds a value no conforming sender writes (an XUD
+    /// stream incarnation of 0, a message lag beyond the stream's limit).
+    BadField,
 }
 
 impl fmt::Display for Error {
@@ -182,6 +187,7 @@ impl fmt::Display for Error {
                 write!(f, "ICRC {received:#010x}, expected {computed:#010x}")
             }
             Error::ReprMismatch => f.write_str("headers do not match the opcode"),
+            Error::BadField => f.write_str("header field out of range"),
         }
     }
 }
