@@ -15,3 +15,4 @@ pub mod rc;
 pub mod uc;
 pub mod window;
 pub mod wire;
+pub mod xud;

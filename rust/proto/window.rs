@@ -269,6 +269,13 @@ impl<const WORDS: usize> RecvWindow<WORDS> {
         }
     }
 
+    /// Whether `psn` was received. Every PSN before the base counts (the
+    /// sender gave up those [`Self::advance`] skipped), none beyond the
+    /// window.
+    pub fn is_received(&self, psn: Psn) -> bool {
+        self.seen.is_seen(psn)
+    }
+
     /// The first PSN not received; all before it were.
     pub fn expected(&self) -> Psn {
         self.seen.base()

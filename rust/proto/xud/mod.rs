@@ -1,0 +1,140 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! XUD reliability (Documentation/xud.rst) as two sans-IO state machines,
+//! one per direction of a peer: [`sender::SendStream`] (what one QP sends
+//! to one destination: PSNs, messages, ACKs, selective retransmission,
+//! completions) and [`receiver::RecvStream`] (what one QP receives from
+//! one source: the two-phase window, messages in progress, when to ACK).
+//!
+//! As in [`super::rc`], nothing here allocates, locks, reads a clock or
+//! touches a packet: every call that needs time takes `now` (monotonic
+//! nanoseconds), and the kernel builds and parses the bytes with
+//! [`super::wire`]. The peer table, its locks and the reclaim timer are
+//! the driver's; the decisions they need (is a held stream quiet, may a
+//! sender's state go) are made here, so the host model tests in
+//! `model.rs` check the same rules the kernel runs.
+//!
+//! Two properties carry the design, and the model checks both over lossy,
+//! duplicating, reordering and delaying channels:
+//!
+//! - *exactly once*: a receiver commits a PSN only after placing it
+//!   ([`receiver::RecvStream::commit`]), each PSN once, so no payload is
+//!   placed or counted twice; a new receiver window starts at the
+//!   sender's `oldest_psn`, never at the first PSN seen (rule 2);
+//! - *no silent loss*: a sender completes a message with success only when
+//!   every one of its PSNs is acknowledged, and a receiver acknowledges
+//!   only what it committed or what the sender itself gave up (rule 4).
+
+pub mod receiver;
+pub mod sender;
+
+#[cfg(test)]
+mod model;
+
+/// The window: PSNs in flight per stream, and the PSNs an ACK's base and
+/// `sack` describe (the base and the 127 after it).
+pub const WINDOW: u32 = 128;
+
+/// Words of a [`super::window::PsnBitmap`] covering [`WINDOW`] PSNs.
+pub const WINDOW_WORDS: usize = (WINDOW / 64) as usize;
+
+/// Messages in flight per stream (`msg_lag` stays below this).
+pub const MAX_MSGS: u32 = super::wire::xeth::MAX_MSG_LAG as u32;
+
+/// Longest a sender keeps trying one message, from the first
+/// transmission of its first packet (xud.rst, "Reclaim and limits").
+pub const RETRY_SPAN_NS: u64 = 8_000_000_000;
+
+/// Longest a packet may live in the network.
+pub const LIFETIME_NS: u64 = 2_000_000_000;
+
+/// A receiver's state for a source goes after this long without an
+/// accepted packet: longer than any sender keeps a message, plus the
+/// lifetime of its last copy.
+pub const QUIET_NS: u64 = RETRY_SPAN_NS + LIFETIME_NS;
+
+/// A sender's state for a destination goes after this long with nothing
+/// in flight (by then the receiver has dropped its side).
+pub const SENDER_IDLE_NS: u64 = QUIET_NS + LIFETIME_NS;
+
+/// Bytes of GRH at the start of a SEND's receive buffer, as UD.
+pub const GRH_LEN: u32 = 40;
+
+/// Largest XUD message: one that finishes well within
+/// [`RETRY_SPAN_NS`].
+pub const MAX_MSG_LEN: u32 = 1 << 24;
+
+/// A hole in a stream is resent without waiting for the timer once
+/// PSNs this far past it are acknowledged (reordering beyond it is taken
+/// as loss).
+pub const REORDER: u32 = 3;
+
+/// NAK syndrome values XUD adds (`AckSyndrome::Nak` codes of its own
+/// space, xud.rst "ACK and NAK").
+pub const NAK_STALE_INCARNATION: u8 = 8;
+
+/// The operation of a message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Op {
+    Send,
+    SendImm,
+    Write,
+    WriteImm,
+}
+
+impl Op {
+    /// Whether the message consumes a receive work request.
+    pub const fn claims_receive(self) -> bool {
+        matches!(self, Op::Send | Op::SendImm | Op::WriteImm)
+    }
+
+    /// Whether its payload goes into a receive buffer (after a GRH).
+    pub const fn is_send(self) -> bool {
+        matches!(self, Op::Send | Op::SendImm)
+    }
+}
+
+/// Why a receiver refuses a data packet it has otherwise accepted: the
+/// NAK it answers with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Refusal {
+    /// No receive work request (RNR NAK).
+    ReceiverNotReady,
+    /// rkey, PD, access or bounds (NAK remote access error).
+    RemoteAccess,
+    /// Length or `dma_len` wrong (NAK invalid request).
+    InvalidRequest,
+}
+
+/// How a send work request completed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SendStatus {
+    /// Every PSN acknowledged (`IB_WC_SUCCESS`).
+    Success,
+    /// Not acknowledged within `retry_cnt` or [`RETRY_SPAN_NS`]; may have
+    /// been delivered (`IB_WC_RETRY_EXC_ERR`).
+    RetryExceeded,
+    /// Still RNR NAKed after `rnr_retry` (`IB_WC_RNR_RETRY_EXC_ERR`).
+    RnrRetryExceeded,
+    /// NAK remote access error (`IB_WC_REM_ACCESS_ERR`).
+    RemoteAccess,
+    /// NAK invalid request (`IB_WC_REM_INV_REQ_ERR`).
+    RemoteInvalidRequest,
+}
+
+/// How a receive claimed by a message completed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RecvStatus {
+    /// The whole message placed (`IB_WC_SUCCESS`).
+    Success,
+    /// A SEND longer than the receive (`IB_WC_LOC_LEN_ERR`).
+    LocalLength,
+    /// The sender gave the message up, or a WRITE_IMM was refused
+    /// part-way (`IB_WC_REM_ABORT_ERR`).
+    RemoteAbort,
+}
+
+/// `a` is before `b` in 32-bit serial arithmetic (message numbers).
+pub(crate) const fn seq_before(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) < 0
+}

@@ -1,0 +1,1046 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Model tests: XUD QPs, each with a sending and a receiving half per
+//! peer, connected by a network that loses, duplicates, reorders and
+//! delays packets (up to [`LIFETIME_NS`]), driven the way the driver
+//! drives the state machines (rule 1's stale check, the peer table with
+//! rules 2 and 3, check/claim/place/commit, delayed ACKs, the reclaim
+//! timer). Every run asserts:
+//!
+//! - no packet payload is placed twice;
+//! - a SEND or WRITE_IMM that completes with success at the sender
+//!   produced exactly one successful receive completion, with the
+//!   message's bytes; a WRITE that succeeds had every byte placed once;
+//! - a message that fails was delivered at most once;
+//! - every receive a message claimed completes (success or error) by the
+//!   end, and every posted message completes at its sender.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::vec::Vec;
+
+use super::super::psn::Psn;
+use super::receiver::{self, Check, DataPacket, RecvStream};
+use super::sender::{self, Answer, Message, Nak, SendStream, TimerOutcome};
+use super::*;
+
+use super::super::wire::testutil::Rng;
+
+/// The model's draws on top of the shared generator.
+trait Draw {
+    fn draw(&mut self, n: u64) -> u64;
+    fn chance(&mut self, per_mille: u64) -> bool;
+}
+
+impl Draw for Rng {
+    fn draw(&mut self, n: u64) -> u64 {
+        self.next_u64() % n.max(1)
+    }
+    fn chance(&mut self, per_mille: u64) -> bool {
+        self.draw(1000) < per_mille
+    }
+}
+
+const MTU: u32 = 256;
+const STEP_NS: u64 = 100_000;
+
+#[derive(Clone, Copy, Debug)]
+enum Payload {
+    Data {
+        pkt: DataPacket,
+        /// Which message (the model's id) and the chunk's offset.
+        id: usize,
+        offset: u32,
+    },
+    Answer(Answer),
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Wire {
+    src: usize,
+    dst: usize,
+    payload: Payload,
+}
+
+#[derive(Clone, Debug)]
+struct Msg {
+    src: usize,
+    dst: usize,
+    op: Op,
+    len: u32,
+    /// A WRITE whose rkey the receiver refuses.
+    bad_rkey: bool,
+    /// Completion at the sender.
+    status: Option<SendStatus>,
+    /// Successful receive completions, and failed ones.
+    delivered: u32,
+    recv_failed: u32,
+    /// Times each chunk was placed.
+    placed: Vec<u32>,
+}
+
+struct Recv {
+    buf: Vec<u8>,
+    /// Message the receive was claimed by (model id).
+    claimed_by: Option<usize>,
+}
+
+struct Node {
+    inc: u32,
+    /// Incarnations so far (each re-creation draws a new one).
+    generation: u32,
+    send: BTreeMap<usize, SendStream>,
+    /// Messages queued per destination beyond the stream's sixteen.
+    queued: BTreeMap<usize, VecDeque<usize>>,
+    recv: BTreeMap<usize, RecvStream>,
+    /// Posted receives not yet claimed, and all receives by handle.
+    rq: VecDeque<u32>,
+    recvs: BTreeMap<u32, Recv>,
+    next_recv: u32,
+    /// Deaf: drops everything it receives (a dead peer).
+    deaf: bool,
+    max_peers: usize,
+    /// Map from this node's stream-scoped message numbers to model ids,
+    /// per destination: (stream, msg_seq) -> id.
+    ids: BTreeMap<(u64, u32), usize>,
+}
+
+struct Net {
+    rng: Rng,
+    loss: u64,
+    dup: u64,
+    /// Delay: uniform up to this, and rarely up to LIFETIME.
+    delay_ns: u64,
+    long_delay: u64,
+    in_flight: Vec<(u64, Wire)>,
+}
+
+impl Net {
+    fn send(&mut self, now: u64, w: Wire) {
+        if self.rng.chance(self.loss) {
+            return;
+        }
+        let copies = if self.rng.chance(self.dup) { 2 } else { 1 };
+        for _ in 0..copies {
+            let delay = if self.rng.chance(self.long_delay) {
+                self.rng.draw(LIFETIME_NS)
+            } else {
+                self.rng.draw(self.delay_ns.max(1))
+            };
+            self.in_flight.push((now + delay, w));
+        }
+    }
+}
+
+struct Model {
+    now: u64,
+    nodes: Vec<Node>,
+    msgs: Vec<Msg>,
+    net: Net,
+    stream_seed: u64,
+    cfg: sender::Config,
+    ack_every: u32,
+    /// Counters the tests look at.
+    stale_naks: u32,
+    peer_limit_drops: u32,
+    reclaimed: u32,
+}
+
+fn pattern(id: usize, offset: u32) -> u8 {
+    (id as u32).wrapping_mul(31).wrapping_add(offset) as u8
+}
+
+impl Model {
+    fn new(nodes: usize, seed: u64) -> Self {
+        let mut rng = Rng::new(seed);
+        let nodes = (0..nodes)
+            .map(|_| Node {
+                inc: (rng.next_u64() as u32) | 1,
+                generation: 0,
+                send: BTreeMap::new(),
+                queued: BTreeMap::new(),
+                recv: BTreeMap::new(),
+                rq: VecDeque::new(),
+                recvs: BTreeMap::new(),
+                next_recv: 0,
+                deaf: false,
+                max_peers: 64,
+                ids: BTreeMap::new(),
+            })
+            .collect();
+        Model {
+            now: 1_000_000_000,
+            nodes,
+            msgs: Vec::new(),
+            net: Net {
+                rng,
+                loss: 0,
+                dup: 0,
+                delay_ns: 200_000,
+                long_delay: 0,
+                in_flight: Vec::new(),
+            },
+            stream_seed: seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1,
+            cfg: sender::Config::DEFAULT,
+            ack_every: 16,
+            stale_naks: 0,
+            peer_limit_drops: 0,
+            reclaimed: 0,
+        }
+    }
+
+    fn post_recvs(&mut self, node: usize, n: u32, len: u32) {
+        let nd = &mut self.nodes[node];
+        for _ in 0..n {
+            let h = nd.next_recv;
+            nd.next_recv += 1;
+            nd.recvs.insert(
+                h,
+                Recv {
+                    buf: std::vec![0; len as usize],
+                    claimed_by: None,
+                },
+            );
+            nd.rq.push_back(h);
+        }
+    }
+
+    fn post(&mut self, src: usize, dst: usize, op: Op, len: u32, bad_rkey: bool) -> usize {
+        let id = self.msgs.len();
+        self.msgs.push(Msg {
+            src,
+            dst,
+            op,
+            len,
+            bad_rkey,
+            status: None,
+            delivered: 0,
+            recv_failed: 0,
+            placed: std::vec![0; (len.max(1) as usize).div_ceil(MTU as usize)],
+        });
+        self.nodes[src].queued.entry(dst).or_default().push_back(id);
+        self.admit(src, dst);
+        id
+    }
+
+    /// Moves queued messages into the destination's stream while it has
+    /// room, creating the stream on first use.
+    fn admit(&mut self, src: usize, dst: usize) {
+        loop {
+            let now = self.now;
+            let nd = &mut self.nodes[src];
+            let Some(&id) = nd.queued.get(&dst).and_then(|q| q.front()) else {
+                return;
+            };
+            if let std::collections::btree_map::Entry::Vacant(e) = nd.send.entry(dst) {
+                self.stream_seed = self
+                    .stream_seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let stream = self.stream_seed | 1;
+                let first = Psn::new((self.stream_seed >> 40) as u32);
+                e.insert(SendStream::new(stream, first, self.cfg, now));
+            }
+            let s = nd.send.get_mut(&dst).unwrap();
+            let m = Message {
+                wqe: id as u32,
+                len: self.msgs[id].len,
+                mtu: MTU,
+            };
+            let Some(seq) = s.post(m, now) else {
+                return;
+            };
+            let stream = s.stream();
+            nd.ids.insert((stream, seq), id);
+            nd.queued.get_mut(&dst).unwrap().pop_front();
+        }
+    }
+
+    fn transmit(&mut self) {
+        for src in 0..self.nodes.len() {
+            let dsts: Vec<usize> = self.nodes[src].send.keys().copied().collect();
+            for dst in dsts {
+                for _ in 0..64 {
+                    let now = self.now;
+                    let s = self.nodes[src].send.get_mut(&dst).unwrap();
+                    let Some(tx) = s.next_packet(now) else {
+                        break;
+                    };
+                    let stream = s.stream();
+                    let id = tx.wqe as usize;
+                    let msg = &self.msgs[id];
+                    debug_assert_eq!(
+                        self.nodes[src].ids.get(&(stream, tx.xeth.msg_seq)),
+                        Some(&id)
+                    );
+                    let pkt = DataPacket {
+                        psn: tx.psn,
+                        xeth: tx.xeth,
+                        op: msg.op,
+                        offset: u64::from(tx.offset),
+                        dma_len: tx.msg_len,
+                        len: tx.len,
+                        ack_req: tx.ack_req,
+                    };
+                    self.net.send(
+                        now,
+                        Wire {
+                            src,
+                            dst,
+                            payload: Payload::Data {
+                                pkt,
+                                id,
+                                offset: tx.offset,
+                            },
+                        },
+                    );
+                }
+                self.complete_sends(src, dst);
+            }
+        }
+    }
+
+    fn complete_sends(&mut self, src: usize, dst: usize) {
+        while let Some((wqe, status)) = self.nodes[src]
+            .send
+            .get_mut(&dst)
+            .and_then(|s| s.next_completion())
+        {
+            let m = &mut self.msgs[wqe as usize];
+            assert_eq!((m.src, m.dst), (src, dst));
+            assert!(m.status.is_none(), "message {wqe} completed twice");
+            m.status = Some(status);
+        }
+        self.admit(src, dst);
+    }
+
+    fn answer(&mut self, from: usize, to: usize, a: Answer) {
+        let now = self.now;
+        self.net.send(
+            now,
+            Wire {
+                src: from,
+                dst: to,
+                payload: Payload::Answer(a),
+            },
+        );
+    }
+
+    fn ack(&mut self, node: usize, src: usize, nak: Option<(Nak, Psn)>) {
+        let inc = self.nodes[node].inc;
+        let Some(r) = self.nodes[node].recv.get_mut(&src) else {
+            return;
+        };
+        let info = r.ack();
+        self.answer(
+            node,
+            src,
+            Answer {
+                stream: info.stream,
+                inc,
+                base: info.base,
+                sack: info.sack,
+                nak,
+            },
+        );
+    }
+
+    fn drain_recv_done(&mut self, node: usize, src: usize) {
+        while let Some(done) = self.nodes[node]
+            .recv
+            .get_mut(&src)
+            .and_then(|r| r.next_done())
+        {
+            self.finish_recv(node, done);
+        }
+    }
+
+    fn finish_recv(&mut self, node: usize, done: receiver::RecvDone) {
+        let r = self.nodes[node]
+            .recvs
+            .remove(&done.recv)
+            .expect("receive completed twice");
+        let id = r.claimed_by.expect("completed receive was claimed");
+        let m = &mut self.msgs[id];
+        assert_eq!(m.dst, node);
+        if done.status == RecvStatus::Success {
+            m.delivered += 1;
+            assert_eq!(done.len, m.len);
+            if m.op.is_send() {
+                for i in 0..m.len {
+                    assert_eq!(
+                        r.buf[(GRH_LEN + i) as usize],
+                        pattern(id, i),
+                        "message {id} byte {i}"
+                    );
+                }
+            }
+        } else {
+            m.recv_failed += 1;
+        }
+    }
+
+    fn on_data(&mut self, node: usize, src: usize, pkt: DataPacket, id: usize, offset: u32) {
+        let now = self.now;
+        let inc = self.nodes[node].inc;
+        if !pkt.is_well_formed(MAX_MSG_LEN) {
+            return;
+        }
+        if receiver::is_stale(pkt.xeth.peer_inc, inc) {
+            self.stale_naks += 1;
+            self.answer(
+                node,
+                src,
+                Answer {
+                    stream: pkt.xeth.stream,
+                    inc,
+                    base: Psn::new(0),
+                    sack: 0,
+                    nak: Some((Nak::StaleIncarnation, pkt.psn)),
+                },
+            );
+            return;
+        }
+        // Rules 2 and 3.
+        let held = self.nodes[node]
+            .recv
+            .get(&src)
+            .map(|r| (r.stream(), r.is_quiet(now)));
+        match held {
+            Some((stream, _)) if stream == pkt.xeth.stream => {}
+            Some((_, true)) => {
+                self.reclaim_recv(node, src);
+                self.nodes[node]
+                    .recv
+                    .insert(src, RecvStream::new(&pkt, now));
+            }
+            Some((_, false)) => return,
+            None => {
+                if self.nodes[node].recv.len() >= self.nodes[node].max_peers {
+                    self.peer_limit_drops += 1;
+                    return;
+                }
+                self.nodes[node]
+                    .recv
+                    .insert(src, RecvStream::new(&pkt, now));
+            }
+        }
+        let check = self.nodes[node]
+            .recv
+            .get_mut(&src)
+            .unwrap()
+            .check(&pkt, now);
+        self.drain_recv_done(node, src);
+        let mut plan = match check {
+            Check::Duplicate => return self.ack(node, src, None),
+            Check::BeyondWindow | Check::Inconsistent => return,
+            Check::Refuse(r) => return self.nak(node, src, r, pkt.psn),
+            Check::Place(plan) => plan,
+        };
+        let msg_bad_rkey = self.msgs[id].bad_rkey;
+        // Step 5 before 6: a WRITE's access is checked before it claims.
+        if !pkt.op.is_send() && msg_bad_rkey {
+            self.nodes[node]
+                .recv
+                .get_mut(&src)
+                .unwrap()
+                .refuse(&plan, Refusal::RemoteAccess);
+            self.drain_recv_done(node, src);
+            return self.nak(node, src, Refusal::RemoteAccess, pkt.psn);
+        }
+        if plan.claim {
+            let Some(h) = self.nodes[node].rq.pop_front() else {
+                self.nodes[node]
+                    .recv
+                    .get_mut(&src)
+                    .unwrap()
+                    .refuse(&plan, Refusal::ReceiverNotReady);
+                return self.nak(node, src, Refusal::ReceiverNotReady, pkt.psn);
+            };
+            let len = self.nodes[node].recvs[&h].buf.len() as u32;
+            self.nodes[node].recvs.get_mut(&h).unwrap().claimed_by = Some(id);
+            let r = self.nodes[node]
+                .recv
+                .get_mut(&src)
+                .unwrap()
+                .claimed(&mut plan, &pkt, h, len);
+            if let Err(why) = r {
+                self.drain_recv_done(node, src);
+                return self.nak(node, src, why, pkt.psn);
+            }
+        }
+        // Place.
+        let chunk = (offset / MTU) as usize;
+        self.msgs[id].placed[chunk] += 1;
+        assert_eq!(
+            self.msgs[id].placed[chunk], 1,
+            "message {id} chunk {chunk} placed twice"
+        );
+        if pkt.op.is_send() {
+            let buf = &mut self.nodes[node].recvs.get_mut(&plan.recv).unwrap().buf;
+            for i in 0..pkt.len {
+                buf[(plan.recv_offset + i) as usize] = pattern(id, offset + i);
+            }
+        }
+        let ack_every = self.ack_every;
+        let r = self.nodes[node].recv.get_mut(&src).unwrap();
+        let c = r.commit(&plan, ack_every);
+        assert!(c.committed);
+        if pkt.ack_req {
+            r.note_ack_request(pkt.psn);
+        }
+        if c.ack_now || pkt.ack_req {
+            self.ack(node, src, None);
+        } else {
+            r.owe_ack();
+        }
+        self.drain_recv_done(node, src);
+    }
+
+    fn nak(&mut self, node: usize, src: usize, why: Refusal, psn: Psn) {
+        let nak = match why {
+            Refusal::ReceiverNotReady => Nak::ReceiverNotReady(1),
+            Refusal::RemoteAccess => Nak::RemoteAccess,
+            Refusal::InvalidRequest => Nak::InvalidRequest,
+        };
+        self.ack(node, src, Some((nak, psn)));
+    }
+
+    fn reclaim_recv(&mut self, node: usize, src: usize) {
+        if let Some(r) = self.nodes[node].recv.get_mut(&src) {
+            r.abandon_all();
+        }
+        self.drain_recv_done(node, src);
+        self.nodes[node].recv.remove(&src);
+        self.reclaimed += 1;
+    }
+
+    fn deliver(&mut self) {
+        let now = self.now;
+        let mut due = Vec::new();
+        self.net.in_flight.retain(|(t, w)| {
+            if *t <= now {
+                due.push(*w);
+                false
+            } else {
+                true
+            }
+        });
+        // Arrival order among the due ones is random too.
+        for i in (1..due.len()).rev() {
+            let j = self.net.rng.draw(i as u64 + 1) as usize;
+            due.swap(i, j);
+        }
+        for w in due {
+            if self.nodes[w.dst].deaf {
+                continue;
+            }
+            match w.payload {
+                Payload::Data { pkt, id, offset } => self.on_data(w.dst, w.src, pkt, id, offset),
+                Payload::Answer(a) => {
+                    if let Some(s) = self.nodes[w.dst].send.get_mut(&w.src) {
+                        s.on_answer(&a, now);
+                    }
+                    self.complete_sends(w.dst, w.src);
+                }
+            }
+        }
+    }
+
+    fn timers(&mut self, tick: u64) {
+        let now = self.now;
+        for node in 0..self.nodes.len() {
+            let dsts: Vec<usize> = self.nodes[node].send.keys().copied().collect();
+            for dst in dsts {
+                let s = self.nodes[node].send.get_mut(&dst).unwrap();
+                if s.next_deadline().is_some_and(|t| t <= now)
+                    && s.on_timer(now) == TimerOutcome::DestinationFailed
+                {
+                    // The driver fails what it still queues for the
+                    // destination.
+                    let q: Vec<usize> = self.nodes[node]
+                        .queued
+                        .get_mut(&dst)
+                        .map(|q| q.drain(..).collect())
+                        .unwrap_or_default();
+                    for id in q {
+                        self.msgs[id].status = Some(SendStatus::RetryExceeded);
+                    }
+                }
+                self.complete_sends(node, dst);
+            }
+            // Delayed ACKs.
+            let srcs: Vec<usize> = self.nodes[node].recv.keys().copied().collect();
+            for src in srcs {
+                if self.nodes[node].recv[&src].ack_owed() {
+                    self.ack(node, src, None);
+                }
+            }
+            // The reclaim timer, every QUIET / 4.
+            if tick.is_multiple_of(QUIET_NS / 4 / STEP_NS) {
+                let srcs: Vec<usize> = self.nodes[node].recv.keys().copied().collect();
+                for src in srcs {
+                    if self.nodes[node].recv[&src].is_quiet(now) {
+                        self.reclaim_recv(node, src);
+                    }
+                }
+                self.nodes[node].send.retain(|_, s| !s.is_idle(now));
+            }
+        }
+    }
+
+    /// Destroys node's QP and creates one with the same number: all its
+    /// state goes, its posted work fails, a new incarnation.
+    fn recreate(&mut self, node: usize) {
+        let nd = &mut self.nodes[node];
+        for (_, s) in nd.send.iter_mut() {
+            s.abort(SendStatus::RetryExceeded);
+        }
+        let dsts: Vec<usize> = nd.send.keys().copied().collect();
+        for dst in dsts {
+            while let Some((wqe, st)) = self.nodes[node]
+                .send
+                .get_mut(&dst)
+                .unwrap()
+                .next_completion()
+            {
+                self.msgs[wqe as usize].status = Some(st);
+            }
+        }
+        let nd = &mut self.nodes[node];
+        for (_, q) in std::mem::take(&mut nd.queued) {
+            for id in q {
+                self.msgs[id].status = Some(SendStatus::RetryExceeded);
+            }
+        }
+        let srcs: Vec<usize> = nd.recv.keys().copied().collect();
+        for src in srcs {
+            self.reclaim_recv(node, src);
+        }
+        let nd = &mut self.nodes[node];
+        nd.send.clear();
+        nd.generation += 1;
+        nd.inc = nd
+            .inc
+            .wrapping_mul(2_654_435_761)
+            .wrapping_add(nd.generation)
+            | 1;
+        // Unclaimed receives are flushed with the QP.
+        for h in std::mem::take(&mut nd.rq) {
+            nd.recvs.remove(&h);
+        }
+        nd.ids.clear();
+    }
+
+    fn run_for(&mut self, ns: u64) {
+        let ticks = ns / STEP_NS;
+        for _ in 0..ticks {
+            self.now += STEP_NS;
+            let tick = self.now / STEP_NS;
+            self.deliver();
+            self.timers(tick);
+            self.transmit();
+        }
+    }
+
+    /// Runs until every message has completed at its sender (or `limit`
+    /// passes), then long enough for the reclaim timers to fail any
+    /// receive left claimed.
+    fn settle(&mut self, limit: u64) {
+        let end = self.now + limit;
+        while self.now < end && self.msgs.iter().any(|m| m.status.is_none()) {
+            self.run_for(10_000_000);
+        }
+        self.net.loss = 0;
+        self.net.dup = 0;
+        self.run_for(QUIET_NS + LIFETIME_NS + QUIET_NS / 2);
+    }
+
+    fn verify(&self) {
+        for (id, m) in self.msgs.iter().enumerate() {
+            let status = m
+                .status
+                .unwrap_or_else(|| panic!("message {id} {m:?} never completed"));
+            let claims = m.op.claims_receive();
+            match status {
+                SendStatus::Success => {
+                    if claims {
+                        assert_eq!(m.delivered, 1, "message {id} {m:?}");
+                    }
+                    assert!(m.placed.iter().all(|&p| p == 1), "message {id} {m:?}");
+                }
+                _ => assert!(m.delivered <= 1, "message {id} {m:?}"),
+            }
+            assert!(
+                m.delivered + m.recv_failed <= 1,
+                "message {id} claimed twice: {m:?}"
+            );
+        }
+        for (n, nd) in self.nodes.iter().enumerate() {
+            for (h, r) in &nd.recvs {
+                assert!(
+                    r.claimed_by.is_none(),
+                    "node {n} receive {h} claimed but never completed"
+                );
+            }
+        }
+    }
+}
+
+fn random_traffic(m: &mut Model, seed: u64, messages: usize, ops: &[Op]) {
+    let mut rng = Rng::new(seed);
+    let n = m.nodes.len();
+    for i in 0..messages {
+        let src = rng.draw(n as u64) as usize;
+        let mut dst = rng.draw(n as u64 - 1) as usize;
+        if dst >= src {
+            dst += 1;
+        }
+        let op = ops[i % ops.len()];
+        let len = match rng.draw(4) {
+            0 => rng.draw(8) as u32,
+            1 => rng.draw(MTU as u64 * 2) as u32,
+            _ => rng.draw(MTU as u64 * 40) as u32,
+        };
+        m.post(src, dst, op, len, false);
+        if rng.chance(100) {
+            m.run_for(rng.draw(3_000_000));
+        }
+    }
+}
+
+fn lossy(seed: u64) -> Model {
+    let mut m = Model::new(3, seed);
+    m.net.loss = 50;
+    m.net.dup = 50;
+    m.net.delay_ns = 2_000_000;
+    m.net.long_delay = 2;
+    for n in 0..3 {
+        m.post_recvs(n, 400, GRH_LEN + MTU * 40);
+    }
+    m
+}
+
+const ALL_OPS: [Op; 4] = [Op::Send, Op::Write, Op::SendImm, Op::WriteImm];
+
+#[test]
+fn lossless_delivers_every_message_once() {
+    let mut m = Model::new(3, 7);
+    for n in 0..3 {
+        m.post_recvs(n, 200, GRH_LEN + MTU * 40);
+    }
+    random_traffic(&mut m, 11, 200, &ALL_OPS);
+    m.settle(60_000_000_000);
+    m.verify();
+    assert!(m.msgs.iter().all(|x| x.status == Some(SendStatus::Success)));
+}
+
+#[test]
+fn loss_duplication_and_reordering_deliver_exactly_once() {
+    for seed in 1..=6u64 {
+        let mut m = lossy(seed);
+        random_traffic(&mut m, seed * 77, 150, &ALL_OPS);
+        m.settle(120_000_000_000);
+        m.verify();
+        let ok = m
+            .msgs
+            .iter()
+            .filter(|x| x.status == Some(SendStatus::Success))
+            .count();
+        assert_eq!(
+            ok,
+            m.msgs.len(),
+            "seed {seed}: 5% loss must not exhaust retries"
+        );
+    }
+}
+
+#[test]
+fn receiver_not_ready_waits_for_receives() {
+    let mut m = Model::new(2, 3);
+    for i in 0..20 {
+        m.post(
+            0,
+            1,
+            if i % 2 == 0 { Op::Send } else { Op::WriteImm },
+            700,
+            false,
+        );
+    }
+    m.run_for(5_000_000);
+    assert!(
+        m.msgs.iter().all(|x| x.status.is_none()),
+        "nothing completes without receives"
+    );
+    m.post_recvs(1, 20, GRH_LEN + 1000);
+    m.settle(20_000_000_000);
+    m.verify();
+    assert!(m.msgs.iter().all(|x| x.status == Some(SendStatus::Success)));
+}
+
+#[test]
+fn receiver_not_ready_for_good_fails_rnr_retry_exceeded() {
+    let mut m = Model::new(2, 4);
+    m.cfg.rnr_retry = 2;
+    let id = m.post(0, 1, Op::Send, 3000, false);
+    m.settle(20_000_000_000);
+    m.verify();
+    assert_eq!(m.msgs[id].status, Some(SendStatus::RnrRetryExceeded));
+}
+
+#[test]
+fn a_receive_too_short_fails_both_sides() {
+    let mut m = Model::new(2, 5);
+    m.post_recvs(1, 1, GRH_LEN + 100);
+    m.post_recvs(1, 1, GRH_LEN + 5000);
+    let short = m.post(0, 1, Op::Send, 3000, false);
+    m.run_for(50_000_000);
+    let fits = m.post(0, 1, Op::Send, 3000, false);
+    m.settle(20_000_000_000);
+    m.verify();
+    assert_eq!(m.msgs[short].status, Some(SendStatus::RemoteInvalidRequest));
+    assert_eq!(m.msgs[short].recv_failed, 1);
+    assert_eq!(m.msgs[fits].status, Some(SendStatus::Success));
+}
+
+#[test]
+fn a_refused_rkey_fails_that_message_only() {
+    let mut m = lossy(8);
+    let bad = m.post(0, 1, Op::Write, 5000, true);
+    let bad_imm = m.post(0, 1, Op::WriteImm, 5000, true);
+    random_traffic(&mut m, 5, 60, &ALL_OPS);
+    m.settle(60_000_000_000);
+    m.verify();
+    assert_eq!(m.msgs[bad].status, Some(SendStatus::RemoteAccess));
+    assert_eq!(m.msgs[bad_imm].status, Some(SendStatus::RemoteAccess));
+    let ok = m
+        .msgs
+        .iter()
+        .filter(|x| x.status == Some(SendStatus::Success))
+        .count();
+    assert_eq!(ok, m.msgs.len() - 2);
+}
+
+#[test]
+fn a_silent_peer_fails_retry_exceeded_while_a_live_one_is_served() {
+    let mut m = Model::new(3, 9);
+    m.post_recvs(1, 100, GRH_LEN + MTU * 40);
+    m.nodes[2].deaf = true;
+    let t0 = m.now;
+    let mut dead = Vec::new();
+    for i in 0..40 {
+        dead.push(m.post(0, 2, ALL_OPS[i % 4], 4000, false));
+        m.post(0, 1, ALL_OPS[i % 4], 4000, false);
+    }
+    m.run_for(RETRY_SPAN_NS + 1_000_000_000);
+    for &id in &dead {
+        assert_eq!(m.msgs[id].status, Some(SendStatus::RetryExceeded), "{id}");
+    }
+    assert!(m.now - t0 <= RETRY_SPAN_NS + 1_000_000_000);
+    m.settle(10_000_000_000);
+    m.verify();
+    let ok = m
+        .msgs
+        .iter()
+        .filter(|x| x.dst == 1 && x.status == Some(SendStatus::Success))
+        .count();
+    assert_eq!(ok, 40);
+}
+
+#[test]
+fn a_recreated_peer_is_reached_by_later_messages() {
+    for seed in 20..24 {
+        let mut m = lossy(seed);
+        random_traffic(&mut m, seed, 60, &ALL_OPS);
+        m.run_for(20_000_000);
+        m.recreate(1);
+        m.post_recvs(1, 400, GRH_LEN + MTU * 40);
+        // What node 0 has in flight to the old QP fails when the stale
+        // NAK comes back (it may have reached the old QP); what it posts
+        // once it knows the new incarnation gets through.
+        let stale = m.post(0, 1, Op::Send, 100, false);
+        while m.msgs[stale].status.is_none() {
+            m.run_for(10_000_000);
+        }
+        assert!(m.stale_naks > 0);
+        let later: Vec<usize> = (0..30)
+            .map(|i| m.post(0, 1, ALL_OPS[i % 4], 2000, false))
+            .collect();
+        m.settle(60_000_000_000);
+        m.verify();
+        for id in later {
+            assert_eq!(
+                m.msgs[id].status,
+                Some(SendStatus::Success),
+                "seed {seed} message {id}"
+            );
+        }
+    }
+}
+
+#[test]
+fn reclaim_mid_stream_with_late_copies_delivers_no_duplicate() {
+    for seed in 30..34 {
+        let mut m = lossy(seed);
+        m.net.long_delay = 100;
+        random_traffic(&mut m, seed, 60, &ALL_OPS);
+        m.settle(60_000_000_000);
+        // The receivers have reclaimed their state; the senders' streams
+        // are still there (SENDER_IDLE is longer). Late copies of old
+        // packets are still in the network with the next messages.
+        assert!(m.reclaimed > 0);
+        random_traffic(&mut m, seed + 100, 60, &ALL_OPS);
+        m.settle(60_000_000_000);
+        m.verify();
+        let ok = m
+            .msgs
+            .iter()
+            .filter(|x| x.status == Some(SendStatus::Success))
+            .count();
+        assert_eq!(ok, m.msgs.len(), "seed {seed}");
+    }
+}
+
+#[test]
+fn the_peer_limit_refuses_new_peers_and_evicts_none() {
+    let mut m = Model::new(3, 40);
+    m.nodes[0].max_peers = 1;
+    m.post_recvs(0, 100, GRH_LEN + MTU * 40);
+    let first: Vec<usize> = (0..10)
+        .map(|i| m.post(1, 0, ALL_OPS[i % 4], 3000, false))
+        .collect();
+    m.run_for(1_000_000);
+    let second: Vec<usize> = (0..10)
+        .map(|i| m.post(2, 0, ALL_OPS[i % 4], 3000, false))
+        .collect();
+    m.settle(60_000_000_000);
+    m.verify();
+    assert!(m.peer_limit_drops > 0);
+    for id in first {
+        assert_eq!(m.msgs[id].status, Some(SendStatus::Success));
+    }
+    // The second source got in only after the first went quiet, if at
+    // all within its retry span: either way nothing was delivered twice.
+    for id in second {
+        assert!(m.msgs[id].status.is_some());
+    }
+}
+
+#[test]
+fn a_sender_gone_mid_message_fails_the_claimed_receive_in_time() {
+    let mut m = Model::new(2, 50);
+    m.post_recvs(1, 1, GRH_LEN + MTU * 40);
+    let id = m.post(0, 1, Op::Send, MTU * 40, false);
+    // Lose every fourth packet so the message stays open at the receiver.
+    m.net.loss = 250;
+    m.run_for(2_000_000);
+    assert!(m.msgs[id].placed.contains(&1));
+    m.recreate(0);
+    let gone = m.now;
+    m.net.loss = 0;
+    while m.msgs[id].recv_failed == 0 && m.now - gone <= LIFETIME_NS + QUIET_NS * 5 / 4 {
+        m.run_for(100_000_000);
+    }
+    assert_eq!(
+        m.msgs[id].recv_failed, 1,
+        "the claimed receive completes in error"
+    );
+    assert!(m.now - gone <= LIFETIME_NS + QUIET_NS * 5 / 4 + 100_000_000);
+    m.verify();
+}
+
+#[test]
+fn a_message_given_up_fails_its_receive_at_the_next_packet() {
+    let mut m = Model::new(2, 60);
+    m.post_recvs(1, 2, GRH_LEN + MTU * 40);
+    let a = m.post(0, 1, Op::Send, MTU * 40, false);
+    m.net.loss = 250;
+    m.run_for(300_000);
+    assert!(m.msgs[a].placed.contains(&1));
+    assert!(m.msgs[a].placed.contains(&0));
+    // The receiver goes deaf until the sender gives the message up.
+    m.nodes[1].deaf = true;
+    m.net.loss = 0;
+    while m.msgs[a].status.is_none() {
+        m.run_for(100_000_000);
+    }
+    assert_eq!(m.msgs[a].status, Some(SendStatus::RetryExceeded));
+    assert_eq!(m.msgs[a].recv_failed, 0, "not reclaimed yet");
+    m.nodes[1].deaf = false;
+    // Rule 4: the next message's packets carry the sender's oldest_msg,
+    // and the abandoned receive fails at once, not after QUIET.
+    let b = m.post(0, 1, Op::Send, 100, false);
+    m.run_for(50_000_000);
+    assert_eq!(m.msgs[b].status, Some(SendStatus::Success));
+    assert_eq!(m.msgs[a].recv_failed, 1);
+    m.settle(1_000_000_000);
+    m.verify();
+}
+
+#[test]
+fn answers_of_another_stream_or_past_the_sent_psns_are_ignored() {
+    let first = Psn::new(0xff_fffe);
+    let mut s = SendStream::new(42, first, sender::Config::DEFAULT, 0);
+    s.post(
+        Message {
+            wqe: 1,
+            len: 3 * MTU,
+            mtu: MTU,
+        },
+        0,
+    );
+    for _ in 0..3 {
+        s.next_packet(0).unwrap();
+    }
+    let all = Answer {
+        stream: 42,
+        inc: 9,
+        base: first.add(3),
+        sack: 0,
+        nak: None,
+    };
+    let forged = Answer { stream: 43, ..all };
+    assert_eq!(s.on_answer(&forged, 1), sender::AnswerOutcome::Ignored);
+    let beyond = Answer {
+        base: first.add(4),
+        ..all
+    };
+    assert_eq!(s.on_answer(&beyond, 1), sender::AnswerOutcome::Ignored);
+    assert_eq!(s.next_completion(), None);
+    assert_eq!(s.peer_inc(), 0, "nothing adopted from an ignored answer");
+    assert_eq!(s.on_answer(&all, 1), sender::AnswerOutcome::Taken);
+    assert_eq!(s.next_completion(), Some((1, SendStatus::Success)));
+    assert_eq!(s.peer_inc(), 9);
+}
+
+#[test]
+fn a_nak_acknowledges_its_base_and_sack_never_its_own_psn() {
+    let first = Psn::new(100);
+    let mut s = SendStream::new(42, first, sender::Config::DEFAULT, 0);
+    for wqe in 0..2 {
+        s.post(
+            Message {
+                wqe,
+                len: MTU,
+                mtu: MTU,
+            },
+            0,
+        );
+    }
+    s.next_packet(0).unwrap();
+    s.next_packet(0).unwrap();
+    // The receiver placed PSN 101 (sack bit 0 after base 100) and has no
+    // receive for 100.
+    let rnr = Answer {
+        stream: 42,
+        inc: 9,
+        base: first,
+        sack: 1,
+        nak: Some((Nak::ReceiverNotReady(1), first)),
+    };
+    s.on_answer(&rnr, 10);
+    assert_eq!(s.next_completion(), Some((1, SendStatus::Success)));
+    assert_eq!(s.next_completion(), None, "PSN 100 is not acknowledged");
+    assert_eq!(s.next_packet(11), None, "the RNR wait runs");
+    let again = s.next_packet(10 + 1_000_000).unwrap();
+    assert_eq!((again.psn, again.retransmit), (first, true));
+}

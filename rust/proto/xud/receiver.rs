@@ -1,0 +1,480 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The receiving half of an XUD peer: one [`RecvStream`] per source (GID,
+//! QPN) that has sent to the QP, created by the source's first accepted
+//! packet (rule 2) and dropped by the driver once [`RecvStream::is_quiet`]
+//! (rule 3, reclaim).
+//!
+//! A data packet goes through [`RecvStream::check`] (rule 4, then the
+//! window and the message, marking nothing), the driver's own checks
+//! (claim a receive, rkey and bounds), then [`RecvStream::commit`] once
+//! its payload is in place. A packet refused between the two is reported
+//! with [`RecvStream::refuse`] and stays new: its retransmission is
+//! placed. The driver holds the peer's lock from `check` to `commit`.
+
+use super::super::psn::Psn;
+use super::super::window::{Arrival, RecvWindow};
+use super::super::wire::xeth;
+use super::{
+    seq_before, Op, RecvStatus, Refusal, GRH_LEN, MAX_MSGS, QUIET_NS, WINDOW, WINDOW_WORDS,
+};
+
+/// What the receiver needs of a data packet, decoded and validated by the
+/// driver (headers, ICRC, Q_Key, rule 1's `peer_inc`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DataPacket {
+    pub psn: Psn,
+    pub xeth: xeth::Repr,
+    pub op: Op,
+    /// SEND: the payload's offset in the message (RETH `va`). WRITE: not
+    /// used here (the RETH addresses memory; the driver checks it).
+    pub offset: u64,
+    /// The message length (RETH `dma_len`).
+    pub dma_len: u32,
+    /// Payload bytes in this packet.
+    pub len: u32,
+    /// BTH AckReq.
+    pub ack_req: bool,
+}
+
+impl DataPacket {
+    /// Step 1's length rules: the message fits `max_msg_len`, the payload
+    /// fits the message (for a SEND, at its offset). A packet that fails
+    /// is malformed: dropped and counted.
+    pub fn is_well_formed(&self, max_msg_len: u32) -> bool {
+        if self.dma_len > max_msg_len || self.len > self.dma_len {
+            return false;
+        }
+        if self.op.is_send() {
+            return self
+                .offset
+                .checked_add(u64::from(self.len))
+                .is_some_and(|end| end <= u64::from(self.dma_len));
+        }
+        true
+    }
+}
+
+/// Rule 1: a packet addressed to an earlier incarnation of this QP (a
+/// `peer_inc` that is neither 0 nor `inc`) is stale: keep nothing, answer
+/// with a stale-incarnation NAK.
+pub const fn is_stale(peer_inc: u32, inc: u32) -> bool {
+    peer_inc != 0 && peer_inc != inc
+}
+
+/// A message in progress at the receiver: a SEND or WRITE_IMM that has
+/// claimed a receive. Plain WRITEs keep no state: the window is all they
+/// need.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct RecvMsg {
+    seq: u32,
+    op: Op,
+    dma_len: u32,
+    /// Payload bytes committed so far.
+    placed: u32,
+    /// The driver's handle of the claimed receive, and its total length.
+    recv: u32,
+    recv_len: u32,
+    state: MsgState,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum MsgState {
+    Free,
+    Open,
+    /// Finished; its receive completion not yet handed to the driver.
+    /// With a refusal, the message stays failed once reported.
+    Done(RecvStatus, Option<Refusal>),
+    /// Failed and reported: its later packets get the same NAK until the
+    /// sender's `oldest_msg` passes it.
+    Failed(Refusal),
+}
+
+impl RecvMsg {
+    const FREE: RecvMsg = RecvMsg {
+        seq: 0,
+        op: Op::Write,
+        dma_len: 0,
+        placed: 0,
+        recv: 0,
+        recv_len: 0,
+        state: MsgState::Free,
+    };
+}
+
+/// What to do with a data packet after [`RecvStream::check`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Check {
+    /// Placed before (or below the base): ACK again, place nothing.
+    Duplicate,
+    /// `W` or more past the base: drop and count.
+    BeyondWindow,
+    /// Contradicts the stream (its PSN is not within `W` of its own
+    /// `oldest_psn`, or its message was finished): drop and count.
+    Inconsistent,
+    /// Its message has failed here: NAK again.
+    Refuse(Refusal),
+    /// New: check and place it as planned, then [`RecvStream::commit`].
+    Place(Plan),
+}
+
+/// How to place a new packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Plan {
+    pub psn: Psn,
+    pub msg_seq: u32,
+    pub op: Op,
+    /// The message needs a receive claimed before this packet is placed
+    /// (its first packet to arrive): the driver claims one and calls
+    /// [`RecvStream::claimed`], or [`RecvStream::refuse`] with
+    /// [`Refusal::ReceiverNotReady`].
+    pub claim: bool,
+    /// SEND: where the payload goes in the receive buffer (after the GRH).
+    pub recv_offset: u32,
+    /// SEND: the claimed receive to place into (valid once claimed).
+    pub recv: u32,
+    pub len: u32,
+}
+
+/// A receive completion for the driver to write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecvDone {
+    /// The receive's handle, as given to [`RecvStream::claimed`].
+    pub recv: u32,
+    pub status: RecvStatus,
+    pub op: Op,
+    pub msg_seq: u32,
+    /// The message length (the driver adds the GRH for a SEND).
+    pub len: u32,
+}
+
+/// What the receiver sends back: the window's base and the placed PSNs
+/// after it (the XACK `sack`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AckInfo {
+    pub stream: u64,
+    pub base: Psn,
+    pub sack: u128,
+}
+
+/// One source's stream at the receiver.
+#[derive(Clone, Debug)]
+pub struct RecvStream {
+    stream: u64,
+    window: RecvWindow<WINDOW_WORDS>,
+    /// Messages before it were finished or given up by the sender.
+    oldest_msg: u32,
+    last_accepted: u64,
+    /// Packets committed since the last ACK.
+    unanswered: u32,
+    /// A packet waits for an ACK (the delayed ACK).
+    ack_owed: bool,
+    /// The highest AckReq PSN answered while a hole lay below it: when the
+    /// base passes it, the sender's completion waits on an ACK.
+    pending_req: Option<Psn>,
+    msgs: [RecvMsg; MAX_MSGS as usize],
+}
+
+impl RecvStream {
+    /// Rule 2: the state a source's first accepted packet creates, the
+    /// window's base at the packet's `oldest_psn` (never at its PSN: the
+    /// sender may still be trying older ones).
+    pub fn new(pkt: &DataPacket, now: u64) -> Self {
+        Self {
+            stream: pkt.xeth.stream,
+            window: RecvWindow::new(pkt.xeth.oldest_psn),
+            oldest_msg: pkt.xeth.oldest_msg(),
+            last_accepted: now,
+            unanswered: 0,
+            ack_owed: false,
+            pending_req: None,
+            msgs: [RecvMsg::FREE; MAX_MSGS as usize],
+        }
+    }
+
+    /// The sender's incarnation of the stream held.
+    pub fn stream(&self) -> u64 {
+        self.stream
+    }
+
+    /// The first PSN not placed (nor given up).
+    pub fn base(&self) -> Psn {
+        self.window.expected()
+    }
+
+    /// No packet accepted for more than [`QUIET_NS`]: the state may go
+    /// (reclaim), and a packet of another stream may replace it (rule 3).
+    pub fn is_quiet(&self, now: u64) -> bool {
+        now.saturating_sub(self.last_accepted) > QUIET_NS
+    }
+
+    /// Steps 3 and 4 (and the message part of 6) for a packet of this
+    /// stream (the caller compared `stream`): rule 4, then the window,
+    /// then its message. Marks nothing in the window; messages the sender
+    /// gave up (rule 4) fail, their receives come out of
+    /// [`Self::next_done`].
+    pub fn check(&mut self, pkt: &DataPacket, now: u64) -> Check {
+        let lead = pkt.psn.diff(pkt.xeth.oldest_psn);
+        if lead < 0 || lead as u32 >= WINDOW {
+            return Check::Inconsistent;
+        }
+        // Rule 4: only a packet the window's holder sent gets here.
+        self.window.advance(pkt.xeth.oldest_psn);
+        let oldest_msg = pkt.xeth.oldest_msg();
+        if seq_before(self.oldest_msg, oldest_msg) {
+            self.oldest_msg = oldest_msg;
+            self.abandon_before(oldest_msg);
+        }
+        match self.window.check(pkt.psn) {
+            Arrival::Duplicate => {
+                self.last_accepted = now;
+                return Check::Duplicate;
+            }
+            Arrival::BeyondWindow => return Check::BeyondWindow,
+            Arrival::New => {}
+        }
+        self.last_accepted = now;
+        let seq = pkt.xeth.msg_seq;
+        if seq_before(seq, self.oldest_msg) {
+            // A new PSN of a message the sender finished.
+            return Check::Inconsistent;
+        }
+        let mut plan = Plan {
+            psn: pkt.psn,
+            msg_seq: seq,
+            op: pkt.op,
+            claim: false,
+            recv_offset: 0,
+            recv: 0,
+            len: pkt.len,
+        };
+        if !pkt.op.claims_receive() {
+            return Check::Place(plan);
+        }
+        let slot = &mut self.msgs[(seq % MAX_MSGS) as usize];
+        match slot.state {
+            MsgState::Free => {
+                plan.claim = true;
+                if pkt.op.is_send() {
+                    plan.recv_offset = GRH_LEN + pkt.offset as u32;
+                }
+                Check::Place(plan)
+            }
+            // The slot's message is older or newer than the window of
+            // sixteen allows (its report is still pending): a conforming
+            // sender cannot get here.
+            _ if slot.seq != seq => Check::Inconsistent,
+            MsgState::Failed(r) | MsgState::Done(_, Some(r)) => Check::Refuse(r),
+            MsgState::Done(_, None) => Check::Inconsistent,
+            MsgState::Open => {
+                if slot.op != pkt.op || slot.dma_len != pkt.dma_len {
+                    slot.state =
+                        MsgState::Done(RecvStatus::RemoteAbort, Some(Refusal::InvalidRequest));
+                    return Check::Refuse(Refusal::InvalidRequest);
+                }
+                if let Some(r) = slot.fits(pkt) {
+                    return Check::Refuse(r);
+                }
+                plan.recv = slot.recv;
+                if pkt.op.is_send() {
+                    plan.recv_offset = GRH_LEN + pkt.offset as u32;
+                }
+                Check::Place(plan)
+            }
+        }
+    }
+
+    /// The driver claimed receive `recv` (of `recv_len` bytes in all) for
+    /// the message of `plan` (which asked for a claim). A SEND too long
+    /// for it fails the message at once (the receive completes
+    /// [`RecvStatus::LocalLength`], from [`Self::next_done`]) and the
+    /// packet is refused.
+    pub fn claimed(
+        &mut self,
+        plan: &mut Plan,
+        pkt: &DataPacket,
+        recv: u32,
+        recv_len: u32,
+    ) -> Result<(), Refusal> {
+        let slot = &mut self.msgs[(plan.msg_seq % MAX_MSGS) as usize];
+        *slot = RecvMsg {
+            seq: plan.msg_seq,
+            op: plan.op,
+            dma_len: pkt.dma_len,
+            placed: 0,
+            recv,
+            recv_len,
+            state: MsgState::Open,
+        };
+        plan.claim = false;
+        plan.recv = recv;
+        if pkt.op.is_send() && u64::from(GRH_LEN) + u64::from(pkt.dma_len) > u64::from(recv_len) {
+            slot.state = MsgState::Done(RecvStatus::LocalLength, Some(Refusal::InvalidRequest));
+            return Err(Refusal::InvalidRequest);
+        }
+        Ok(())
+    }
+
+    /// The driver refused `plan`'s packet: nothing of it is recorded, so
+    /// its retransmission is new again. An access error in a WRITE_IMM
+    /// message that holds a receive fails that message (its receive
+    /// completes [`RecvStatus::RemoteAbort`]); a message refused RNR was
+    /// never opened.
+    pub fn refuse(&mut self, plan: &Plan, why: Refusal) {
+        if why == Refusal::ReceiverNotReady || !plan.op.claims_receive() {
+            return;
+        }
+        let slot = &mut self.msgs[(plan.msg_seq % MAX_MSGS) as usize];
+        if slot.seq == plan.msg_seq && slot.state == MsgState::Open {
+            slot.state = MsgState::Done(RecvStatus::RemoteAbort, Some(why));
+        }
+    }
+
+    /// Step 7, after the payload is in place: records the PSN and counts
+    /// its bytes. Returns whether to ACK at once (else the ACK is owed,
+    /// [`Self::ack_owed`], and goes within the ACK delay). False from
+    /// `committed` means the PSN was committed already (a stale plan):
+    /// nothing was counted.
+    pub fn commit(&mut self, plan: &Plan, ack_every: u32) -> Committed {
+        if !self.window.commit(plan.psn) {
+            return Committed {
+                committed: false,
+                ack_now: true,
+            };
+        }
+        if plan.op.claims_receive() {
+            let slot = &mut self.msgs[(plan.msg_seq % MAX_MSGS) as usize];
+            if slot.seq == plan.msg_seq && slot.state == MsgState::Open {
+                slot.placed = slot.placed.saturating_add(plan.len);
+                if slot.placed >= slot.dma_len {
+                    slot.state = MsgState::Done(RecvStatus::Success, None);
+                }
+            }
+        }
+        self.unanswered += 1;
+        let mut ack_now = self.unanswered >= ack_every.max(1);
+        if let Some(req) = self.pending_req {
+            if !self.window.expected().before(req.next()) {
+                // The hole below an answered AckReq filled.
+                self.pending_req = None;
+                ack_now = true;
+            }
+        }
+        Committed {
+            committed: true,
+            ack_now,
+        }
+    }
+
+    /// The packet asked for an ACK (AckReq) and gets one now; remembers it
+    /// if a hole lies below it, so that filling the hole is answered too.
+    pub fn note_ack_request(&mut self, psn: Psn) {
+        if self.window.expected().before(psn.next()) {
+            // Not all of it and before it is in: the base stops short.
+            let newer = match self.pending_req {
+                Some(p) => p.before(psn),
+                None => true,
+            };
+            if newer {
+                self.pending_req = Some(psn);
+            }
+        }
+    }
+
+    /// A packet is waiting for an ACK.
+    pub fn ack_owed(&self) -> bool {
+        self.ack_owed
+    }
+
+    /// Marks an ACK as owed (sent within the ACK delay).
+    pub fn owe_ack(&mut self) {
+        self.ack_owed = true;
+    }
+
+    /// The ACK to send now: clears what was owed.
+    pub fn ack(&mut self) -> AckInfo {
+        self.ack_owed = false;
+        self.unanswered = 0;
+        let base = self.window.expected();
+        let mut sack = 0u128;
+        for i in 0..WINDOW - 1 {
+            if self.window.is_received(base.add(1 + i)) {
+                sack |= 1 << i;
+            }
+        }
+        AckInfo {
+            stream: self.stream,
+            base,
+            sack,
+        }
+    }
+
+    /// The next receive completion the driver is to write: messages
+    /// finished, failed or abandoned. Each comes out once.
+    pub fn next_done(&mut self) -> Option<RecvDone> {
+        for slot in self.msgs.iter_mut() {
+            if let MsgState::Done(status, refusal) = slot.state {
+                slot.state = match refusal {
+                    Some(r) => MsgState::Failed(r),
+                    None => MsgState::Free,
+                };
+                return Some(RecvDone {
+                    recv: slot.recv,
+                    status,
+                    op: slot.op,
+                    msg_seq: slot.seq,
+                    len: slot.dma_len,
+                });
+            }
+        }
+        None
+    }
+
+    /// Reclaim: every message still open fails
+    /// ([`RecvStatus::RemoteAbort`]); drain them with [`Self::next_done`]
+    /// before dropping the state.
+    pub fn abandon_all(&mut self) {
+        for slot in self.msgs.iter_mut() {
+            match slot.state {
+                MsgState::Open => slot.state = MsgState::Done(RecvStatus::RemoteAbort, None),
+                MsgState::Failed(_) => slot.state = MsgState::Free,
+                _ => {}
+            }
+        }
+    }
+
+    /// Rule 4's second half: messages before `oldest` were finished or
+    /// given up by the sender.
+    fn abandon_before(&mut self, oldest: u32) {
+        for slot in self.msgs.iter_mut() {
+            if slot.state == MsgState::Free || !seq_before(slot.seq, oldest) {
+                continue;
+            }
+            match slot.state {
+                MsgState::Open => slot.state = MsgState::Done(RecvStatus::RemoteAbort, None),
+                MsgState::Failed(_) => slot.state = MsgState::Free,
+                // A report still pending stays until drained.
+                _ => {}
+            }
+        }
+    }
+}
+
+/// What [`RecvStream::commit`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Committed {
+    pub committed: bool,
+    pub ack_now: bool,
+}
+
+impl RecvMsg {
+    /// Whether another packet of this open message fits: a SEND's bytes
+    /// at its offset within the claimed receive, and no message takes
+    /// more bytes than its length.
+    fn fits(&self, pkt: &DataPacket) -> Option<Refusal> {
+        if self.placed.saturating_add(pkt.len) > self.dma_len {
+            return Some(Refusal::InvalidRequest);
+        }
+        None
+    }
+}

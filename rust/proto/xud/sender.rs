@@ -1,0 +1,723 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The sending half of an XUD peer: one [`SendStream`] per destination
+//! (GID, QPN) the QP sends to.
+//!
+//! A stream holds up to [`MAX_MSGS`] messages, numbered in posting order,
+//! each sending its packets on consecutive PSNs as the window allows.
+//! Answers come as an ACK or NAK with the receiver's base and a `sack`
+//! bitmap ([`SendStream::on_answer`]); PSNs they show placed are never
+//! sent again. A hole is resent once PSNs [`REORDER`] past it are
+//! acknowledged (no timer needed), and on a retransmit timeout the stream
+//! sends one probe, its oldest unacknowledged PSN with AckReq, until an
+//! answer shows what else is missing. A message completes when every one
+//! of its PSNs is acknowledged, or fails, when its PSNs are given up: they
+//! leave the window as acknowledged ones do, and `oldest_psn` and
+//! `msg_lag` in the next packet tell the receiver to stop waiting for
+//! them (rule 4).
+
+use super::super::psn::Psn;
+use super::super::rc::{local_ack_timeout_ns, rnr_timeout_ns};
+use super::super::window::{AckResult, SendWindow};
+use super::super::wire::xeth;
+use super::{
+    seq_before, SendStatus, MAX_MSGS, REORDER, RETRY_SPAN_NS, SENDER_IDLE_NS, WINDOW, WINDOW_WORDS,
+};
+
+/// The QP attributes a sender uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// Local ACK timeout code (`timeout`, 4.096 us * 2^code; 0: only
+    /// [`RETRY_SPAN_NS`] bounds the wait).
+    pub timeout: u8,
+    /// Retransmit timeouts without progress before
+    /// [`SendStatus::RetryExceeded`].
+    pub retry_cnt: u8,
+    /// RNR NAKs for one message before [`SendStatus::RnrRetryExceeded`]
+    /// (7 is not "forever" for XUD: [`RETRY_SPAN_NS`] bounds it).
+    pub rnr_retry: u8,
+    /// AckReq at least every this many packets (0 counts as 1).
+    pub ack_every: u32,
+}
+
+impl Config {
+    /// rxe's RC defaults (timeout 14: 67 ms, 7 retries, 7 RNR retries)
+    /// and an ACK every 16 packets.
+    pub const DEFAULT: Config = Config {
+        timeout: 14,
+        retry_cnt: 7,
+        rnr_retry: 7,
+        ack_every: 16,
+    };
+
+    fn rto_ns(&self) -> u64 {
+        match local_ack_timeout_ns(self.timeout) {
+            Some(ns) => ns,
+            None => RETRY_SPAN_NS,
+        }
+    }
+}
+
+/// A message to send: the driver's handle of its work request, its
+/// length and the path MTU (payload bytes per packet).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Message {
+    pub wqe: u32,
+    pub len: u32,
+    pub mtu: u32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum MsgState {
+    Free,
+    /// Posted; packets to send or in flight.
+    Active,
+    /// Finished; its completion not yet handed out.
+    Done(SendStatus),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct SendMsg {
+    msg: Message,
+    seq: u32,
+    packets: u32,
+    /// Packets sent at least once (their PSNs are `first_psn..+sent`).
+    sent: u32,
+    acked: u32,
+    first_psn: Psn,
+    /// When its first packet first went out (the retry span starts).
+    first_tx: u64,
+    rnr_left: u8,
+    state: MsgState,
+}
+
+impl SendMsg {
+    const FREE: SendMsg = SendMsg {
+        msg: Message {
+            wqe: 0,
+            len: 0,
+            mtu: 0,
+        },
+        seq: 0,
+        packets: 0,
+        sent: 0,
+        acked: 0,
+        first_psn: Psn::new(0),
+        first_tx: 0,
+        rnr_left: 0,
+        state: MsgState::Free,
+    };
+
+    /// Whether `psn` is one of its sent packets; its index if so.
+    fn index_of(&self, psn: Psn) -> Option<u32> {
+        let d = psn.diff(self.first_psn);
+        (self.state == MsgState::Active && d >= 0 && (d as u32) < self.sent).then_some(d as u32)
+    }
+
+    /// Offset and length of packet `k`.
+    fn chunk(&self, k: u32) -> (u32, u32) {
+        let mtu = self.msg.mtu.max(1);
+        let offset = k.saturating_mul(mtu);
+        (offset, self.msg.len.saturating_sub(offset).min(mtu))
+    }
+}
+
+/// A packet the driver is to build and send.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TxPacket {
+    pub psn: Psn,
+    /// The work request of its message.
+    pub wqe: u32,
+    pub xeth: xeth::Repr,
+    /// Payload offset in the message and length.
+    pub offset: u32,
+    pub len: u32,
+    /// The message length (RETH `dma_len`).
+    pub msg_len: u32,
+    pub ack_req: bool,
+    /// Sent before (for counters).
+    pub retransmit: bool,
+}
+
+/// An ACK or NAK for this stream, decoded by the driver.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Answer {
+    /// XACK `stream`: the answer is dropped unless it is this stream's.
+    pub stream: u64,
+    /// XACK `inc`: the answering QP's incarnation.
+    pub inc: u32,
+    /// BTH PSN: the receiver's base.
+    pub base: Psn,
+    pub sack: u128,
+    /// A NAK: why, and the PSN it is about (AETH MSN).
+    pub nak: Option<(Nak, Psn)>,
+}
+
+/// The NAKs XUD senders act on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Nak {
+    /// RNR, with the AETH timer code.
+    ReceiverNotReady(u8),
+    RemoteAccess,
+    InvalidRequest,
+    /// The packet reached a QP of another incarnation (rule 1).
+    StaleIncarnation,
+}
+
+/// What an answer did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AnswerOutcome {
+    /// Not this stream's, or a base nobody sent: ignored, count it.
+    Ignored,
+    /// Taken; completions may be ready ([`SendStream::next_completion`])
+    /// and packets to send.
+    Taken,
+}
+
+/// What a timer expiry did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimerOutcome {
+    /// Not due.
+    Idle,
+    /// A probe or an RNR retry is ready to send.
+    Resend,
+    /// The destination did not answer within the budget: every message
+    /// that had sent a packet failed [`SendStatus::RetryExceeded`]; the
+    /// driver fails the work requests it still queues for it too.
+    DestinationFailed,
+}
+
+/// One destination's stream at the sender.
+#[derive(Clone, Debug)]
+pub struct SendStream {
+    stream: u64,
+    peer_inc: u32,
+    cfg: Config,
+    window: SendWindow<WINDOW_WORDS>,
+    /// Next message number to give.
+    next_msg: u32,
+    /// The message sending its first transmissions.
+    tx_msg: u32,
+    msgs: [SendMsg; MAX_MSGS as usize],
+    /// PSNs to resend: bit `i` is `rtx_base + i`.
+    rtx: u128,
+    rtx_base: Psn,
+    /// Holes before it were resent already by the reorder rule.
+    recovered: Psn,
+    /// Retransmit deadline while anything is in flight.
+    deadline: Option<u64>,
+    /// Consecutive timeouts without progress.
+    retries: u8,
+    /// After a timeout: only the probe goes until an answer comes.
+    probing: bool,
+    /// An RNR NAK asked to wait until then.
+    rnr_until: Option<u64>,
+    /// Packets since the last AckReq.
+    since_req: u32,
+    last_active: u64,
+}
+
+impl SendStream {
+    /// A new stream (first post to a destination, after reclaim, or after
+    /// a stale-incarnation NAK ended the previous one): `stream` random
+    /// and non-zero, `first` a random PSN.
+    pub fn new(stream: u64, first: Psn, cfg: Config, now: u64) -> Self {
+        Self {
+            stream,
+            peer_inc: 0,
+            cfg,
+            window: SendWindow::new(first),
+            next_msg: 0,
+            tx_msg: 0,
+            msgs: [SendMsg::FREE; MAX_MSGS as usize],
+            rtx: 0,
+            rtx_base: first,
+            recovered: first,
+            deadline: None,
+            retries: 0,
+            probing: false,
+            rnr_until: None,
+            since_req: 0,
+            last_active: now,
+        }
+    }
+
+    pub fn stream(&self) -> u64 {
+        self.stream
+    }
+
+    /// The receiving QP's incarnation as last heard (0: not yet).
+    pub fn peer_inc(&self) -> u32 {
+        self.peer_inc
+    }
+
+    /// Messages posted and not yet completed (handed out).
+    pub fn in_use(&self) -> u32 {
+        self.msgs
+            .iter()
+            .filter(|m| m.state != MsgState::Free)
+            .count() as u32
+    }
+
+    /// Packets in flight (sent, neither acknowledged nor given up).
+    pub fn in_flight(&self) -> u32 {
+        self.window.in_flight()
+    }
+
+    /// Whether another message can start now (at most [`MAX_MSGS`] in
+    /// flight, numbered within `msg_lag`'s range).
+    pub fn can_post(&self) -> bool {
+        let oldest = self.oldest_in_use();
+        self.next_msg.wrapping_sub(oldest) < MAX_MSGS
+    }
+
+    /// Starts `msg`, returning its number; `None` if [`Self::can_post`]
+    /// says no (the driver keeps it queued).
+    pub fn post(&mut self, msg: Message, now: u64) -> Option<u32> {
+        if !self.can_post() {
+            return None;
+        }
+        let seq = self.next_msg;
+        let packets = if msg.len == 0 || msg.mtu == 0 {
+            1
+        } else {
+            (msg.len - 1) / msg.mtu + 1
+        };
+        self.msgs[(seq % MAX_MSGS) as usize] = SendMsg {
+            msg,
+            seq,
+            packets,
+            sent: 0,
+            acked: 0,
+            first_psn: Psn::new(0),
+            first_tx: 0,
+            rnr_left: self.cfg.rnr_retry,
+            state: MsgState::Active,
+        };
+        self.next_msg = seq.wrapping_add(1);
+        self.last_active = now;
+        Some(seq)
+    }
+
+    /// The next packet to send, if any: resends first, then new packets
+    /// in message order while the window has room. `None` while an RNR
+    /// wait runs or only a probe may be in flight.
+    pub fn next_packet(&mut self, now: u64) -> Option<TxPacket> {
+        if self.rnr_until.is_some_and(|t| now < t) {
+            return None;
+        }
+        self.rnr_until = None;
+        if let Some(p) = self.next_resend(now) {
+            return Some(p);
+        }
+        if self.probing {
+            return None;
+        }
+        self.next_new(now)
+    }
+
+    fn next_resend(&mut self, now: u64) -> Option<TxPacket> {
+        self.rebase_rtx();
+        while self.rtx != 0 {
+            let i = self.rtx.trailing_zeros();
+            self.rtx &= !(1u128 << i);
+            let psn = self.rtx_base.add(i);
+            if self.window.is_acked(psn) {
+                continue;
+            }
+            let Some((m, k)) = self.find(psn) else {
+                continue;
+            };
+            let last = self.rtx == 0;
+            let pkt = self.packet(m, k, psn, self.probing || last, true);
+            self.arm(now);
+            return Some(pkt);
+        }
+        None
+    }
+
+    fn next_new(&mut self, now: u64) -> Option<TxPacket> {
+        loop {
+            if self.tx_msg == self.next_msg {
+                return None;
+            }
+            let m = (self.tx_msg % MAX_MSGS) as usize;
+            let msg = &self.msgs[m];
+            if msg.seq != self.tx_msg || msg.state != MsgState::Active || msg.sent >= msg.packets {
+                self.tx_msg = self.tx_msg.wrapping_add(1);
+                continue;
+            }
+            break;
+        }
+        let m = (self.tx_msg % MAX_MSGS) as usize;
+        let psn = self.window.send()?;
+        let msg = &mut self.msgs[m];
+        if msg.sent == 0 {
+            msg.first_psn = psn;
+            msg.first_tx = now;
+        }
+        let k = msg.sent;
+        msg.sent += 1;
+        let last = msg.sent == msg.packets;
+        if last {
+            self.tx_msg = self.tx_msg.wrapping_add(1);
+        }
+        self.since_req += 1;
+        // At least twice a window, so a full window always has an ACK
+        // coming that opens it.
+        let ack_req = last || self.since_req >= self.cfg.ack_every.clamp(1, WINDOW / 2);
+        if ack_req {
+            self.since_req = 0;
+        }
+        let pkt = self.packet(m, k, psn, ack_req, false);
+        self.arm(now);
+        self.last_active = now;
+        Some(pkt)
+    }
+
+    fn packet(&self, m: usize, k: u32, psn: Psn, ack_req: bool, retransmit: bool) -> TxPacket {
+        let msg = &self.msgs[m];
+        let (offset, len) = msg.chunk(k);
+        let oldest_msg = self.oldest_unfinished();
+        TxPacket {
+            psn,
+            wqe: msg.msg.wqe,
+            xeth: xeth::Repr {
+                stream: self.stream,
+                peer_inc: self.peer_inc,
+                msg_seq: msg.seq,
+                oldest_psn: self.window.oldest_unacked(),
+                msg_lag: msg.seq.wrapping_sub(oldest_msg) as u8,
+            },
+            offset,
+            len,
+            msg_len: msg.msg.len,
+            ack_req,
+            retransmit,
+        }
+    }
+
+    /// The message (slot) and packet index of a PSN still tried.
+    fn find(&self, psn: Psn) -> Option<(usize, u32)> {
+        self.msgs
+            .iter()
+            .enumerate()
+            .find_map(|(m, msg)| msg.index_of(psn).map(|k| (m, k)))
+    }
+
+    fn oldest_in_use(&self) -> u32 {
+        let mut seq = self.next_msg.wrapping_sub(MAX_MSGS);
+        while seq != self.next_msg {
+            let msg = &self.msgs[(seq % MAX_MSGS) as usize];
+            if msg.seq == seq && msg.state != MsgState::Free {
+                return seq;
+            }
+            seq = seq.wrapping_add(1);
+        }
+        self.next_msg
+    }
+
+    fn oldest_unfinished(&self) -> u32 {
+        let mut seq = self.oldest_in_use();
+        while seq != self.next_msg {
+            let msg = &self.msgs[(seq % MAX_MSGS) as usize];
+            if msg.seq == seq && msg.state == MsgState::Active {
+                return seq;
+            }
+            seq = seq.wrapping_add(1);
+        }
+        self.next_msg
+    }
+
+    /// Arms the retransmit timer if it is not running.
+    fn arm(&mut self, now: u64) {
+        if self.deadline.is_none() {
+            self.deadline = Some(now + self.rto());
+        }
+    }
+
+    /// The timeout, doubled for each timeout without progress, never past
+    /// the end of the oldest message's retry span.
+    fn rto(&self) -> u64 {
+        self.cfg.rto_ns() << self.retries.min(16)
+    }
+
+    /// Keeps `rtx` relative to the oldest unacknowledged PSN.
+    fn rebase_rtx(&mut self) {
+        let base = self.window.oldest_unacked();
+        let d = base.diff(self.rtx_base);
+        if d > 0 {
+            self.rtx = if d as u32 >= 128 { 0 } else { self.rtx >> d };
+            self.rtx_base = base;
+        }
+    }
+
+    fn mark_resend(&mut self, psn: Psn) {
+        self.rebase_rtx();
+        let d = psn.diff(self.rtx_base);
+        if d >= 0 && (d as u32) < WINDOW {
+            self.rtx |= 1u128 << d;
+        }
+    }
+
+    /// Takes an ACK or NAK. Answers with another `stream`, or a base past
+    /// what was sent, are ignored. PSNs below the base or set in `sack`
+    /// are acknowledged if still tried; PSNs given up stay failed.
+    pub fn on_answer(&mut self, a: &Answer, now: u64) -> AnswerOutcome {
+        if a.stream != self.stream || a.inc == 0 {
+            return AnswerOutcome::Ignored;
+        }
+        if let Some((Nak::StaleIncarnation, _)) = a.nak {
+            // Rule 1: the QP this stream spoke to is gone. What it may
+            // have received is lost with it; queued messages go on to its
+            // successor.
+            self.peer_inc = a.inc;
+            self.fail_started(SendStatus::RetryExceeded);
+            return AnswerOutcome::Taken;
+        }
+        let oldest = self.window.oldest_unacked();
+        let sent_end = oldest.add(self.window.in_flight());
+        if sent_end.before(a.base) {
+            return AnswerOutcome::Ignored;
+        }
+        self.peer_inc = a.inc;
+        self.last_active = now;
+        let mut progress = false;
+        let mut p = oldest;
+        while p.before(a.base) {
+            progress |= self.ack_psn(p);
+            p = p.next();
+        }
+        let mut highest = None;
+        let mut bits = a.sack;
+        while bits != 0 {
+            let i = bits.trailing_zeros();
+            bits &= bits - 1;
+            let p = a.base.add(1 + i);
+            if !p.before(sent_end) {
+                break;
+            }
+            highest = Some(p);
+            progress |= self.ack_psn(p);
+        }
+        if progress {
+            self.retries = 0;
+            self.deadline = None;
+            if self.window.in_flight() > 0 {
+                self.arm(now);
+            }
+        }
+        let was_probing = core::mem::replace(&mut self.probing, false);
+        if was_probing {
+            // Everything sent before the timeout that this answer does
+            // not show placed is taken as lost.
+            self.mark_unacked_before(sent_end);
+        } else if let Some(h) = highest {
+            // Holes REORDER or more before the highest placed PSN.
+            let limit = h.add(1).add(0u32.wrapping_sub(REORDER));
+            let from = if self.recovered.before(self.window.oldest_unacked()) {
+                self.window.oldest_unacked()
+            } else {
+                self.recovered
+            };
+            if from.before(limit) {
+                self.mark_unacked_range(from, limit);
+                self.recovered = limit;
+            }
+        }
+        if let Some((nak, psn)) = a.nak {
+            self.on_nak(nak, psn, now);
+        }
+        AnswerOutcome::Taken
+    }
+
+    fn on_nak(&mut self, nak: Nak, psn: Psn, now: u64) {
+        let Some((m, _)) = self.find(psn) else {
+            // About a PSN no longer tried: the base and sack were all.
+            return;
+        };
+        if self.window.is_acked(psn) {
+            return;
+        }
+        match nak {
+            Nak::ReceiverNotReady(code) => {
+                let msg = &mut self.msgs[m];
+                if msg.rnr_left == 0 || now.saturating_sub(msg.first_tx) >= RETRY_SPAN_NS {
+                    self.fail(m, SendStatus::RnrRetryExceeded);
+                    return;
+                }
+                // One RNR wait per round: the other packets of a message
+                // refused at once come back with NAKs of their own.
+                if self.rnr_until.is_none() {
+                    msg.rnr_left -= 1;
+                    self.rnr_until = Some(now + rnr_timeout_ns(code));
+                }
+                self.mark_resend(psn);
+            }
+            Nak::RemoteAccess => self.fail(m, SendStatus::RemoteAccess),
+            Nak::InvalidRequest => self.fail(m, SendStatus::RemoteInvalidRequest),
+            Nak::StaleIncarnation => {}
+        }
+    }
+
+    /// Acknowledges `psn` if still tried; true if that was news.
+    fn ack_psn(&mut self, psn: Psn) -> bool {
+        let Some((m, _)) = self.find(psn) else {
+            return false;
+        };
+        if self.window.ack(psn) != AckResult::New {
+            return false;
+        }
+        let msg = &mut self.msgs[m];
+        msg.acked += 1;
+        if msg.acked == msg.packets {
+            msg.state = MsgState::Done(SendStatus::Success);
+        }
+        true
+    }
+
+    fn mark_unacked_before(&mut self, end: Psn) {
+        let from = self.window.oldest_unacked();
+        self.mark_unacked_range(from, end);
+    }
+
+    fn mark_unacked_range(&mut self, from: Psn, end: Psn) {
+        let mut p = from;
+        while p.before(end) {
+            if !self.window.is_acked(p) {
+                self.mark_resend(p);
+            }
+            p = p.next();
+        }
+    }
+
+    /// Fails message `m`: its sent PSNs not acknowledged are given up
+    /// (they leave the window as acknowledged ones do), its unsent ones
+    /// never go.
+    fn fail(&mut self, m: usize, status: SendStatus) {
+        let msg = self.msgs[m];
+        if msg.state != MsgState::Active {
+            return;
+        }
+        for k in 0..msg.sent {
+            let _ = self.window.ack(msg.first_psn.add(k));
+        }
+        self.msgs[m].state = MsgState::Done(status);
+        if self.window.in_flight() == 0 {
+            self.deadline = None;
+            self.probing = false;
+        }
+    }
+
+    /// Fails every message that has sent a packet.
+    fn fail_started(&mut self, status: SendStatus) {
+        for m in 0..self.msgs.len() {
+            if self.msgs[m].state == MsgState::Active && self.msgs[m].sent > 0 {
+                self.fail(m, status);
+            }
+        }
+    }
+
+    /// When [`Self::on_timer`] next has work: the retransmit deadline or
+    /// the end of an RNR wait.
+    pub fn next_deadline(&self) -> Option<u64> {
+        match (self.deadline, self.rnr_until) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// The timer fired. A message past its retry span, or a stream out
+    /// of retries, fails; otherwise the oldest unacknowledged PSN goes
+    /// again as a probe and new packets wait for its answer.
+    pub fn on_timer(&mut self, now: u64) -> TimerOutcome {
+        let rnr_due = self.rnr_until.is_some_and(|t| now >= t);
+        let Some(deadline) = self.deadline else {
+            return if rnr_due {
+                TimerOutcome::Resend
+            } else {
+                TimerOutcome::Idle
+            };
+        };
+        if now < deadline {
+            return if rnr_due {
+                TimerOutcome::Resend
+            } else {
+                TimerOutcome::Idle
+            };
+        }
+        self.deadline = None;
+        if self.window.in_flight() == 0 {
+            return TimerOutcome::Idle;
+        }
+        let mut expired = false;
+        for m in 0..self.msgs.len() {
+            let msg = &self.msgs[m];
+            if msg.state == MsgState::Active
+                && msg.sent > 0
+                && now.saturating_sub(msg.first_tx) >= RETRY_SPAN_NS
+            {
+                expired = true;
+            }
+        }
+        if expired || self.retries >= self.cfg.retry_cnt {
+            self.fail_started(SendStatus::RetryExceeded);
+            self.fail_queued(SendStatus::RetryExceeded);
+            self.retries = 0;
+            self.probing = false;
+            return TimerOutcome::DestinationFailed;
+        }
+        self.retries += 1;
+        self.probing = true;
+        // Only the probe: its answer shows what else is missing.
+        self.rtx = 0;
+        let oldest = self.window.oldest_unacked();
+        self.mark_resend(oldest);
+        self.arm(now);
+        TimerOutcome::Resend
+    }
+
+    /// Fails the messages that have not sent a packet yet.
+    fn fail_queued(&mut self, status: SendStatus) {
+        for m in 0..self.msgs.len() {
+            if self.msgs[m].state == MsgState::Active && self.msgs[m].sent == 0 {
+                self.msgs[m].state = MsgState::Done(status);
+            }
+        }
+    }
+
+    /// A finished message's work request and status, each once, oldest
+    /// first among those ready (completions may come out of posting
+    /// order).
+    pub fn next_completion(&mut self) -> Option<(u32, SendStatus)> {
+        let mut seq = self.oldest_in_use();
+        while seq != self.next_msg {
+            let m = (seq % MAX_MSGS) as usize;
+            if let MsgState::Done(status) = self.msgs[m].state {
+                self.msgs[m].state = MsgState::Free;
+                return Some((self.msgs[m].msg.wqe, status));
+            }
+            seq = seq.wrapping_add(1);
+        }
+        None
+    }
+
+    /// Nothing in flight or queued for [`SENDER_IDLE_NS`]: the state may
+    /// go (the next post draws a new stream).
+    pub fn is_idle(&self, now: u64) -> bool {
+        self.in_use() == 0 && now.saturating_sub(self.last_active) > SENDER_IDLE_NS
+    }
+
+    /// The QP is going to the error state or away: every message fails
+    /// (their work requests are flushed by the caller).
+    pub fn abort(&mut self, status: SendStatus) {
+        self.fail_started(status);
+        self.fail_queued(status);
+    }
+}
+
+/// Whether `a` comes before `b` (message numbers); re-exported for the
+/// driver's queues.
+pub fn msg_before(a: u32, b: u32) -> bool {
+    seq_before(a, b)
+}
