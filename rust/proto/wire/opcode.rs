@@ -20,12 +20,12 @@
 //! | 100  | CNP (RoCEv2 congestion notification) | no: rxe drops it too |
 //! | 101  | XRC       | no |
 //! | 110  | reserved by IBTA | no |
-//! | 111  | manufacturer specific | reserved for XUD ([`XUD_OPCODE_BASE`]) |
+//! | 111  | manufacturer specific | XUD ([`XUD_OPCODE_BASE`]) |
 //!
 //! Any opcode not in the table is [`Error::UnknownOpcode`]; rxe drops
 //! such packets the same way.
 
-use super::{aeth, atomic, deth, feth, ieth, immdt, reth, Error};
+use super::{aeth, atomic, deth, feth, ieth, immdt, reth, xack, xeth, Error};
 
 /// A BTH opcode. Any byte is one; [`Opcode::info`] says whether it is
 /// known.
@@ -42,11 +42,11 @@ const TRANSPORT_SHIFT: u8 = 5;
 /// such packets as unknown, so XUD traffic reaching an rxe node is
 /// discarded cleanly rather than misread.
 ///
-/// XUD's opcodes are specified in Documentation/xud.rst but not built yet,
-/// so none is in the table and [`Opcode::info`] rejects the whole block.
-/// Its data packets carry BTH, DETH, XETH, RETH, an optional ImmDt and the
-/// payload: every packet names its sender and its target memory, so a
-/// receiver can place it on its own.
+/// XUD's opcodes (Documentation/xud.rst) are the six at the end of the
+/// table; the rest of the block is unknown. Its data packets carry BTH,
+/// DETH, XETH, RETH, an optional ImmDt and the payload: every packet names
+/// its sender and its target memory, so a receiver can place it on its
+/// own.
 pub const XUD_OPCODE_BASE: u8 = 0b111 << TRANSPORT_SHIFT;
 
 /// Transports this implementation speaks.
@@ -105,6 +105,10 @@ pub enum ExtHeader {
     AtomicAckEth,
     /// Flush ETH: placement type and selectivity level.
     Feth,
+    /// XUD extended transport header: stream, incarnation, message.
+    Xeth,
+    /// XUD acknowledgement header: stream, incarnation, selective ACK.
+    Xack,
 }
 
 impl ExtHeader {
@@ -119,6 +123,8 @@ impl ExtHeader {
             ExtHeader::AtomicEth => atomic::HEADER_LEN,
             ExtHeader::AtomicAckEth => atomic::ACK_HEADER_LEN,
             ExtHeader::Feth => feth::HEADER_LEN,
+            ExtHeader::Xeth => xeth::HEADER_LEN,
+            ExtHeader::Xack => xack::HEADER_LEN,
         }
     }
 }
@@ -348,6 +354,15 @@ opcodes! {
 
     UD_SEND_ONLY = 0x64, Send, Only, [Deth];
     UD_SEND_ONLY_WITH_IMMEDIATE = 0x65, Send, Only, [Deth, ImmDt];
+
+    // Documentation/xud.rst, "Wire format": every data packet is placed
+    // on its own (RETH), so there are no FIRST/MIDDLE/LAST opcodes.
+    XUD_SEND = 0xe0, Send, Only, [Deth, Xeth, Reth];
+    XUD_SEND_WITH_IMMEDIATE = 0xe1, Send, Only, [Deth, Xeth, Reth, ImmDt];
+    XUD_RDMA_WRITE = 0xe2, RdmaWrite, Only, [Deth, Xeth, Reth];
+    XUD_RDMA_WRITE_WITH_IMMEDIATE = 0xe3, RdmaWrite, Only, [Deth, Xeth, Reth, ImmDt];
+    XUD_ACKNOWLEDGE = 0xf0, Acknowledge, Only, [Deth, Xack];
+    XUD_NAK = 0xf1, Acknowledge, Only, [Deth, Xack, Aeth];
 }
 
 /// Every known opcode.
@@ -414,7 +429,13 @@ mod tests {
                     assert!(i.name.starts_with(prefix), "{}", i.name);
                     assert_eq!(i.name.contains("IMMEDIATE"), i.has(ImmDt), "{}", i.name);
                     assert_eq!(i.name.contains("INVALIDATE"), i.has(Ieth), "{}", i.name);
-                    assert_eq!(i.transport == Transport::Ud, i.has(Deth), "{}", i.name);
+                    assert_eq!(
+                        matches!(i.transport, Transport::Ud | Transport::Xud),
+                        i.has(Deth),
+                        "{}",
+                        i.name
+                    );
+                    assert_eq!(i.transport == Transport::Xud, i.has(Xeth) || i.has(Xack));
                     let sum: usize = i.headers.iter().map(|h| h.size()).sum();
                     assert_eq!(i.header_len, 12 + sum);
                     for (k, h) in i.headers.iter().enumerate() {
@@ -429,14 +450,14 @@ mod tests {
             }
         }
         assert_eq!(known, Opcode::all().len());
-        assert_eq!(known, 25 + 12 + 2);
+        assert_eq!(known, 25 + 12 + 2 + 6);
     }
 
     #[test]
     fn rejects_other_transports_and_gaps() {
         for b in [
             0x15, 0x18, 0x1b, 0x1e, 0x1f, 0x2c, 0x40, 0x60, 0x63, 0x66, 0x80, 0x81, 0xa0, 0xc0,
-            0xe0, 0xff,
+            0xe4, 0xef, 0xf2, 0xff,
         ] {
             assert_eq!(Opcode(b).info(), Err(Error::UnknownOpcode(b)), "{b:#x}");
         }
@@ -489,6 +510,35 @@ mod tests {
             (i.offset_of(Aeth), i.offset_of(AtomicAckEth)),
             (Some(12), Some(16))
         );
+    }
+
+    /// Documentation/xud.rst, "Wire format": one header order, 56 bytes of
+    /// transport headers a data packet (60 with immediate data).
+    #[test]
+    fn xud_layouts_match_the_spec() {
+        let cases: &[(Opcode, usize, Option<usize>)] = &[
+            (Opcode::XUD_SEND, 56, None),
+            (Opcode::XUD_SEND_WITH_IMMEDIATE, 60, Some(56)),
+            (Opcode::XUD_RDMA_WRITE, 56, None),
+            (Opcode::XUD_RDMA_WRITE_WITH_IMMEDIATE, 60, Some(56)),
+        ];
+        for &(op, len, imm) in cases {
+            let i = op.info().unwrap();
+            assert_eq!(i.header_len, len, "{}", i.name);
+            assert_eq!(
+                (i.offset_of(Deth), i.offset_of(Xeth), i.offset_of(Reth)),
+                (Some(12), Some(20), Some(40)),
+                "{}",
+                i.name
+            );
+            assert_eq!(i.offset_of(ImmDt), imm);
+            assert!(i.payload && i.position == Position::Only);
+        }
+        let ack = Opcode::XUD_ACKNOWLEDGE.info().unwrap();
+        assert_eq!((ack.header_len, ack.offset_of(Xack)), (52, Some(20)));
+        let nak = Opcode::XUD_NAK.info().unwrap();
+        assert_eq!((nak.header_len, nak.offset_of(Aeth)), (56, Some(52)));
+        assert!(!ack.payload && ack.direction == Direction::Response);
     }
 
     #[test]
