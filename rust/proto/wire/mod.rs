@@ -127,6 +127,10 @@ pub use opcode::{
 pub use packet::{Packet, Repr as PacketRepr};
 #[allow(unused_imports)]
 pub use reth::{Header as Reth, Repr as RethRepr};
+#[allow(unused_imports)]
+pub use xack::{Header as Xack, Repr as XackRepr};
+#[allow(unused_imports)]
+pub use xeth::{Header as Xeth, Repr as XethRepr};
 
 /// The UDP destination port IANA assigned to RoCEv2.
 pub const ROCE_V2_UDP_PORT: u16 = 4791;

@@ -19,8 +19,8 @@
 use super::icrc::ICRC_LEN;
 use super::opcode::{ExtHeader, Opcode, OpcodeInfo};
 use super::Error;
-use super::{aeth, atomic, bth, deth, feth, ieth, immdt, reth};
-use super::{Aeth, AtomicAckEth, AtomicEth, Bth, Deth, Feth, Ieth, ImmDt, Reth};
+use super::{aeth, atomic, bth, deth, feth, ieth, immdt, reth, xack, xeth};
+use super::{Aeth, AtomicAckEth, AtomicEth, Bth, Deth, Feth, Ieth, ImmDt, Reth, Xack, Xeth};
 
 /// A checked view of a transport packet.
 #[derive(Clone, Copy, Debug)]
@@ -165,6 +165,16 @@ impl<T: AsRef<[u8]>> Packet<T> {
         self.ext(ExtHeader::Feth).map(Feth::new_unchecked)
     }
 
+    /// The XETH (XUD data packets).
+    pub fn xeth(&self) -> Option<Xeth<&[u8]>> {
+        self.ext(ExtHeader::Xeth).map(Xeth::new_unchecked)
+    }
+
+    /// The XACK (XUD ACKs and NAKs).
+    pub fn xack(&self) -> Option<Xack<&[u8]>> {
+        self.ext(ExtHeader::Xack).map(Xack::new_unchecked)
+    }
+
     /// The payload (without pad).
     pub fn payload(&self) -> &[u8] {
         let start = self.info.header_len;
@@ -235,6 +245,16 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
         self.ext_mut(ExtHeader::Feth).map(Feth::new_unchecked)
     }
 
+    /// [`Self::xeth`], writable.
+    pub fn xeth_mut(&mut self) -> Option<Xeth<&mut [u8]>> {
+        self.ext_mut(ExtHeader::Xeth).map(Xeth::new_unchecked)
+    }
+
+    /// [`Self::xack`], writable.
+    pub fn xack_mut(&mut self) -> Option<Xack<&mut [u8]>> {
+        self.ext_mut(ExtHeader::Xack).map(Xack::new_unchecked)
+    }
+
     /// The payload, writable (e.g. to copy it in after `Repr::emit`).
     pub fn payload_mut(&mut self) -> &mut [u8] {
         let start = self.info.header_len;
@@ -268,6 +288,10 @@ pub struct Repr {
     pub atomic_ack_eth: Option<atomic::AckRepr>,
     /// The FETH, if the opcode has one.
     pub feth: Option<feth::Repr>,
+    /// The XETH, if the opcode has one.
+    pub xeth: Option<xeth::Repr>,
+    /// The XACK, if the opcode has one.
+    pub xack: Option<xack::Repr>,
 }
 
 impl Repr {
@@ -283,6 +307,8 @@ impl Repr {
             atomic_eth: None,
             atomic_ack_eth: None,
             feth: None,
+            xeth: None,
+            xack: None,
         }
     }
 
@@ -298,6 +324,8 @@ impl Repr {
             atomic_eth: p.atomic_eth().map(|h| atomic::Repr::parse(&h)),
             atomic_ack_eth: p.atomic_ack_eth().map(|h| atomic::AckRepr::parse(&h)),
             feth: p.feth().map(|h| feth::Repr::parse(&h)),
+            xeth: p.xeth().map(|h| xeth::Repr::parse(&h)).transpose()?,
+            xack: p.xack().map(|h| xack::Repr::parse(&h)).transpose()?,
         })
     }
 
@@ -314,6 +342,8 @@ impl Repr {
             (ExtHeader::AtomicEth, self.atomic_eth.is_some()),
             (ExtHeader::AtomicAckEth, self.atomic_ack_eth.is_some()),
             (ExtHeader::Feth, self.feth.is_some()),
+            (ExtHeader::Xeth, self.xeth.is_some()),
+            (ExtHeader::Xack, self.xack.is_some()),
         ];
         for (h, is) in present {
             if info.has(h) != is {
@@ -386,6 +416,12 @@ impl Repr {
         if let (Some(r), Some(mut h)) = (self.feth, p.feth_mut()) {
             r.emit(&mut h);
         }
+        if let (Some(r), Some(mut h)) = (self.xeth, p.xeth_mut()) {
+            r.emit(&mut h);
+        }
+        if let (Some(r), Some(mut h)) = (self.xack, p.xack_mut()) {
+            r.emit(&mut h);
+        }
         Ok(p)
     }
 }
@@ -440,6 +476,55 @@ mod tests {
         assert_eq!(Repr::parse(&p), Ok(want));
         assert_eq!(&buf[37..40], &[0, 0, 0], "pad zeroed");
         assert_eq!(&buf[40..], &[0xaa; 4], "ICRC left alone");
+    }
+
+    #[test]
+    fn xud_packets_emit_then_parse() {
+        let mut r = Repr::new(bth(Opcode::XUD_SEND_WITH_IMMEDIATE));
+        r.deth = Some(deth::Repr {
+            qkey: 0x1111_2222,
+            src_qp: 0x33,
+        });
+        r.xeth = Some(xeth::Repr {
+            stream: 0x0102_0304_0506_0708,
+            peer_inc: 7,
+            msg_seq: 9,
+            oldest_psn: crate::psn::Psn::new(0x00ab_cd00),
+            msg_lag: 2,
+        });
+        r.reth = Some(reth::Repr {
+            va: 4096,
+            rkey: 0,
+            dma_len: 8192,
+        });
+        r.immdt = Some(immdt::Repr {
+            imm_data: [1, 2, 3, 4],
+        });
+        assert_eq!(r.buffer_len(6), Ok(60 + 6 + 2 + 4));
+        let mut buf = [0u8; 72];
+        let p = r.emit(&mut buf[..], 6).unwrap();
+        let mut want = r;
+        want.bth.pad_count = 2;
+        assert_eq!(Repr::parse(&p), Ok(want));
+
+        let mut nak = Repr::new(bth(Opcode::XUD_NAK));
+        nak.deth = r.deth;
+        nak.xack = Some(xack::Repr {
+            stream: 5,
+            inc: 6,
+            sack: 1 << 100,
+        });
+        nak.aeth = Some(aeth::Repr {
+            syndrome: AckSyndrome::Nak(aeth::NakCode::Reserved(8)),
+            msn: 0x00ab_cd05,
+        });
+        let mut buf = [0u8; 60];
+        let p = nak.emit(&mut buf[..], 0).unwrap();
+        assert_eq!(Repr::parse(&p), Ok(nak));
+        // A stream of 0 is no sender's.
+        buf[20..28].fill(0);
+        let p = Packet::new_checked(&buf[..]).unwrap();
+        assert_eq!(Repr::parse(&p), Err(Error::BadField));
     }
 
     #[test]
@@ -525,7 +610,11 @@ mod tests {
     /// add up to the whole.
     fn exercise(p: &Packet<&[u8]>) {
         let info = p.info();
-        let _ = Repr::parse(p).unwrap();
+        if let Err(e) = Repr::parse(p) {
+            // XETH and XACK fields no sender writes (a zero stream).
+            assert_eq!(e, Error::BadField);
+            assert!(info.has(ExtHeader::Xeth) || info.has(ExtHeader::Xack));
+        }
         assert_eq!(
             p.header_len() + p.payload_len() + p.pad_len() + ICRC_LEN,
             p.len()
@@ -542,6 +631,8 @@ mod tests {
             info.has(ExtHeader::AtomicAckEth)
         );
         assert_eq!(p.feth().is_some(), info.has(ExtHeader::Feth));
+        assert_eq!(p.xeth().is_some(), info.has(ExtHeader::Xeth));
+        assert_eq!(p.xack().is_some(), info.has(ExtHeader::Xack));
         if !info.payload {
             assert_eq!(p.payload_len(), 0);
         }
