@@ -130,7 +130,12 @@ pub use wc::{network, status, wc_flags, wc_opcode};
 // Work-queue entries (`wqe.rs`).
 mod wqe;
 #[allow(unused_imports)]
-pub use wqe::{opcode, send_flags, AtomicOp, RdmaOp, RecvWqe, RegMrOp, SendWqe, Sge, UdOp};
+pub use wqe::{opcode, send_flags, AtomicOp, RdmaOp, RecvWqe, RegMrOp, SendWqe, Sge, UdOp, XudOp};
+
+// XUD's creation parameters and limits (`xud.rs`).
+pub mod xud;
+#[allow(unused_imports)]
+pub use xud::{XudParamError, XudParams};
 
 // Ring geometry and slot sizes (`ring.rs`), used by both sides. The module
 // uses only part of them, and `unused_imports` is not covered by its
@@ -208,13 +213,29 @@ pub struct ResizeCqResp {
     pub ring: RingInfo,
 }
 
-/// Driver part of the `ibv_create_qp` request.
+/// `CreateQpReq::comp_mask`.
+pub mod create_qp {
+    /// The QP is an XUD QP (`IB_QPT_DRIVER`, made by librxud's
+    /// `rxudv_create_qp`); `max_peers` and `ack_every` are meaningful.
+    pub const XUD: u64 = 1 << 0;
+    /// Every bit the kernel knows; a request with another is refused
+    /// (`EOPNOTSUPP`).
+    pub const KNOWN: u64 = XUD;
+}
+
+/// Driver part of the `ibv_create_qp` request. An older librxud sends only
+/// `comp_mask` (8 bytes); the kernel reads the rest as 0.
 #[repr(C)]
 #[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
 pub struct CreateQpReq {
-    /// Request extensions; none are defined yet. The XUD direct verb will
-    /// define the first.
+    /// Request extensions: [`create_qp`].
     pub comp_mask: u64,
+    /// With [`create_qp::XUD`]: per-peer state entries, 0 for the default
+    /// (checked by [`XudParams::new`]).
+    pub max_peers: u32,
+    /// With [`create_qp::XUD`]: packets per ACK request, 0 for the default
+    /// (checked by [`XudParams::new`]).
+    pub ack_every: u32,
 }
 
 /// Driver part of the `ibv_create_qp` response: the QP's rings.
@@ -260,7 +281,7 @@ pub struct CreateAhResp {
 #[allow(clippy::manual_is_multiple_of)]
 mod layout {
     use super::*;
-    use core::mem::{offset_of, size_of};
+    use core::mem::{align_of, offset_of, size_of};
 
     const _: () = assert!(size_of::<AllocContextReq>() == 8);
     const _: () = assert!(size_of::<AllocContextResp>() == 16);
@@ -275,7 +296,10 @@ mod layout {
     const _: () = assert!(size_of::<CreateCqResp>() == 32);
     const _: () = assert!(size_of::<ResizeCqReq>() == 8);
     const _: () = assert!(size_of::<ResizeCqResp>() == 32);
-    const _: () = assert!(size_of::<CreateQpReq>() == 8);
+    const _: () = assert!(size_of::<CreateQpReq>() == 16);
+    const _: () = assert!(align_of::<CreateQpReq>() == 8);
+    const _: () = assert!(offset_of!(CreateQpReq, max_peers) == 8);
+    const _: () = assert!(offset_of!(CreateQpReq, ack_every) == 12);
     const _: () = assert!(size_of::<CreateQpResp>() == 56);
     const _: () = assert!(offset_of!(CreateQpResp, rq) == 32);
     const _: () = assert!(size_of::<CreateSrqReq>() == 8);

@@ -69,7 +69,8 @@ pub struct SendWqe {
     /// rkey to invalidate for SEND_WITH_INV and LOCAL_INV.
     pub imm_or_inv: u32,
     pub reserved: u32,
-    /// Per-opcode operands: [`RdmaOp`], [`AtomicOp`] or [`UdOp`].
+    /// Per-opcode operands: [`RdmaOp`], [`AtomicOp`], [`UdOp`] or (XUD QPs)
+    /// [`XudOp`].
     pub op: [u8; 32],
 }
 
@@ -268,6 +269,52 @@ impl UdOp {
     }
 }
 
+/// Operands of an XUD send (SEND, SEND_WITH_IMM, RDMA_WRITE,
+/// RDMA_WRITE_WITH_IMM): the destination as for UD ([`UdOp`]'s fields, at
+/// the same offsets) and, for the WRITEs, the remote address and its rkey
+/// (0 for the SENDs). A UD work request has no room for both an AH and a
+/// remote address; librxud fills them from `ibv_wr_set_ud_addr` and
+/// `ibv_wr_rdma_write*` (xud.rst, "Creating one").
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub struct XudOp {
+    pub ah_num: u32,
+    pub remote_qpn: u32,
+    pub remote_qkey: u32,
+    pub rkey: u32,
+    pub remote_addr: u64,
+}
+
+impl XudOp {
+    pub fn decode(op: &[u8; 32]) -> Self {
+        Self {
+            ah_num: get_u32(op, 0),
+            remote_qpn: get_u32(op, 4),
+            remote_qkey: get_u32(op, 8),
+            rkey: get_u32(op, 12),
+            remote_addr: get_u64(op, 16),
+        }
+    }
+
+    pub fn encode(&self) -> [u8; 32] {
+        let mut op = [0u8; 32];
+        put_u32(&mut op, 0, self.ah_num);
+        put_u32(&mut op, 4, self.remote_qpn);
+        put_u32(&mut op, 8, self.remote_qkey);
+        put_u32(&mut op, 12, self.rkey);
+        put_u64(&mut op, 16, self.remote_addr);
+        op
+    }
+
+    /// The destination alone, as a UD send names it.
+    pub fn destination(&self) -> UdOp {
+        UdOp {
+            ah_num: self.ah_num,
+            remote_qpn: self.remote_qpn,
+            remote_qkey: self.remote_qkey,
+        }
+    }
+}
+
 /// Operands of a REG_MR work request (kernel QPs only): register the
 /// fast-registration MR at `key`'s index under `key`, with `access`
 /// (ib_core's `IB_ACCESS_*` bits) over `[iova, iova + length)` of its
@@ -357,5 +404,33 @@ mod tests {
         }
         .encode();
         assert_eq!(op[..12], [8, 7, 6, 5, 4, 3, 2, 1, 0x0d, 0x0c, 0x0b, 0x0a]);
+    }
+
+    #[test]
+    fn xud_operands_round_trip_at_fixed_offsets() {
+        let x = XudOp {
+            ah_num: 0x0102_0304,
+            remote_qpn: 0x00ab_cdef,
+            remote_qkey: 0x8000_0011,
+            rkey: 0x0a0b_0c0d,
+            remote_addr: 0x1122_3344_5566_7788,
+        };
+        let op = x.encode();
+        assert_eq!(XudOp::decode(&op), x);
+        assert_eq!(op[..4], [4, 3, 2, 1]);
+        assert_eq!(op[12..16], [0x0d, 0x0c, 0x0b, 0x0a]);
+        assert_eq!(op[16..24], [0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11]);
+        assert_eq!(op[24..], [0; 8], "the last 8 bytes stay reserved");
+        // The destination lies where a UD send's does: the kernel reads
+        // either with the other's decoder and gets the same AH, QPN, Q_Key.
+        assert_eq!(UdOp::decode(&op), x.destination());
+        let ud = UdOp {
+            ah_num: 5,
+            remote_qpn: 6,
+            remote_qkey: 7,
+        };
+        let as_xud = XudOp::decode(&ud.encode());
+        assert_eq!(as_xud.destination(), ud);
+        assert_eq!((as_xud.rkey, as_xud.remote_addr), (0, 0));
     }
 }
