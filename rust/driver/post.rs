@@ -13,7 +13,7 @@ use super::qp::QpCore;
 use super::srq::SrqCore;
 use super::tx::MAX_SEND_SLOT;
 use crate::abi::{
-    opcode, send_flags, AtomicOp, RdmaOp, RecvWqe, RegMrOp, SendWqe, Sge, UdOp,
+    opcode, send_flags, xud, AtomicOp, RdmaOp, RecvWqe, RegMrOp, SendWqe, Sge, UdOp, XudOp,
     RECV_WQE_HEADER_SIZE, SEND_WQE_HEADER_SIZE, SGE_SIZE,
 };
 use crate::ib::{QpType, RecvWr, SendFlags, SendOp, SendWr, SgeList};
@@ -65,7 +65,12 @@ pub(crate) fn post_send(qp: &QpCore, wr: &SendWr<'_, RxudDevice>) -> Result {
         // Not yet RTS (an error state flushes what is posted instead).
         return Err(EINVAL);
     }
-    let ud = matches!(qp.qp_type(), QpType::Ud | QpType::Gsi);
+    // XUD requests are addressed as UD ones; WRITEs need a remote address
+    // too, which no kernel work request carries beside an AH: a kernel
+    // consumer's XUD QP takes SEND and SEND_WITH_IMM (the others are
+    // `SendOp::Unsupported` on it).
+    let xud = qp.qp_type() == QpType::Xud;
+    let ud = matches!(qp.qp_type(), QpType::Ud | QpType::Gsi) || xud;
     let mut w = SendWqe {
         wr_id: wr.wr_id,
         send_flags: ring_flags(wr.flags)?,
@@ -127,12 +132,30 @@ pub(crate) fn post_send(qp: &QpCore, wr: &SendWr<'_, RxudDevice>) -> Result {
     };
     if ud {
         let dest = wr.ud.as_ref().ok_or(EINVAL)?;
-        w.op = UdOp {
+        let to = UdOp {
             ah_num: dest.ah.number(),
             remote_qpn: dest.remote_qpn,
             remote_qkey: dest.remote_qkey,
-        }
-        .encode();
+        };
+        w.op = if xud {
+            let total = wr
+                .sges
+                .iter()
+                .fold(0u64, |sum, s| sum + u64::from(s.length));
+            if total > u64::from(xud::MAX_MSG_SZ) {
+                return Err(EINVAL);
+            }
+            XudOp {
+                ah_num: to.ah_num,
+                remote_qpn: to.remote_qpn,
+                remote_qkey: to.remote_qkey,
+                rkey: 0,
+                remote_addr: 0,
+            }
+            .encode()
+        } else {
+            to.encode()
+        };
     } else if matches!(qp.qp_type(), QpType::Uc)
         && !matches!(
             w.opcode,

@@ -16,13 +16,14 @@ use super::rx::RxPort;
 use super::srq::SrqCore;
 use super::table::{IndexTable, Reservation};
 use crate::abi::{
-    recv_wqe_slot_size, send_wqe_slot_size, status, wc_opcode, Cqe, CreateQpReq, CreateQpResp,
-    RecvWqe, SendWqe, SEND_WQE_HEADER_SIZE, SGE_SIZE,
+    create_qp, recv_wqe_slot_size, send_wqe_slot_size, status, wc_opcode, Cqe, CreateQpReq,
+    CreateQpResp, RecvWqe, SendWqe, XudParams, SEND_WQE_HEADER_SIZE, SGE_SIZE,
 };
 use crate::bh_work::{impl_has_bh_work, BhWork};
 use crate::ib::{
-    qp::transition_is_valid, AccessFlags, AddressVector, NetworkType, QpAttr, QpAttrMask, QpCap,
-    QpHandle, QpInitAttr, QpQuery, QpState, QpType, UData,
+    qp::{transition_is_valid, QpCreateFlags},
+    AccessFlags, AddressVector, NetworkType, QpAttr, QpAttrMask, QpCap, QpHandle, QpInitAttr,
+    QpQuery, QpState, QpType, UData,
 };
 use crate::net::NetDeviceRef;
 use crate::proto::{mtu::IbMtu, psn::Psn, wire::QPN_MASK};
@@ -49,6 +50,57 @@ const QP_ACCESS_SUPPORTED: AccessFlags = AccessFlags::LOCAL_WRITE
 const MAX_TIMER_CODE: u8 = 31;
 /// Largest value of the IB spec's 3-bit retry counts.
 const MAX_RETRY_COUNT: u8 = 7;
+
+/// An XUD QP's `timeout` (14: 67 ms), `retry_cnt`, `rnr_retry` and
+/// `min_rnr_timer` (12: 0.64 ms) until `modify_qp` sets them: rxe's RC
+/// defaults (xud.rst, "Sending").
+const XUD_DEFAULT_TIMEOUT: u8 = 14;
+const XUD_DEFAULT_RETRY_CNT: u8 = 7;
+const XUD_DEFAULT_RNR_RETRY: u8 = 7;
+const XUD_DEFAULT_MIN_RNR_TIMER: u8 = 12;
+
+/// Whether the IB state machine allows `cur` → `next` for an XUD QP with
+/// exactly the attributes in `mask`: UD's rules (ib_core's table), plus
+/// RC's retransmission attributes, optional, where RC takes them
+/// (`min_rnr_timer` at INIT → RTR; `timeout`, `retry_cnt` and `rnr_retry`
+/// at RTR → RTS).
+fn xud_transition_is_valid(cur: QpState, next: QpState, mask: QpAttrMask) -> bool {
+    let optional = match (cur, next) {
+        (QpState::Init, QpState::Rtr) => QpAttrMask::MIN_RNR_TIMER,
+        (QpState::Rtr, QpState::Rts) => {
+            QpAttrMask::TIMEOUT | QpAttrMask::RETRY_CNT | QpAttrMask::RNR_RETRY
+        }
+        _ => QpAttrMask::EMPTY,
+    };
+    transition_is_valid(cur, next, QpType::Ud, mask.difference(optional))
+}
+
+/// What a creator asks for with an `IB_QPT_DRIVER` QP, or the XUD bit or
+/// flag on another type: XUD with its parameters, or the errno refusing
+/// it (`EINVAL`: not an XUD QP, or XUD on another type, or parameters out
+/// of range). `None` for an ordinary QP. User processes ask with the
+/// request's XUD bit, kernel consumers with [`QpCreateFlags::XUD`].
+fn xud_params(
+    qp_type: QpType,
+    req: &CreateQpReq,
+    flags: QpCreateFlags,
+    kernel: bool,
+) -> Result<Option<XudParams>> {
+    let bit = req.comp_mask & create_qp::XUD != 0;
+    let flag = flags.contains(QpCreateFlags::XUD);
+    if qp_type != QpType::Xud {
+        return if bit || flag { Err(EINVAL) } else { Ok(None) };
+    }
+    match (kernel, bit, flag) {
+        (false, true, false) => XudParams::new(req.max_peers, req.ack_every)
+            .map(Some)
+            .map_err(|_| EINVAL),
+        // No request: the defaults.
+        (true, false, true) => Ok(Some(XudParams::DEFAULT)),
+        // A driver-defined QP of no type rxud defines.
+        _ => Err(EINVAL),
+    }
+}
 
 /// How long destroying a QP waits for its packets below IP to drain.
 const QP_DRAIN_WAIT_MS: u32 = 1000;
@@ -149,6 +201,8 @@ pub(crate) struct QpCore {
     handle: QpHandle,
     cap: QpCap,
     sq_sig_all: bool,
+    /// XUD QPs: their creation parameters, defaults filled in.
+    xud: Option<XudParams>,
     /// The PD's identity: MRs used by the QP must be of the same PD.
     pub(super) pd: u32,
     pub(super) sq: Pin<KBox<WorkQueue>>,
@@ -201,6 +255,7 @@ fn timer_fired(qp: Arc<QpCore>) {
     match qp.qp_type {
         QpType::Rc | QpType::Uc => rc::timer_fired(qp),
         QpType::Ud | QpType::Gsi => super::tx::send_queued(&qp),
+        QpType::Xud => super::xud::post_send(&qp),
     }
 }
 
@@ -270,6 +325,12 @@ impl QpCore {
 
     pub(crate) fn sq_sig_all(&self) -> bool {
         self.sq_sig_all
+    }
+
+    /// An XUD QP's creation parameters (`None` for other types).
+    #[expect(dead_code, reason = "for the XUD data path, which is not built yet")]
+    pub(crate) fn xud_params(&self) -> Option<XudParams> {
+        self.xud
     }
 
     pub(crate) fn is_kernel(&self) -> bool {
@@ -376,8 +437,11 @@ impl Drop for RxudQp {
 }
 
 impl QpConfig {
-    /// A new QP's attributes: RESET, nothing configured.
-    fn reset() -> Self {
+    /// A new QP's attributes: RESET, nothing configured (an XUD QP's
+    /// retransmission attributes at their defaults).
+    fn reset(ty: QpType) -> Self {
+        let xud = ty == QpType::Xud;
+        let default = |v: u8| if xud { v } else { 0 };
         Self {
             state: QpState::Reset,
             path_mtu: IbMtu::Mtu256,
@@ -391,10 +455,10 @@ impl QpConfig {
             av: None,
             max_rd_atomic: 0,
             max_dest_rd_atomic: 0,
-            min_rnr_timer: 0,
-            timeout: 0,
-            retry_cnt: 0,
-            rnr_retry: 0,
+            min_rnr_timer: default(XUD_DEFAULT_MIN_RNR_TIMER),
+            timeout: default(XUD_DEFAULT_TIMEOUT),
+            retry_cnt: default(XUD_DEFAULT_RETRY_CNT),
+            rnr_retry: default(XUD_DEFAULT_RNR_RETRY),
             en_sqd_async_notify: false,
         }
     }
@@ -597,10 +661,14 @@ impl RxudQp {
         udata: &UData,
     ) -> Result<(Self, u32, QpCap)> {
         let req: CreateQpReq = udata.read()?;
-        if req.comp_mask != 0 || !attr.create_flags.is_empty() || attr.has_unsupported {
+        let kernel = udata.ucontext().is_none();
+        if req.comp_mask & !create_qp::KNOWN != 0
+            || !attr.create_flags.difference(QpCreateFlags::XUD).is_empty()
+            || attr.has_unsupported
+        {
             return Err(crate::ib::eopnotsupp());
         }
-        let kernel = udata.ucontext().is_none();
+        let xud = xud_params(attr.qp_type, &req, attr.create_flags, kernel)?;
         // The GSI QP is ib_core's MAD layer's.
         if attr.qp_type == QpType::Gsi && !kernel {
             return Err(EINVAL);
@@ -624,13 +692,14 @@ impl RxudQp {
                 handle: attr.handle,
                 cap,
                 sq_sig_all: attr.sq_sig_all,
+                xud,
                 pd,
                 sq,
                 rq,
                 send_cq: send_cq.core().clone(),
                 recv_cq: recv_cq.core().clone(),
                 srq: attr.srq.map(|s| s.core().clone()),
-                config <- new_mutex!(QpConfig::reset(), "rxud:qp_config"),
+                config <- new_mutex!(QpConfig::reset(attr.qp_type), "rxud:qp_config"),
                 live: LiveConfig::new(),
                 sq_active: AtomicBool::new(false),
                 mrs: dev.mr_keys.clone(),
@@ -673,7 +742,11 @@ impl RxudQp {
         } else {
             cur
         };
-        if !transition_is_valid(cur, next, self.core.qp_type, mask) {
+        let valid = match self.core.qp_type {
+            QpType::Xud => xud_transition_is_valid(cur, next, mask),
+            ty => transition_is_valid(cur, next, ty, mask),
+        };
+        if !valid {
             return Err(EINVAL);
         }
         // Alternate paths (APM) and rate limits are not supported.
@@ -685,7 +758,8 @@ impl RxudQp {
         let new = cfg.apply(attr, next)?;
         match self.core.qp_type {
             QpType::Rc | QpType::Uc => self.connect(cur, &new, attr, ndev)?,
-            QpType::Ud | QpType::Gsi => {
+            // XUD sends per AH as UD does, on the netdev held from RTS.
+            QpType::Ud | QpType::Gsi | QpType::Xud => {
                 let keep = matches!(next, QpState::Rts | QpState::Sqd | QpState::Sqe);
                 let mut held = self.core.ud_ndev.lock();
                 let old = match (keep, held.is_some()) {

@@ -56,6 +56,7 @@ pub(crate) fn doorbell(qp: &Arc<QpCore>) {
     match qp.qp_type() {
         QpType::Rc | QpType::Uc => super::rc::doorbell(qp),
         QpType::Ud | QpType::Gsi => send_queued(qp),
+        QpType::Xud => super::xud::post_send(qp),
     }
 }
 

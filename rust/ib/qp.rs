@@ -52,9 +52,16 @@ flag_set! {
 }
 
 flag_set! {
-    /// Creation flags of a QP (`IB_QP_CREATE_*`). rxud offers none yet;
-    /// the driver refuses any it is given.
-    pub(crate) struct QpCreateFlags {}
+    /// Creation flags of a QP (`IB_QP_CREATE_*`). The driver refuses any
+    /// it does not offer.
+    pub(crate) struct QpCreateFlags {
+        /// A kernel consumer's `IB_QPT_DRIVER` QP is an XUD QP: the first
+        /// of the flags ib_core leaves to drivers
+        /// (`IB_QP_CREATE_RESERVED_START`), which is what a kernel ULP
+        /// passes. User processes cannot pass it (uverbs accepts only the
+        /// flags it knows); they ask for XUD in the create request.
+        const XUD = bindings::IB_QP_CREATE_RESERVED_START;
+    }
 }
 
 /// QP types (`enum ib_qp_type`) rxud knows; creating any other fails
@@ -65,6 +72,10 @@ pub(crate) enum QpType {
     Rc,
     Uc,
     Ud,
+    /// `IB_QPT_DRIVER`, rxud's only driver-defined type: XUD
+    /// (Documentation/xud.rst). The driver checks that the creator asked
+    /// for XUD ([`QpCreateFlags::XUD`] or the create request's XUD bit).
+    Xud,
 }
 
 impl QpType {
@@ -74,6 +85,7 @@ impl QpType {
             bindings::IB_QPT_RC => Self::Rc,
             bindings::IB_QPT_UC => Self::Uc,
             bindings::IB_QPT_UD => Self::Ud,
+            bindings::IB_QPT_DRIVER => Self::Xud,
             _ => return None,
         })
     }
@@ -84,6 +96,17 @@ impl QpType {
             Self::Rc => bindings::IB_QPT_RC,
             Self::Uc => bindings::IB_QPT_UC,
             Self::Ud => bindings::IB_QPT_UD,
+            Self::Xud => bindings::IB_QPT_DRIVER,
+        }
+    }
+
+    /// The row of ib_core's state table for this type: none for XUD,
+    /// whose value (`IB_QPT_DRIVER`, 0xff) lies beyond the table
+    /// `ib_modify_qp_is_ok` indexes.
+    fn table_type(self) -> Option<bindings::ib_qp_type> {
+        match self {
+            Self::Xud => None,
+            _ => Some(self.to_raw()),
         }
     }
 }
@@ -130,16 +153,21 @@ impl QpState {
 /// Whether the IB state machine allows `cur` → `next` for `ty` with exactly
 /// the attributes in `mask`: every required one present, nothing neither
 /// required nor optional. ib_core's table (`ib_modify_qp_is_ok`), the one
-/// every driver uses.
+/// every driver uses. It has no row for XUD (always `false` here): the
+/// driver checks an XUD QP against the type whose rules it follows.
 pub(crate) fn transition_is_valid(
     cur: QpState,
     next: QpState,
     ty: QpType,
     mask: QpAttrMask,
 ) -> bool {
-    // SAFETY: a pure function of its arguments; out-of-range values are
-    // rejected by it.
-    unsafe { bindings::ib_modify_qp_is_ok(cur.to_raw(), next.to_raw(), ty.to_raw(), mask.bits()) }
+    let Some(ty) = ty.table_type() else {
+        return false;
+    };
+    // SAFETY: a pure function of its arguments; states and masks out of
+    // range are rejected by it, and `ty` is a type its table has a row
+    // for (it indexes the row without a check).
+    unsafe { bindings::ib_modify_qp_is_ok(cur.to_raw(), next.to_raw(), ty, mask.bits()) }
 }
 
 /// Queue capacities (`struct ib_qp_cap`).
@@ -430,7 +458,11 @@ impl<T: DeviceOps> Adapter<T> {
             (
                 Device::<T>::from_raw((*qp).device),
                 Object::<bindings::ib_qp, T::Qp>::data_of(qp),
-                matches!((*qp).qp_type, bindings::IB_QPT_UD | bindings::IB_QPT_GSI),
+                // XUD requests are addressed as UD ones (`ib_ud_wr`).
+                matches!(
+                    (*qp).qp_type,
+                    bindings::IB_QPT_UD | bindings::IB_QPT_GSI | bindings::IB_QPT_DRIVER
+                ),
             )
         };
         if wr.is_null() {
