@@ -19,6 +19,7 @@ mod ring;
 mod srq;
 mod sys;
 mod wr;
+mod xud;
 
 use core::ffi::{c_void, CStr};
 use std::os::unix::ffi::OsStrExt;
@@ -85,6 +86,22 @@ unsafe extern "C" fn alloc_device(_dev: *mut verbs_sysfs_dev) -> *mut verbs_devi
 unsafe extern "C" fn uninit_device(dev: *mut verbs_device) {
     // SAFETY: allocated by `alloc_device`; libibverbs is done with it.
     unsafe { free(dev.cast::<c_void>()) };
+}
+
+/// Whether `ctx` is a context of an rxud device: its device is librxud's
+/// (registered with [`DEVICE_OPS`]), not another provider's. librxud's
+/// direct verbs are exported to applications, which may pass any context.
+///
+/// # Safety
+///
+/// `ctx` is an open device context (of any provider).
+unsafe fn is_rxud_context(ctx: *const ibv_context) -> bool {
+    // SAFETY: every libibverbs device is a `verbs_device` with its
+    // `ibv_device` first; an open context's device is live.
+    unsafe {
+        let dev = (*ctx).device.cast::<verbs_device>();
+        !dev.is_null() && core::ptr::eq((*dev).ops, &DEVICE_OPS.0)
+    }
 }
 
 /// Allocates a zeroed `T` and hands it to `create`, the kernel command that
@@ -208,6 +225,34 @@ mod tests {
             assert!(!match_device(&mut *sysfs_dev(&root.join("gone"))));
         }
         std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn contexts_are_ours_by_their_devices_ops() {
+        // SAFETY: all-zero is a valid `verbs_device` and `ibv_context`
+        // (integers, arrays, pointers and a zeroed mutex).
+        let (mut dev, mut other, mut ctx): (
+            Box<verbs_device>,
+            Box<verbs_device>,
+            Box<ibv_context>,
+        ) = unsafe {
+            (
+                Box::new(core::mem::zeroed()),
+                Box::new(core::mem::zeroed()),
+                Box::new(core::mem::zeroed()),
+            )
+        };
+        dev.ops = &DEVICE_OPS.0;
+        let another = verbs_device_ops { ..DEVICE_OPS.0 };
+        other.ops = &another;
+        // SAFETY: contexts whose devices are the records above.
+        unsafe {
+            assert!(!is_rxud_context(&*ctx), "no device");
+            ctx.device = (&raw mut *dev).cast();
+            assert!(is_rxud_context(&*ctx));
+            ctx.device = (&raw mut *other).cast();
+            assert!(!is_rxud_context(&*ctx), "another provider's device");
+        }
     }
 
     #[test]

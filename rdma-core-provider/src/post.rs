@@ -56,8 +56,8 @@ use core::ffi::c_int;
 use core::mem::size_of;
 use core::sync::atomic::{AtomicU64, Ordering};
 use rxud_abi::{
-    opcode, send_flags, AtomicOp, RdmaOp, RecvWqe, SendWqe, Sge, UdOp, RECV_WQE_HEADER_SIZE,
-    SEND_WQE_HEADER_SIZE, SGE_SIZE,
+    opcode, send_flags, xud, AtomicOp, RdmaOp, RecvWqe, SendWqe, Sge, UdOp, XudOp,
+    RECV_WQE_HEADER_SIZE, SEND_WQE_HEADER_SIZE, SGE_SIZE,
 };
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
@@ -67,9 +67,13 @@ pub(crate) enum QpType {
     Rc,
     Uc,
     Ud,
+    /// `IBV_QPT_DRIVER` made by `rxudv_create_qp` (never by
+    /// `ibv_create_qp`, so [`QpType::from_ibv`] does not return it).
+    Xud,
 }
 
 impl QpType {
+    /// The type of a QP `ibv_create_qp` made.
     pub(crate) fn from_ibv(qp_type: ibv_enum) -> Option<Self> {
         match qp_type {
             IBV_QPT_RC => Some(Self::Rc),
@@ -81,7 +85,9 @@ impl QpType {
 
     /// Whether a QP of this type can post `op`. UC has no RDMA READ, no
     /// atomics, no local invalidation (as rxe) and no SEND with invalidate
-    /// (the wire has no UC opcode for it); UD only sends.
+    /// (the wire has no UC opcode for it); UD only sends; XUD sends and
+    /// writes (a WRITE only through the `ibv_wr_*` interface, see
+    /// [`PostWr`]), and never reads.
     fn allows(self, op: u32) -> bool {
         use opcode::*;
         match self {
@@ -98,8 +104,28 @@ impl QpType {
             ),
             Self::Uc => matches!(op, SEND | SEND_WITH_IMM | RDMA_WRITE | RDMA_WRITE_WITH_IMM),
             Self::Ud => matches!(op, SEND | SEND_WITH_IMM),
+            Self::Xud => matches!(op, SEND | SEND_WITH_IMM | RDMA_WRITE | RDMA_WRITE_WITH_IMM),
         }
     }
+
+    /// Whether requests name their destination by AH (`wr.ud`).
+    fn addressed(self) -> bool {
+        matches!(self, Self::Ud | Self::Xud)
+    }
+}
+
+/// A send request of the `ibv_wr_*` interface: the `ibv_send_wr` that
+/// `ibv_post_send` would take, and the remote address and rkey an RDMA
+/// builder (`ibv_wr_rdma_write*`, `ibv_wr_rdma_read`) gave. The `wr` union
+/// of an `ibv_send_wr` holds either a UD address or RDMA operands; an XUD
+/// WRITE has both (`ibv_wr_set_ud_addr` after `ibv_wr_rdma_write`), so the
+/// RDMA operands travel here and the union holds only a UD address (none
+/// without `ibv_wr_set_ud_addr`). Through `ibv_post_send` an XUD WRITE
+/// cannot have both, and is refused (`EINVAL`).
+#[derive(Clone, Copy)]
+pub(crate) struct PostWr {
+    pub wr: ibv_send_wr,
+    pub rdma: Option<ibv_send_wr_rdma>,
 }
 
 /// Whether a QP in `state` (libibverbs' `ibv_qp.state`) may post sends:
@@ -271,9 +297,15 @@ fn ud_of(wr: &ibv_send_wr) -> ibv_send_wr_ud {
 
 /// Checks what can be checked of a send work request before its
 /// scatter/gather list is read, and returns the list's length: opcode for
-/// the QP type, flags, number of elements, and for UD an AH.
-fn check_send_wr(wr: &ibv_send_wr, caps: &SendCaps) -> Result<usize, c_int> {
+/// the QP type, flags, number of elements, and for UD and XUD an AH. An
+/// XUD WRITE needs its RDMA operands apart (`has_rdma`, see [`PostWr`]):
+/// without them its `wr` union holds no AH, and is not read as one.
+fn check_send_wr(wr: &ibv_send_wr, caps: &SendCaps, has_rdma: bool) -> Result<usize, c_int> {
     if !caps.qp_type.allows(wr.opcode) || wr.send_flags & !send_flags::KNOWN != 0 {
+        return Err(EINVAL);
+    }
+    let write = matches!(wr.opcode, opcode::RDMA_WRITE | opcode::RDMA_WRITE_WITH_IMM);
+    if caps.qp_type == QpType::Xud && write && !has_rdma {
         return Err(EINVAL);
     }
     let n = u32::try_from(wr.num_sge)
@@ -283,7 +315,7 @@ fn check_send_wr(wr: &ibv_send_wr, caps: &SendCaps) -> Result<usize, c_int> {
     if n > 0 && wr.sg_list.is_null() {
         return Err(EINVAL);
     }
-    if caps.qp_type == QpType::Ud && ud_of(wr).ah.is_null() {
+    if caps.qp_type.addressed() && ud_of(wr).ah.is_null() {
         return Err(EINVAL);
     }
     usize::try_from(n).map_err(|_| EINVAL)
@@ -302,12 +334,15 @@ enum Body<'w> {
 /// whose scatter/gather list is `sges`, checking what depends on the list:
 /// an atomic takes one 8-byte element and an 8-byte aligned remote
 /// address; inline data goes only with SENDs and RDMA WRITEs and fits in
-/// `max_inline`. `ah_num` is the number of the AH of a UD request.
+/// `max_inline`; an XUD message is at most `xud::MAX_MSG_SZ` bytes.
+/// `ah_num` is the number of the AH of a UD or XUD request; `rdma` the
+/// operands of an `ibv_wr_*` RDMA builder (see [`PostWr`]).
 fn send_wqe<'w>(
     wr: &ibv_send_wr,
     sges: &'w [ibv_sge],
     caps: &SendCaps,
     ah_num: u32,
+    rdma: Option<ibv_send_wr_rdma>,
 ) -> Result<(SendWqe, Body<'w>), c_int> {
     use opcode::*;
     let op = wr.opcode;
@@ -347,9 +382,17 @@ fn send_wqe<'w>(
         SEND_WITH_IMM | RDMA_WRITE_WITH_IMM | SEND_WITH_INV | LOCAL_INV => wr.imm_data,
         _ => 0,
     };
+    if caps.qp_type == QpType::Xud {
+        let len = sges.iter().map(|sge| u64::from(sge.length)).sum::<u64>();
+        if len > u64::from(xud::MAX_MSG_SZ) {
+            return Err(EINVAL);
+        }
+        wqe.op = xud_op(wr, ah_num, rdma)?;
+        return Ok((wqe, body));
+    }
     wqe.op = match op {
         RDMA_WRITE | RDMA_WRITE_WITH_IMM | RDMA_READ => {
-            let rdma = rdma_of(wr);
+            let rdma = rdma.unwrap_or_else(|| rdma_of(wr));
             RdmaOp {
                 remote_addr: rdma.remote_addr,
                 rkey: rdma.rkey,
@@ -381,6 +424,29 @@ fn send_wqe<'w>(
         _ => [0; 32],
     };
     Ok((wqe, body))
+}
+
+/// The operands of an XUD request: its destination (`wr.ud`) and, for a
+/// WRITE, the remote address an `ibv_wr_*` builder gave (none: `EINVAL`,
+/// as for a WRITE posted with `ibv_post_send`).
+fn xud_op(
+    wr: &ibv_send_wr,
+    ah_num: u32,
+    rdma: Option<ibv_send_wr_rdma>,
+) -> Result<[u8; 32], c_int> {
+    let ud = ud_of(wr);
+    let remote = match wr.opcode {
+        opcode::RDMA_WRITE | opcode::RDMA_WRITE_WITH_IMM => rdma.ok_or(EINVAL)?,
+        _ => ibv_send_wr_rdma::default(),
+    };
+    Ok(XudOp {
+        ah_num,
+        remote_qpn: ud.remote_qpn,
+        remote_qkey: ud.remote_qkey,
+        rkey: remote.rkey,
+        remote_addr: remote.remote_addr,
+    }
+    .encode())
 }
 
 fn abi_sge(sge: &ibv_sge) -> Sge {
@@ -460,7 +526,7 @@ impl<M: RingMemory, D: Doorbell> SendQueue<M, D> {
                 // during the call.
                 let w = unsafe { &*wr };
                 // SAFETY: per the caller.
-                if let Err(e) = unsafe { self.queue(producer, w) } {
+                if let Err(e) = unsafe { self.queue(producer, w, None) } {
                     err = e;
                     *bad_wr = wr;
                     break;
@@ -487,12 +553,12 @@ impl<M: RingMemory, D: Doorbell> SendQueue<M, D> {
     /// # Safety
     ///
     /// Each request is as [`post`](Self::post) requires.
-    pub(crate) unsafe fn post_batch(&self, wrs: &[ibv_send_wr]) -> Result<(), c_int> {
+    pub(crate) unsafe fn post_batch(&self, wrs: &[PostWr]) -> Result<(), c_int> {
         let mut err = Ok(());
         self.produce(|producer| {
             for w in wrs {
                 // SAFETY: per the caller.
-                if let Err(e) = unsafe { self.queue(producer, w) } {
+                if let Err(e) = unsafe { self.queue(producer, &w.wr, w.rdma) } {
                     err = Err(e);
                     // The producer is dropped unpublished: the slots
                     // written so far stay free.
@@ -531,24 +597,30 @@ impl<M: RingMemory, D: Doorbell> SendQueue<M, D> {
         Ok(())
     }
 
-    /// Checks `wr` and writes it into the next free slot.
+    /// Checks `wr` (with the RDMA operands `rdma` of an `ibv_wr_*`
+    /// builder, see [`PostWr`]) and writes it into the next free slot.
     ///
     /// # Safety
     ///
     /// `wr` is a request as [`post`](Self::post) requires.
-    unsafe fn queue(&self, producer: &mut Producer<'_, '_>, wr: &ibv_send_wr) -> Result<(), c_int> {
+    unsafe fn queue(
+        &self,
+        producer: &mut Producer<'_, '_>,
+        wr: &ibv_send_wr,
+        rdma: Option<ibv_send_wr_rdma>,
+    ) -> Result<(), c_int> {
         let caps = &self.caps;
-        let n = check_send_wr(wr, caps)?;
+        let n = check_send_wr(wr, caps, rdma.is_some())?;
         // SAFETY: per the caller `sg_list` holds `num_sge` elements, which
         // is `n`; `check_send_wr` refused NULL with any.
         let sges = unsafe { app_slice(wr.sg_list.cast_const(), n) };
         let ah_num = match caps.qp_type {
             // SAFETY: per the caller NULL or a live AH of ours, and
             // `check_send_wr` refused NULL.
-            QpType::Ud => unsafe { crate::ah::ah_num(ud_of(wr).ah) },
+            QpType::Ud | QpType::Xud => unsafe { crate::ah::ah_num(ud_of(wr).ah) },
             QpType::Rc | QpType::Uc => 0,
         };
-        let (wqe, body) = send_wqe(wr, sges, caps, ah_num)?;
+        let (wqe, body) = send_wqe(wr, sges, caps, ah_num, rdma)?;
         let mut slot = producer.reserve().map_err(produce_errno)?;
         slot.put(0, &wqe).map_err(overflow_errno)?;
         let mut at = SEND_HEADER;

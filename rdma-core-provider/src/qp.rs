@@ -13,7 +13,7 @@ use crate::wr::Session;
 use crate::{create_object_with_rings, destroy_object, set_errno};
 use core::ffi::{c_int, c_void};
 use core::mem::{offset_of, size_of};
-use rxud_abi::opcode;
+use rxud_abi::{create_qp, opcode};
 use rxud_abi::{recv_wqe_slot_size, send_wqe_slot_size, CreateQpReq, CreateQpResp};
 
 /// librxud's QP. All-zero is valid (what `create_object_with_rings` starts
@@ -82,10 +82,8 @@ unsafe fn map_rings(
     qp: *const ibv_qp,
     resp: &CreateQpResp,
     cap: &ibv_qp_cap,
-    qp_type: ibv_enum,
+    qp_type: QpType,
 ) -> Result<QpRings, c_int> {
-    // The kernel makes no other types.
-    let qp_type = QpType::from_ibv(qp_type).ok_or(EPROTO)?;
     // SAFETY: per the caller.
     unsafe {
         let send_size = send_wqe_slot_size(cap.max_send_sge, cap.max_inline_data);
@@ -128,14 +126,20 @@ unsafe fn map_rings(
     }
 }
 
-/// Creates a QP and maps its rings (the body of `create_qp` and
-/// `create_qp_ex`); NULL with `errno` set on failure. The capabilities the
-/// kernel granted are put into `attr.cap`.
+/// Creates a QP and maps its rings (the body of `create_qp`,
+/// `create_qp_ex` and `rxudv_create_qp`); NULL with `errno` set on
+/// failure. `req` is the driver part of the request: an XUD QP's has
+/// `create_qp::XUD` (and `attr.qp_type` is `IBV_QPT_DRIVER`). The
+/// capabilities the kernel granted are put into `attr.cap`.
 ///
 /// # Safety
 ///
 /// `pd` is a live PD of librxud's and `attr` the attributes to create with.
-unsafe fn create(pd: *mut ibv_pd, attr: *mut ibv_qp_init_attr) -> *mut Qp {
+pub(crate) unsafe fn create(
+    pd: *mut ibv_pd,
+    attr: *mut ibv_qp_init_attr,
+    req: CreateQpReq,
+) -> *mut Qp {
     // SAFETY: `Qp` is valid zeroed; `pd` and `attr` come from libibverbs;
     // command and response are laid out as libibverbs expects. The rings
     // are kept only once all are mapped, and `destroy` destroys the kernel
@@ -143,7 +147,10 @@ unsafe fn create(pd: *mut ibv_pd, attr: *mut ibv_qp_init_attr) -> *mut Qp {
     unsafe {
         create_object_with_rings(
             |qp: *mut Qp| {
-                let mut cmd = CreateQpCmd::default();
+                let mut cmd = CreateQpCmd {
+                    drv: req,
+                    ..Default::default()
+                };
                 let mut resp = CreateQpRespBuf::default();
                 let ret = ibv_cmd_create_qp(
                     pd,
@@ -163,13 +170,18 @@ unsafe fn create(pd: *mut ibv_pd, attr: *mut ibv_qp_init_attr) -> *mut Qp {
                 // `ibv_cmd_create_qp` has put the capabilities the kernel
                 // granted into `attr.cap`, on the ioctl path (where
                 // `resp.core` stays empty) as on the write path: the caller
-                // sees the real ones.
+                // sees the real ones. The kernel makes no other types.
+                let qp_type = if req.comp_mask & create_qp::XUD != 0 {
+                    QpType::Xud
+                } else {
+                    QpType::from_ibv((*attr).qp_type).ok_or(EPROTO)?
+                };
                 let rings = map_rings(
                     (*pd).context,
                     &raw const (*qp).vqp.qp_ex.qp_base,
                     &resp,
                     &(*attr).cap,
-                    (*attr).qp_type,
+                    qp_type,
                 )?;
                 (*qp).rings = Some(Box::new(rings));
                 Ok(())
@@ -184,7 +196,7 @@ pub(crate) unsafe extern "C" fn create_qp(
     attr: *mut ibv_qp_init_attr,
 ) -> *mut ibv_qp {
     // SAFETY: arguments from libibverbs.
-    let qp = unsafe { create(pd, attr) };
+    let qp = unsafe { create(pd, attr, CreateQpReq::default()) };
     if qp.is_null() {
         return core::ptr::null_mut();
     }
@@ -283,6 +295,20 @@ pub(crate) unsafe extern "C" fn create_qp_ex(
         set_errno(err);
         return core::ptr::null_mut();
     }
+    // SAFETY: the application's PD (checked present) and attributes.
+    unsafe { create_ex(attr, CreateQpReq::default()) }
+}
+
+/// The body of `create_qp_ex` and `rxudv_create_qp` once `attr` is
+/// checked: creates the QP (`req`: see [`create`]) and, with
+/// `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`, gives it the `ibv_wr_*` interface;
+/// NULL with `errno` set on failure. The granted capabilities are put into
+/// `attr.cap`.
+///
+/// # Safety
+///
+/// `attr` holds a live PD of librxud's and the attributes to create with.
+pub(crate) unsafe fn create_ex(attr: &mut ibv_qp_init_attr_ex, req: CreateQpReq) -> *mut ibv_qp {
     let mut init = ibv_qp_init_attr {
         qp_context: attr.qp_context,
         send_cq: attr.send_cq,
@@ -292,8 +318,8 @@ pub(crate) unsafe extern "C" fn create_qp_ex(
         qp_type: attr.qp_type,
         sq_sig_all: attr.sq_sig_all,
     };
-    // SAFETY: the application's PD (checked present) and attributes.
-    let qp = unsafe { create(attr.pd, &mut init) };
+    // SAFETY: per the caller.
+    let qp = unsafe { create(attr.pd, &mut init, req) };
     if qp.is_null() {
         return core::ptr::null_mut();
     }
@@ -707,7 +733,9 @@ mod tests {
     use super::*;
     use crate::mmap::testing::FakeDevice;
     use crate::post::tests::{decode_recv, decode_send, decode_sge, recv_wr, send_wr, sge, List};
-    use rxud_abi::{ring_flags, send_flags, AtomicOp, RdmaOp, RingInfo, UdOp, RING_SLOTS_OFFSET};
+    use rxud_abi::{
+        ring_flags, send_flags, AtomicOp, RdmaOp, RingInfo, UdOp, XudOp, RING_SLOTS_OFFSET,
+    };
 
     const SQ_AT: u64 = 4096;
     const RQ_AT: u64 = 2 * 4096;
@@ -747,18 +775,17 @@ mod tests {
         });
         qp.vqp.qp_ex.qp_base.handle = 77;
         qp.vqp.qp_ex.qp_base.qp_type = qp_type;
+        // As `create` resolves it: `rxudv_create_qp` makes the only
+        // driver QPs.
+        let ty = match qp_type {
+            IBV_QPT_DRIVER => QpType::Xud,
+            _ => QpType::from_ibv(qp_type).ok_or(EPROTO)?,
+        };
         qp.vqp.qp_ex.qp_base.state = IBV_QPS_RESET;
         // SAFETY: the fake device's context; the QP's `ibv_qp` filled in as
         // `ibv_cmd_create_qp` would.
-        let rings = unsafe {
-            map_rings(
-                dev.ctx(),
-                &raw const qp.vqp.qp_ex.qp_base,
-                &resp,
-                &cap,
-                qp_type,
-            )?
-        };
+        let rings =
+            unsafe { map_rings(dev.ctx(), &raw const qp.vqp.qp_ex.qp_base, &resp, &cap, ty)? };
         qp.rings = Some(Box::new(rings));
         Ok(qp)
     }
@@ -1126,6 +1153,151 @@ mod tests {
             (wqe.wr_id, ud.ah_num, ud.remote_qpn, ud.remote_qkey),
             (2, 42, 0x33, 0x44)
         );
+    }
+
+    #[test]
+    fn xud_posts_sends_and_refuses_the_rest() {
+        let mut dev = FakeDevice::new("qp-xud", 3);
+        let mut qp = qp(&mut dev, IBV_QPT_DRIVER, false).unwrap();
+        qp.vqp.qp_ex.qp_base.state = 3; // RTS
+        let mut ah = crate::ah::Ah::for_test(9);
+        let to = |mut wr: ibv_send_wr, ah: *mut ibv_ah| {
+            wr.wr.ud = ibv_send_wr_ud {
+                ah,
+                remote_qpn: 0x55,
+                remote_qkey: 0x66,
+            };
+            wr
+        };
+        let one = [sge(0x1000, 100, 5)];
+        // SEND and SEND with immediate, addressed as UD.
+        let mut imm = send_wr(2, opcode::SEND_WITH_IMM, &one);
+        imm.imm_data = 0x0102_0304;
+        let list = List::new(vec![
+            to(send_wr(1, opcode::SEND, &one), ah.as_ibv()),
+            to(imm, ah.as_ibv()),
+        ]);
+        assert_eq!(post_send_list(&mut qp, &list), (0, None));
+        let w0 = decode_send(&slot(&dev, SQ_AT, SEND_SLOT, 0));
+        let x0 = XudOp::decode(&w0.op);
+        assert_eq!((w0.wr_id, w0.opcode, w0.num_sge), (1, opcode::SEND, 1));
+        assert_eq!(
+            x0,
+            XudOp {
+                ah_num: 9,
+                remote_qpn: 0x55,
+                remote_qkey: 0x66,
+                rkey: 0,
+                remote_addr: 0
+            }
+        );
+        let w1 = decode_send(&slot(&dev, SQ_AT, SEND_SLOT, 1));
+        assert_eq!(
+            (w1.opcode, w1.imm_or_inv),
+            (opcode::SEND_WITH_IMM, 0x0102_0304)
+        );
+        // Without an AH; a WRITE (ibv_post_send has no room for its
+        // remote address beside the AH), READ, atomics, invalidation; a
+        // message longer than XUD's limit: refused, nothing queued.
+        let mut refused = vec![to(send_wr(3, opcode::SEND, &one), core::ptr::null_mut())];
+        for op in [
+            opcode::RDMA_WRITE,
+            opcode::RDMA_WRITE_WITH_IMM,
+            opcode::RDMA_READ,
+            opcode::ATOMIC_CMP_AND_SWP,
+            opcode::ATOMIC_FETCH_AND_ADD,
+            opcode::LOCAL_INV,
+            opcode::SEND_WITH_INV,
+        ] {
+            let sges = [sge(0x1000, 8, 5)];
+            refused.push(to(send_wr(4, op, &sges), ah.as_ibv()));
+        }
+        // A WRITE whose union holds its RDMA operands, as on an RC QP:
+        // refused before the remote address could be taken for an AH.
+        let mut write = send_wr(4, opcode::RDMA_WRITE, &one);
+        write.wr.rdma = ibv_send_wr_rdma {
+            remote_addr: 0x10,
+            rkey: 1,
+        };
+        refused.push(write);
+        let max = rxud_abi::xud::MAX_MSG_SZ;
+        let long = [sge(0x1000, max, 5), sge(0x2000, 1, 5)];
+        refused.push(to(send_wr(5, opcode::SEND, &long), ah.as_ibv()));
+        for wr in refused {
+            let list = List::new(vec![wr]);
+            assert_eq!(post_send_list(&mut qp, &list), (EINVAL, Some(0)));
+        }
+        assert_eq!(producer(&dev, SQ_AT), 2);
+        // Exactly the limit is fine.
+        let full = [sge(0x1000, max - 1, 5), sge(0x2000, 1, 5)];
+        let list = List::new(vec![to(send_wr(6, opcode::SEND, &full), ah.as_ibv())]);
+        assert_eq!(post_send_list(&mut qp, &list), (0, None));
+        assert_eq!(producer(&dev, SQ_AT), 3);
+    }
+
+    #[test]
+    fn xud_writes_go_through_the_wr_interface_with_both_addresses() {
+        let mut dev = FakeDevice::new("qp-xud-wr", 3);
+        let mut qp = qp(&mut dev, IBV_QPT_DRIVER, false).unwrap();
+        qp.vqp.qp_ex.qp_base.state = 3; // RTS
+        let w = Wr::of(&mut qp, crate::xud::XUD_SEND_OPS);
+        assert!(w.x().wr_rdma_read.is_none() && w.x().wr_atomic_fetch_add.is_none());
+        let mut ah = crate::ah::Ah::for_test(7);
+        w.start();
+        w.wr_id(1);
+        // SAFETY: a QP as `rxudv_create_qp` makes it; valid arguments.
+        unsafe {
+            w.x().wr_rdma_write.unwrap()(w.0, 0x1234, 0xdead_0000);
+            w.x().wr_set_ud_addr.unwrap()(w.0, ah.as_ibv(), 0x21, 0x22);
+        }
+        w.sge(5, 0x1000, 64);
+        w.wr_id(2);
+        // SAFETY: as above.
+        unsafe {
+            w.x().wr_rdma_write_imm.unwrap()(w.0, 0x99, 0xbeef_0000, 0x0a0b_0c0d);
+            w.x().wr_set_ud_addr.unwrap()(w.0, ah.as_ibv(), 0x31, 0x32);
+        }
+        w.send(3, 0);
+        // SAFETY: as above.
+        unsafe { w.x().wr_set_ud_addr.unwrap()(w.0, ah.as_ibv(), 0x41, 0x42) };
+        assert_eq!(w.complete(), 0);
+        assert_eq!(producer(&dev, SQ_AT), 3);
+        let wqe = |i| decode_send(&slot(&dev, SQ_AT, SEND_SLOT, i));
+        let (w0, w1, w2) = (wqe(0), wqe(1), wqe(2));
+        assert_eq!(
+            (w0.wr_id, w0.opcode, w0.num_sge),
+            (1, opcode::RDMA_WRITE, 1)
+        );
+        assert_eq!(
+            XudOp::decode(&w0.op),
+            XudOp {
+                ah_num: 7,
+                remote_qpn: 0x21,
+                remote_qkey: 0x22,
+                rkey: 0x1234,
+                remote_addr: 0xdead_0000
+            }
+        );
+        assert_eq!(
+            (w1.opcode, w1.imm_or_inv),
+            (opcode::RDMA_WRITE_WITH_IMM, 0x0a0b_0c0d)
+        );
+        let x1 = XudOp::decode(&w1.op);
+        assert_eq!(
+            (x1.remote_qpn, x1.rkey, x1.remote_addr),
+            (0x31, 0x99, 0xbeef_0000)
+        );
+        let x2 = XudOp::decode(&w2.op);
+        assert_eq!((w2.opcode, x2.remote_qpn, x2.rkey), (opcode::SEND, 0x41, 0));
+        // A WRITE without its UD address: the batch fails whole.
+        w.start();
+        w.send(4, 0);
+        // SAFETY: as above.
+        unsafe { w.x().wr_set_ud_addr.unwrap()(w.0, ah.as_ibv(), 0x41, 0x42) };
+        // SAFETY: as above.
+        unsafe { w.x().wr_rdma_write.unwrap()(w.0, 1, 0x1000) };
+        assert_eq!(w.complete(), EINVAL);
+        assert_eq!(producer(&dev, SQ_AT), 3);
     }
 
     #[test]

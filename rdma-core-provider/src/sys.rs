@@ -525,6 +525,8 @@ impl Default for ibv_recv_wr {
 pub const IBV_QPT_RC: ibv_enum = 2;
 pub const IBV_QPT_UC: ibv_enum = 3;
 pub const IBV_QPT_UD: ibv_enum = 4;
+/// A driver-defined QP: rxud's XUD (`rxudv_create_qp`).
+pub const IBV_QPT_DRIVER: ibv_enum = 255;
 
 /// `enum ibv_qp_state` values before a QP can send.
 pub const IBV_QPS_RESET: ibv_enum = 0;
@@ -634,10 +636,15 @@ pub struct verbs_sysfs_dev {
 }
 
 /// `struct verbs_device`: allocated by the provider, zeroed, filled by
-/// libibverbs.
+/// libibverbs. It starts with the `struct ibv_device` every context's
+/// `device` points to; `ops` is the provider's table, by which librxud's
+/// direct verbs tell its devices from other providers'.
 #[repr(C)]
 pub struct verbs_device {
-    _opaque: [u64; 89],
+    /// `struct ibv_device`.
+    _device: [u64; 83],
+    pub ops: *const verbs_device_ops,
+    _rest: [u64; 5],
 }
 
 /// `struct verbs_context`: the extended context; `struct ibv_context` is its
@@ -1210,6 +1217,7 @@ mod layout {
     const _: () = assert!(offset_of!(verbs_sysfs_dev, ibdev_path) == 176);
     const _: () = assert!(offset_of!(verbs_sysfs_dev, abi_ver) == 968);
     const _: () = assert!(size_of::<verbs_device>() == 712);
+    const _: () = assert!(offset_of!(verbs_device, ops) == 664);
     const _: () = assert!(size_of::<verbs_context>() == 648);
     const _: () = assert!(size_of::<verbs_context_ops>() == 608);
     const _: () = assert!(offset_of!(verbs_context_ops, free_context) == 312);

@@ -22,10 +22,11 @@
 //! `ibv_wr_start` and `ibv_wr_complete`/`ibv_wr_abort`: one thread at a time
 //! per QP; another thread's `ibv_wr_start` waits.
 
+use crate::post::PostWr;
 use crate::sys::*;
 use core::ffi::c_int;
 use core::ops::Range;
-use rxud_abi::send_flags;
+use rxud_abi::{opcode, send_flags};
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 
 /// Where a staged request's data is.
@@ -43,6 +44,9 @@ struct Staged {
     /// The request without its data: `next`, `sg_list` and `num_sge` are
     /// filled in when the batch is posted.
     wr: ibv_send_wr,
+    /// What an RDMA builder put in `wr.wr.rdma`, kept apart: a later
+    /// `ibv_wr_set_ud_addr` overwrites that union (an XUD WRITE has both).
+    rdma: Option<ibv_send_wr_rdma>,
     data: Data,
 }
 
@@ -114,13 +118,32 @@ impl Batch {
     /// `send_flags`, `imm_data` and operation fields (`wr.wr`) are set;
     /// until a data setter runs it carries no data. `IBV_SEND_INLINE` is
     /// the data setters' to decide (`ibv_wr_set_inline_data*` set it).
+    /// The RDMA operands of an RDMA WRITE or READ move out of the union,
+    /// where `ibv_wr_set_ud_addr` may put a UD address (see [`PostWr`]).
     pub(crate) fn build(&mut self, mut wr: ibv_send_wr) {
         wr.next = core::ptr::null_mut();
         wr.sg_list = core::ptr::null_mut();
         wr.num_sge = 0;
         wr.send_flags &= !send_flags::INLINE;
+        let rdma = matches!(
+            wr.opcode,
+            opcode::RDMA_WRITE | opcode::RDMA_WRITE_WITH_IMM | opcode::RDMA_READ
+        )
+        // SAFETY: every member of the union is integers and a pointer;
+        // for these opcodes the builder wrote `rdma`.
+        .then(|| unsafe { wr.wr.rdma });
+        if rdma.is_some() {
+            // The union now holds only what `ibv_wr_set_ud_addr` writes: no
+            // AH until then (the remote address is not one).
+            wr.wr.ud = ibv_send_wr_ud {
+                ah: core::ptr::null_mut(),
+                remote_qpn: 0,
+                remote_qkey: 0,
+            };
+        }
         self.wrs.push(Staged {
             wr,
+            rdma,
             data: Data::Nothing,
         });
     }
@@ -191,11 +214,11 @@ impl Batch {
     /// Runs `post` over the staged requests as `ibv_send_wr`s whose
     /// `sg_list`s point into this batch (inline data as one element per
     /// request pointing at the copied bytes, with `IBV_SEND_INLINE`), valid
-    /// during the call. Fails with the first builder or setter error
-    /// instead, without calling `post`.
+    /// during the call, each with its RDMA operands. Fails with the first
+    /// builder or setter error instead, without calling `post`.
     pub(crate) fn with_requests<R>(
         &self,
-        post: impl FnOnce(&[ibv_send_wr]) -> Result<R, c_int>,
+        post: impl FnOnce(&[PostWr]) -> Result<R, c_int>,
     ) -> Result<R, c_int> {
         if let Some(err) = self.err {
             return Err(err);
@@ -227,7 +250,10 @@ impl Batch {
                     wr.num_sge = 1;
                 }
             }
-            wrs.push(wr);
+            wrs.push(PostWr {
+                wr,
+                rdma: staged.rdma,
+            });
         }
         post(&wrs)
     }
@@ -306,7 +332,6 @@ impl Session {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rxud_abi::opcode;
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::time::Duration;
 
@@ -326,13 +351,14 @@ mod tests {
     /// The requests `with_requests` would post, with their data read back
     /// through the pointers it set.
     /// A posted request, its elements and (if inline) its data.
-    type Posted = (ibv_send_wr, Vec<ibv_sge>, Vec<u8>);
+    type Posted = (PostWr, Vec<ibv_sge>, Vec<u8>);
 
     fn posted(b: &Batch) -> Result<Vec<Posted>, c_int> {
         b.with_requests(|wrs| {
             Ok(wrs
                 .iter()
-                .map(|w| {
+                .map(|p| {
+                    let w = &p.wr;
                     let n = w.num_sge as usize;
                     let sges = if n == 0 {
                         vec![]
@@ -354,7 +380,7 @@ mod tests {
                     } else {
                         vec![]
                     };
-                    (*w, sges, bytes)
+                    (*p, sges, bytes)
                 })
                 .collect())
         })
@@ -383,7 +409,8 @@ mod tests {
         b.build(wr(3, opcode::SEND_WITH_IMM, send_flags::SOLICITED));
         assert_eq!(b.len(), 3);
         let got = posted(&b).unwrap();
-        let (w1, s1, _) = &got[0];
+        let (p1, s1, _) = &got[0];
+        let w1 = &p1.wr;
         assert_eq!(
             (w1.wr_id, w1.opcode, w1.num_sge),
             (1, opcode::RDMA_WRITE, 2)
@@ -393,13 +420,22 @@ mod tests {
             send_flags::SIGNALED,
             "INLINE is the setters'"
         );
-        // SAFETY: written as `rdma` above.
-        assert_eq!(unsafe { w1.wr.rdma }.rkey, 7);
+        // The RDMA operands, kept apart; the union has no AH.
+        assert_eq!(
+            p1.rdma,
+            Some(ibv_send_wr_rdma {
+                remote_addr: 0x1000,
+                rkey: 7
+            })
+        );
+        // SAFETY: the builder cleared `ud`.
+        assert!(unsafe { w1.wr.ud }.ah.is_null());
         assert_eq!(s1[..], list);
-        let (w2, _, bytes) = &got[1];
-        assert_eq!((w2.num_sge, w2.send_flags), (1, send_flags::INLINE));
-        assert_eq!(bytes, b"hello");
-        let (w3, s3, _) = &got[2];
+        let (p2, _, bytes) = &got[1];
+        assert_eq!((p2.wr.num_sge, p2.wr.send_flags), (1, send_flags::INLINE));
+        assert_eq!((bytes.as_slice(), p2.rdma), (&b"hello"[..], None));
+        let (p3, s3, _) = &got[2];
+        let w3 = &p3.wr;
         assert_eq!((w3.wr_id, w3.num_sge, s3.len()), (3, 0, 0));
         assert!(w3.next.is_null() && w3.sg_list.is_null());
     }
@@ -414,9 +450,9 @@ mod tests {
         b.set_sges(&[sge(1, 2, 3)]);
         b.set_inline(&[b"xy"]);
         let got = posted(&b).unwrap();
-        assert_eq!(got[0].0.send_flags, 0);
+        assert_eq!(got[0].0.wr.send_flags, 0);
         assert_eq!(got[0].1, [sge(1, 2, 3)]);
-        assert_eq!(got[1].0.send_flags, send_flags::INLINE);
+        assert_eq!(got[1].0.wr.send_flags, send_flags::INLINE);
         assert_eq!(got[1].2, b"xy");
     }
 
@@ -429,7 +465,7 @@ mod tests {
         b.set_ud_addr(ah, 0x11, 0x22);
         let got = posted(&b).unwrap();
         // SAFETY: `ud` is what the setter wrote, and all-zero otherwise.
-        let (ud0, ud1) = unsafe { (got[0].0.wr.ud, got[1].0.wr.ud) };
+        let (ud0, ud1) = unsafe { (got[0].0.wr.wr.ud, got[1].0.wr.wr.ud) };
         assert!(ud0.ah.is_null());
         assert_eq!((ud1.ah, ud1.remote_qpn, ud1.remote_qkey), (ah, 0x11, 0x22));
     }

@@ -31,6 +31,7 @@ int main(void)
 	O(verbs_sysfs_dev, ibdev_path);
 	O(verbs_sysfs_dev, abi_ver);
 	S(verbs_device);
+	O(verbs_device, ops);
 
 	/* Contexts. */
 	S(verbs_context);
@@ -271,6 +272,7 @@ int main(void)
 	C(ibv_enum, IBV_QPT_RC);
 	C(ibv_enum, IBV_QPT_UC);
 	C(ibv_enum, IBV_QPT_UD);
+	C(ibv_enum, IBV_QPT_DRIVER);
 	C(ibv_enum, IBV_QPS_RESET);
 	C(ibv_enum, IBV_QPS_INIT);
 	C(ibv_enum, IBV_QPS_RTR);
