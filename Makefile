@@ -24,18 +24,20 @@ KMAKE = $(MAKE) -C $(KDIR) M=$(TOP) LLVM=1 RUSTC=$(KRUSTC) \
 PROVIDER := $(TOP)/rdma-core-provider
 PROVIDER_SO := $(PROVIDER)/build/librxud-rdmav34.so
 LIBIBVERBS_DIR ?= /usr/lib/x86_64-linux-gnu/libibverbs
+INCLUDEDIR ?= /usr/include
 
 VERBS_TEST := $(TOP)/tests/verbs/verbs-test
 RC_TEST := $(TOP)/tests/verbs/rc-test
 DATA_TEST := $(TOP)/tests/verbs/data-test
 EX_TEST := $(TOP)/tests/verbs/ex-test
+XUD_TEST := $(TOP)/tests/verbs/xud-test
 QP_MEM := $(TOP)/tests/verbs/qp-mem
 KTEST := $(TOP)/tests/kmod
 
 .PHONY: all modules provider ktest install setup run bench check check-host check-vm clean help \
 	fmt lint fmt-check clippy clippy-module clippy-host
 
-all: modules provider $(VERBS_TEST) $(RC_TEST) $(DATA_TEST) $(EX_TEST) ktest
+all: modules provider $(VERBS_TEST) $(RC_TEST) $(DATA_TEST) $(EX_TEST) $(XUD_TEST) ktest
 
 # tests/kmod/rxud_ktest.ko: drives kernel-only verbs (tests/guest/06-*).
 ktest:
@@ -53,6 +55,13 @@ $(DATA_TEST): $(TOP)/tests/verbs/data-test.c $(TOP)/tests/verbs/tap.h $(TOP)/tes
 $(EX_TEST): $(TOP)/tests/verbs/ex-test.c $(TOP)/tests/verbs/tap.h $(TOP)/tests/verbs/util.h
 	$(CC) -O2 -g -Wall -Wextra -Werror -o $@ $< -libverbs
 
+# XUD through librxud's direct verb: rxudv.h from the tree, linked to the
+# provider built here (which exports rxudv_create_qp).
+$(XUD_TEST): $(TOP)/tests/verbs/xud-test.c $(TOP)/tests/verbs/tap.h $(TOP)/tests/verbs/util.h \
+		$(PROVIDER)/include/infiniband/rxudv.h | provider
+	$(CC) -O2 -g -Wall -Wextra -Werror -I$(PROVIDER)/include -o $@ $< -libverbs \
+		-L$(PROVIDER)/build -l:librxud-rdmav34.so -Wl,-rpath,$(PROVIDER)/build
+
 # Kernel memory per QP, for make bench (which builds it in its own copy).
 $(QP_MEM): $(TOP)/tests/verbs/qp-mem.c
 	$(CC) -O2 -g -Wall -Wextra -Werror -o $@ $< -libverbs
@@ -66,6 +75,7 @@ provider:
 install: all
 	$(KMAKE) modules_install
 	install -D -m 0755 $(PROVIDER_SO) $(DESTDIR)$(LIBIBVERBS_DIR)/librxud-rdmav34.so
+	install -D -m 0644 $(PROVIDER)/include/infiniband/rxudv.h $(DESTDIR)$(INCLUDEDIR)/infiniband/rxudv.h
 	install -D -m 0644 /dev/null $(DESTDIR)/etc/libibverbs.d/rxud.driver
 	echo "driver rxud" > $(DESTDIR)/etc/libibverbs.d/rxud.driver
 
@@ -137,7 +147,7 @@ clean:
 	-$(KMAKE) clean
 	-$(MAKE) -C $(KDIR) M=$(KTEST) LLVM=1 clean
 	rm -f $(TOP)/.rxud-kdir
-	rm -f $(VERBS_TEST) $(RC_TEST) $(DATA_TEST) $(EX_TEST) $(QP_MEM)
+	rm -f $(VERBS_TEST) $(RC_TEST) $(DATA_TEST) $(EX_TEST) $(XUD_TEST) $(QP_MEM)
 	rm -rf $(TOP)/rust/proto/target $(TOP)/rust/abi/target $(PROVIDER)/target $(PROVIDER)/build
 
 help:

@@ -8,7 +8,9 @@
 # agree; and the verbs
 # ib_core allows in atomic context, called from it (AHs with interrupts off
 # and in softirq, ib_map_mr_sg in softirq, req_notify_cq in hard irq) on a
-# lockdep kernel: the runner fails on any lockdep or sleep-in-atomic report.
+# lockdep kernel: the runner fails on any lockdep or sleep-in-atomic report;
+# last, on rxud0 only, an XUD QP made as a kernel consumer makes it
+# (IB_QPT_DRIVER with the driver-reserved creation flag) through RTS.
 # rxe runs without the atomic-context checks (atomic=0): its object pools
 # share one lockdep class, so an AH made in softirq after a PD made in
 # process context draws a lockdep report from rxe itself.
@@ -16,7 +18,7 @@
 . "$(dirname "$0")/../lib/rxud.sh"
 IF=${RXUD_IF:?no test NIC}
 KTEST=$RXUD_TOP/tests/kmod/rxud_ktest.ko
-TAP_PLANNED=8
+TAP_PLANNED=9
 tap_begin $TAP_PLANNED
 
 # ktest DEV: the module's TAP lines for DEV, without the prefix. The log
@@ -35,7 +37,7 @@ count() { rdma resource show | sed -n "s/.* rxud0: .*\\b$1 \\([0-9]*\\).*/\\1/p"
 # device: what the test module leaves must be what was there before.
 baseline="pd $(count pd) mr $(count mr)"
 out_rxud=$(ktest rxud0)
-out_rxe=$(ktest rxe0 atomic=0)
+out_rxe=$(ktest rxe0 atomic=0 xud=0)
 counts="pd $(count pd) mr $(count mr)"
 printf '%s\n' "rxud_ktest dev=rxud0:" "$out_rxud" | tap_diag
 check "ktest ran on rxud0" grep -q '^1\.\.' <<<"$out_rxud"
@@ -47,6 +49,7 @@ check_eq "every kernel-verbs check passes on rxe0 (the reference), but its known
 	"" "$(grep '^not ok' <<<"$out_rxe" | grep -v "$RXE_BUG")"
 strip() { sed -E 's/ \([^)]*\)$//; s/rx(e|ud)0/DEV/g' <<<"$1" | grep -E '^(not )?ok' | grep -v "$RXE_BUG"; }
 check "the atomic-context checks ran on rxud0 (hard irq included)" grep -q 'ib_req_notify_cq in hard irq' <<<"$out_rxud"
+check "the XUD checks ran on rxud0" grep -q '^ok .*ib_destroy_qp of the XUD QP' <<<"$out_rxud"
 # The checks both ran come first; rxud's atomic-context ones follow.
 n_rxe=$(strip "$out_rxe" | wc -l)
 check_eq "rxud and rxe give the same results" "$(strip "$out_rxe")" "$(strip "$out_rxud" | head -n "$n_rxe")"

@@ -33,6 +33,9 @@ MODULE_PARM_DESC(dev, "RDMA device to test");
 static bool atomic = true;
 module_param(atomic, bool, 0444);
 MODULE_PARM_DESC(atomic, "Also call verbs from atomic contexts (last checks)");
+static bool xud = true;
+module_param(xud, bool, 0444);
+MODULE_PARM_DESC(xud, "Also create an rxud XUD QP (IB_QPT_DRIVER; after the atomic checks)");
 
 static int n_checks, n_failed;
 
@@ -617,6 +620,127 @@ out:
 	kfree(t.bbuf);
 }
 
+/* --- XUD: rxud's driver-defined QP type ----------------------------------- */
+
+/*
+ * rxud's XUD QP (Documentation/xud.rst, "Creating one") as a kernel consumer
+ * makes it: IB_QPT_DRIVER with the first driver-reserved creation flag, UD's
+ * states and attributes plus RC's retransmission ones, work requests
+ * addressed as UD's (ib_ud_wr). rxud only (xud=0 elsewhere). The XUD data
+ * path is not built yet: the send checked here completes with
+ * IB_WC_LOC_QP_OP_ERR, the PLACEHOLDER until it lands.
+ */
+#define RXUD_QP_CREATE_XUD IB_QP_CREATE_RESERVED_START
+
+static void xud_checks(struct ib_device *ibdev)
+{
+	struct ib_qp_init_attr qa = {
+		.qp_type = IB_QPT_DRIVER,
+		.create_flags = RXUD_QP_CREATE_XUD,
+		.sq_sig_type = IB_SIGNAL_ALL_WR,
+		.cap = { .max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1,
+			 .max_recv_sge = 1 },
+	};
+	struct ib_qp_init_attr qia = {};
+	struct ib_qp_attr a = {};
+	struct rdma_ah_attr ah_attr;
+	struct ib_ud_wr wr = {};
+	const struct ib_send_wr *bad;
+	struct ib_ah *ah = NULL;
+	struct ib_qp *qp, *bad_qp;
+	struct ib_cq *cq;
+	struct ib_pd *pd;
+	struct ib_wc wc;
+	int ret;
+
+	pd = ib_alloc_pd(ibdev, 0);
+	if (IS_ERR(pd)) {
+		check(false, "ib_alloc_pd for XUD (%ld)", PTR_ERR(pd));
+		return;
+	}
+	cq = ib_alloc_cq(ibdev, NULL, 16, 0, IB_POLL_DIRECT);
+	if (IS_ERR(cq)) {
+		check(false, "ib_alloc_cq for XUD (%ld)", PTR_ERR(cq));
+		ib_dealloc_pd(pd);
+		return;
+	}
+	qa.send_cq = cq;
+	qa.recv_cq = cq;
+	qa.create_flags = 0;
+	bad_qp = ib_create_qp(pd, &qa);
+	check_err_ptr(bad_qp, -EINVAL, "ib_create_qp of IB_QPT_DRIVER without the XUD flag");
+	if (!IS_ERR(bad_qp))
+		ib_destroy_qp(bad_qp);
+	qa.qp_type = IB_QPT_UD;
+	qa.create_flags = RXUD_QP_CREATE_XUD;
+	bad_qp = ib_create_qp(pd, &qa);
+	check_err_ptr(bad_qp, -EINVAL, "ib_create_qp of a UD QP with the XUD flag");
+	if (!IS_ERR(bad_qp))
+		ib_destroy_qp(bad_qp);
+	qa.qp_type = IB_QPT_DRIVER;
+	qp = ib_create_qp(pd, &qa);
+	check(!IS_ERR(qp), "ib_create_qp of an XUD QP (IB_QPT_DRIVER, IB_QP_CREATE_RESERVED_START) "
+	      "(%ld)", IS_ERR(qp) ? PTR_ERR(qp) : 0L);
+	if (IS_ERR(qp))
+		goto out;
+	ret = ib_query_qp(qp, &a, IB_QP_STATE, &qia);
+	check(!ret && qia.qp_type == IB_QPT_DRIVER && a.qp_state == IB_QPS_RESET &&
+	      a.timeout == 14 && a.retry_cnt == 7 && a.rnr_retry == 7 && a.min_rnr_timer == 12,
+	      "ib_query_qp of the XUD QP: IB_QPT_DRIVER, RESET, timeout 14, retry_cnt 7, "
+	      "rnr_retry 7, min_rnr_timer 12 (%d: type %d, state %d, %u %u %u %u)", ret,
+	      qia.qp_type, a.qp_state, a.timeout, a.retry_cnt, a.rnr_retry, a.min_rnr_timer);
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IB_QPS_INIT;
+	a.port_num = 1;
+	a.qkey = 0x11111111;
+	ret = ib_modify_qp(qp, &a, IB_QP_STATE | IB_QP_PKEY_INDEX | IB_QP_PORT | IB_QP_QKEY);
+	if (!ret) {
+		a.qp_state = IB_QPS_RTR;
+		a.min_rnr_timer = 4;
+		ret = ib_modify_qp(qp, &a, IB_QP_STATE | IB_QP_MIN_RNR_TIMER);
+	}
+	if (!ret) {
+		a.qp_state = IB_QPS_RTS;
+		a.sq_psn = 0;
+		a.timeout = 16;
+		ret = ib_modify_qp(qp, &a, IB_QP_STATE | IB_QP_SQ_PSN | IB_QP_TIMEOUT);
+	}
+	check(ret == 0, "the XUD QP to RTS with UD's attributes, min_rnr_timer and timeout (%d)",
+	      ret);
+	if (ret)
+		goto out;
+	ret = roce_v2_ah_attr(ibdev, &ah_attr);
+	ah = ret ? ERR_PTR(ret) : rdma_create_ah(pd, &ah_attr, RDMA_CREATE_AH_SLEEPABLE);
+	check(!IS_ERR(ah), "an AH for the XUD send (%ld)", IS_ERR(ah) ? PTR_ERR(ah) : 0L);
+	if (IS_ERR(ah)) {
+		ah = NULL;
+		goto out;
+	}
+	wr.wr.opcode = IB_WR_RDMA_WRITE;
+	wr.wr.wr_id = 1;
+	wr.ah = ah;
+	wr.remote_qpn = qp->qp_num;
+	wr.remote_qkey = 0x11111111;
+	ret = ib_post_send(qp, &wr.wr, &bad);
+	check(ret == -EINVAL, "ib_post_send of an RDMA WRITE to the XUD QP fails with -EINVAL "
+	      "(kernel work requests carry no remote address beside the AH) (%d)", ret);
+	wr.wr.opcode = IB_WR_SEND;
+	wr.wr.wr_id = 2;
+	ret = ib_post_send(qp, &wr.wr, &bad);
+	check(ret == 0, "ib_post_send of a SEND (ib_ud_wr) to the XUD QP (%d)", ret);
+	ret = ret ?: !dt_poll(cq, &wc);
+	check(ret == 0 && wc.wr_id == 2 && wc.status == IB_WC_LOC_QP_OP_ERR,
+	      "the SEND completes with IB_WC_LOC_QP_OP_ERR, the placeholder until the XUD data "
+	      "path lands (%d, wr_id %llu, status %d)", ret, wc.wr_id, wc.status);
+out:
+	if (!IS_ERR(qp))
+		check(ib_destroy_qp(qp) == 0, "ib_destroy_qp of the XUD QP");
+	if (ah)
+		rdma_destroy_ah(ah, RDMA_DESTROY_AH_SLEEPABLE);
+	ib_free_cq(cq);
+	ib_dealloc_pd(pd);
+}
+
 /* --- ib_drain_qp on a QP whose receives come from an SRQ ---------------- */
 
 static atomic_t last_wqe_events;
@@ -708,6 +832,8 @@ static int __init rxud_ktest_init(void)
 		srq_drain_checks(ibdev);
 		if (atomic)
 			context_checks(ibdev);
+		if (xud)
+			xud_checks(ibdev);
 		ib_device_put(ibdev);
 	}
 	pr_info("rxud_ktest: 1..%d\n", n_checks);

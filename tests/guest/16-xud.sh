@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# XUD's control path (Documentation/xud.rst, "Creating one"), through
+# librxud's direct verb rxudv_create_qp (tests/verbs/xud-test): creation with
+# the defaults, the limits, an SRQ and the ibv_wr_* interface; EOPNOTSUPP on
+# an rxe context and EINVAL for what XUD cannot take; ibv_query_qp (type
+# IBV_QPT_DRIVER, caps, the retransmission defaults); ibv_modify_qp through
+# RESET, INIT, RTR, RTS with UD's attributes and XUD's optional ones, bad
+# values and masks refused; ibv_post_send's refusals; an RDMA WRITE built
+# with ibv_wr_rdma_write + ibv_wr_set_ud_addr; destroy, and the device's QP
+# count back where it was. XUD QPs are driver-defined QPs (IBV_QPT_DRIVER),
+# which ib_core's RDMA netlink lists only when asked for driver details, and
+# Debian 12's `rdma resource show` (iproute2 6.1) never asks: xud-test counts
+# them itself (xud-test -n). The XUD data path is not built yet: the
+# kernel completes XUD sends with IBV_WC_LOC_QP_OP_ERR, which xud-test
+# checks as the placeholder it is. rxud0 sits beside rxe0 (rxud_beside_rxe),
+# whose context rxudv_create_qp must refuse.
+. "$(dirname "$0")/../lib/tap.sh"
+. "$(dirname "$0")/../lib/rxud.sh"
+XT=$RXUD_TOP/tests/verbs/xud-test
+TAP_PLANNED=7
+tap_begin $TAP_PLANNED
+export RDMAV_DRIVERS=$RXUD_TOP/rdma-core-provider/build/librxud
+
+qps() { ip netns exec rxudns "$XT" -d rxud0 -n; }
+
+rxud_load
+rxud_beside_rxe
+check "rxud0 has a RoCE v2 GID" wait_for 10 v2_gid_index rxud0
+g=$(v2_gid_index rxud0)
+before=$(qps)
+t=$SECONDS
+out=$(ip netns exec rxudns timeout 120 "$XT" -d rxud0 -g "${g:-0}" -r rxe0 2>&1)
+rc=$?
+printf '%s\n' "xud-test -d rxud0 -g ${g:-0} -r rxe0 ($((SECONDS - t)) s):" "$out" | tap_diag
+check "xud-test ran to its plan" grep -q '^1\.\.[0-9]' <<<"$out"
+check_eq "xud-test on rxud0 passes every check" 0 "$rc"
+check "xud-test saw rxe0 refuse the direct verb" grep -q '^ok .*another provider' <<<"$out"
+check_eq "no XUD QP is left behind (ib_core's QP count of rxud0, driver QPs included)" \
+	"$before" "$(qps)"
+rxud_beside_rxe_end
+check "no RDMA device left" test "$(ib_count)" = 0
+check "rmmod rxud after XUD" rxud_unload
+tap_end
