@@ -1044,3 +1044,22 @@ fn a_nak_acknowledges_its_base_and_sack_never_its_own_psn() {
     let again = s.next_packet(10 + 1_000_000).unwrap();
     assert_eq!((again.psn, again.retransmit), (first, true));
 }
+
+#[test]
+fn the_retry_span_bounds_a_long_backoff() {
+    let mut m = Model::new(2, 70);
+    m.nodes[1].deaf = true;
+    // 4.3 s timeouts doubling: the second expiry alone would be at 12.9 s.
+    m.cfg.timeout = 20;
+    let id = m.post(0, 1, Op::Send, 100, false);
+    let t0 = m.now;
+    while m.msgs[id].status.is_none() {
+        m.run_for(100_000_000);
+    }
+    assert_eq!(m.msgs[id].status, Some(SendStatus::RetryExceeded));
+    assert!(
+        m.now - t0 <= RETRY_SPAN_NS + 200_000_000,
+        "{} ns",
+        m.now - t0
+    );
+}

@@ -429,17 +429,24 @@ impl SendStream {
         self.next_msg
     }
 
-    /// Arms the retransmit timer if it is not running.
+    /// Arms the retransmit timer if it is not running: the timeout,
+    /// doubled for each timeout without progress, but never past the end
+    /// of a started message's retry span (so a message fails within
+    /// [`RETRY_SPAN_NS`] however the backoff grew).
     fn arm(&mut self, now: u64) {
         if self.deadline.is_none() {
-            self.deadline = Some(now + self.rto());
+            let rto = now.saturating_add(self.cfg.rto_ns() << self.retries.min(16));
+            let span_end = self
+                .msgs
+                .iter()
+                .filter(|m| m.state == MsgState::Active && m.sent > 0)
+                .map(|m| m.first_tx.saturating_add(RETRY_SPAN_NS))
+                .min();
+            self.deadline = Some(match span_end {
+                Some(end) => rto.min(end.max(now)),
+                None => rto,
+            });
         }
-    }
-
-    /// The timeout, doubled for each timeout without progress, never past
-    /// the end of the oldest message's retry span.
-    fn rto(&self) -> u64 {
-        self.cfg.rto_ns() << self.retries.min(16)
     }
 
     /// Keeps `rtx` relative to the oldest unacknowledged PSN.
