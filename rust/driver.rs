@@ -24,6 +24,7 @@ pub(crate) mod srq;
 pub(crate) mod table;
 pub(crate) mod transport;
 pub(crate) mod tx;
+pub(crate) mod txq;
 pub(crate) mod xud;
 
 pub(crate) use registry::Registry;

@@ -27,6 +27,7 @@ mod net;
 // whole public API; the module uses only part of it so far.
 #[allow(dead_code, unreachable_pub)]
 mod proto;
+mod random;
 mod rcu;
 mod sync;
 mod timer;

@@ -21,6 +21,8 @@ pub mod status {
     pub const REM_OP_ERR: u32 = 11;
     pub const RETRY_EXC_ERR: u32 = 12;
     pub const RNR_RETRY_EXC_ERR: u32 = 13;
+    /// The sender gave the message up part-way (XUD, xud.rst).
+    pub const REM_ABORT_ERR: u32 = 16;
     pub const GENERAL_ERR: u32 = 21;
 }
 

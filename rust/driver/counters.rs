@@ -49,9 +49,22 @@ pub(crate) enum RxCounter {
     /// Times an RC/UC sender stopped because its packets below IP used
     /// its whole budget (see `driver/flight.rs`).
     TxBudgetWaits = 14,
+    /// Dropped: an XUD packet for an earlier incarnation of the QP (rule
+    /// 1), or of a stream other than the one held (rule 3).
+    XudStale = 15,
+    /// Dropped: an XUD packet from a new source with the peer table full.
+    XudPeerLimit = 16,
+    /// XUD data packets sent again (timeouts, holes, RNR).
+    XudRetransmits = 17,
+    /// XUD retransmit timer expiries that sent a probe.
+    XudTimeouts = 18,
+    /// RNR NAKs XUD sent (a SEND or WRITE_IMM found no receive WQE).
+    XudRnrNaks = 19,
+    /// Duplicate XUD data packets answered again.
+    XudDuplicates = 20,
 }
 
-const RX_COUNTERS: usize = 15;
+const RX_COUNTERS: usize = 21;
 
 /// Counter names, as `rdma statistic` shows them.
 pub(crate) static RX_COUNTER_DESCS: [CounterDesc; RX_COUNTERS] = [
@@ -70,6 +83,12 @@ pub(crate) static RX_COUNTER_DESCS: [CounterDesc; RX_COUNTERS] = [
     CounterDesc::new(c_str!("rc_duplicates")),
     CounterDesc::new(c_str!("tx_errors")),
     CounterDesc::new(c_str!("tx_budget_waits")),
+    CounterDesc::new(c_str!("rx_drop_xud_stale")),
+    CounterDesc::new(c_str!("rx_drop_xud_peer_limit")),
+    CounterDesc::new(c_str!("xud_retransmits")),
+    CounterDesc::new(c_str!("xud_timeouts")),
+    CounterDesc::new(c_str!("xud_rnr_naks_sent")),
+    CounterDesc::new(c_str!("xud_duplicates")),
 ];
 
 /// The receive counters of one port.

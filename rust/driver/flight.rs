@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The transmit budget: how many of an RC or UC QP's packets may sit below
+//! The transmit budget: how many of an RC, UC or XUD QP's packets may sit below
 //! IP at once (in a qdisc, a device ring, or, over a veth, the peer's
 //! receive path), released by the packets' destructors.
 //!
@@ -112,5 +112,9 @@ impl TxOwner for QpCore {
 
 /// A QP's sender was woken (see the module docs). Context: softirq.
 pub(super) fn wake(qp: Arc<QpCore>) {
-    super::rc::kick(&qp);
+    if qp.qp_type() == crate::ib::QpType::Xud {
+        super::xud::kick(&qp);
+    } else {
+        super::rc::kick(&qp);
+    }
 }

@@ -15,6 +15,7 @@ use super::ring::{Ring, WorkQueue};
 use super::rx::RxPort;
 use super::srq::SrqCore;
 use super::table::{IndexTable, Reservation};
+use super::xud::XudState;
 use crate::abi::{
     create_qp, recv_wqe_slot_size, send_wqe_slot_size, status, wc_opcode, Cqe, CreateQpReq,
     CreateQpResp, RecvWqe, SendWqe, XudParams, SEND_WQE_HEADER_SIZE, SGE_SIZE,
@@ -101,6 +102,10 @@ fn xud_params(
         _ => Err(EINVAL),
     }
 }
+
+/// Receives an XUD QP can hold claimed at once, at least (its pool of
+/// claimed receives has the receive queue's depth, or this).
+const XUD_MIN_CLAIMS: u32 = 64;
 
 /// How long destroying a QP waits for its packets below IP to drain.
 const QP_DRAIN_WAIT_MS: u32 = 1000;
@@ -202,7 +207,7 @@ pub(crate) struct QpCore {
     cap: QpCap,
     sq_sig_all: bool,
     /// XUD QPs: their creation parameters, defaults filled in.
-    xud: Option<XudParams>,
+    xud_params: Option<XudParams>,
     /// The PD's identity: MRs used by the QP must be of the same PD.
     pub(super) pd: u32,
     pub(super) sq: Pin<KBox<WorkQueue>>,
@@ -232,6 +237,10 @@ pub(crate) struct QpCore {
     /// so routing (IPv6 disables softirqs itself) may run under it.
     #[pin]
     pub(super) rc: SpinLockBh<Option<KBox<RcState>>>,
+    /// XUD state (every peer, both directions), for the QP's life (see
+    /// `xud.rs`). A bottom-half lock, as `rc`.
+    #[pin]
+    pub(super) xud: SpinLockBh<Option<KBox<XudState>>>,
     /// UD and GSI: the netdev datagrams go out on, held from RTS until
     /// ERROR, RESET, destruction or the netdev's unregistration, so that
     /// sending needs no lookup (ib_core's takes a lock that is not safe
@@ -255,7 +264,7 @@ fn timer_fired(qp: Arc<QpCore>) {
     match qp.qp_type {
         QpType::Rc | QpType::Uc => rc::timer_fired(qp),
         QpType::Ud | QpType::Gsi => super::tx::send_queued(&qp),
-        QpType::Xud => super::xud::post_send(&qp),
+        QpType::Xud => super::xud::timer_fired(qp),
     }
 }
 
@@ -325,12 +334,6 @@ impl QpCore {
 
     pub(crate) fn sq_sig_all(&self) -> bool {
         self.sq_sig_all
-    }
-
-    /// An XUD QP's creation parameters (`None` for other types).
-    #[expect(dead_code, reason = "for the XUD data path, which is not built yet")]
-    pub(crate) fn xud_params(&self) -> Option<XudParams> {
-        self.xud
     }
 
     pub(crate) fn is_kernel(&self) -> bool {
@@ -421,6 +424,8 @@ impl Drop for RxudQp {
         BhWork::shutdown(&self.core);
         Timer::shutdown(&self.core);
         let state = self.core.rc.lock().take();
+        drop(state);
+        let state = self.core.xud.lock().take();
         drop(state);
         let ndev = self.core.ud_ndev.lock().take();
         drop(ndev);
@@ -677,6 +682,15 @@ impl RxudQp {
             return Err(EINVAL);
         };
         let QpRings { sq, rq, cap } = QpRings::new(attr, udata)?;
+        let xud_state = match xud {
+            Some(p) => Some(XudState::new(
+                p,
+                cap.max_send_wr,
+                sq.ring().geometry().slot_size(),
+                cap.max_recv_wr.max(XUD_MIN_CLAIMS),
+            )?),
+            None => None,
+        };
         let resp = CreateQpResp {
             comp_mask: 0,
             sq: sq.ring().info(),
@@ -692,7 +706,7 @@ impl RxudQp {
                 handle: attr.handle,
                 cap,
                 sq_sig_all: attr.sq_sig_all,
-                xud,
+                xud_params: xud,
                 pd,
                 sq,
                 rq,
@@ -708,6 +722,7 @@ impl RxudQp {
                 port: dev.rx.clone(),
                 rto <- Timer::new(),
                 rc <- new_spinlock_bh!(None, "rxud:qp_rc"),
+                xud <- new_spinlock_bh!(xud_state, "rxud:qp_xud"),
                 ud_ndev <- new_spinlock_irq!(None, "rxud:qp_ud_ndev"),
                 flight: TxFlight::new(),
                 wake <- BhWork::new(),
@@ -769,6 +784,9 @@ impl RxudQp {
                 };
                 drop(held);
                 drop(old);
+                if self.core.qp_type == QpType::Xud {
+                    self.xud_transition(next, &new)?;
+                }
             }
         }
         *cfg = new;
@@ -777,6 +795,44 @@ impl RxudQp {
         if next == QpState::Err {
             self.core.flush();
         }
+        Ok(())
+    }
+
+    /// The XUD side of a transition: the retransmission attributes into
+    /// the senders; at ERROR every message fails and posted work flushes;
+    /// at RESET the state starts again (a new incarnation: peers that
+    /// still send to the old one are told so, rule 1).
+    fn xud_transition(&self, next: QpState, new: &QpConfig) -> Result {
+        // The transmit budget at the netdev's MTU (held from RTS on).
+        if let Some(mtu) = self
+            .core
+            .ud_netdev()
+            .and_then(|n| IbMtu::for_link_mtu(n.mtu()))
+        {
+            self.core.flight.set_mtu(mtu.bytes());
+        }
+        let fresh = match (next, self.core.xud_params) {
+            (QpState::Reset, Some(p)) => Some(XudState::new(
+                p,
+                self.core.cap.max_send_wr,
+                self.core.sq.ring().geometry().slot_size(),
+                self.core.cap.max_recv_wr.max(XUD_MIN_CLAIMS),
+            )?),
+            _ => None,
+        };
+        let mut g = self.core.xud.lock();
+        let old = match fresh {
+            Some(f) => g.replace(f),
+            None => None,
+        };
+        if let Some(st) = g.as_deref_mut() {
+            st.set_attrs(new.timeout, new.retry_cnt, new.rnr_retry, new.min_rnr_timer);
+            if next == QpState::Err {
+                super::xud::flush(&self.core, st);
+            }
+        }
+        drop(g);
+        drop(old);
         Ok(())
     }
 

@@ -39,6 +39,7 @@ use super::mr::{self, MrError};
 use super::qp::QpCore;
 use super::sgl::{Sgl, SglError};
 use super::tx;
+use super::txq::{self, TxQueue};
 use crate::abi::{
     opcode, send_flags, status, wc_flags, wc_opcode, AtomicOp, Cqe, RdmaOp, RecvWqe, SendWqe,
     RECV_WQE_HEADER_SIZE, SEND_WQE_HEADER_SIZE,
@@ -66,11 +67,6 @@ use crate::proto::{
 use core::sync::atomic::Ordering;
 use kernel::{prelude::*, sync::Arc};
 
-/// Packets built and not yet handed to IP, per QP: a batch.
-const TXQ_LEN: usize = 32;
-/// Packets one call of `kick` sends at most before leaving the rest to
-/// the QP's timer (bounds the time spent in a softirq).
-const KICK_BUDGET: usize = 256;
 /// The receive WQE with the most SGEs rxud grants (32).
 const MAX_RECV_SLOT: usize = RECV_WQE_HEADER_SIZE as usize + 32 * 16;
 
@@ -194,49 +190,6 @@ impl SendSide {
         } else {
             Ok(Self::Rc(Sender::new(a, depth, slot_size)?))
         }
-    }
-}
-
-/// Built packets waiting for IP, oldest first.
-struct TxQueue {
-    slots: [Option<TxSkb>; TXQ_LEN],
-    head: usize,
-    len: usize,
-}
-
-impl TxQueue {
-    fn new() -> Self {
-        Self {
-            slots: core::array::from_fn(|_| None),
-            head: 0,
-            len: 0,
-        }
-    }
-
-    fn is_full(&self) -> bool {
-        self.len == TXQ_LEN
-    }
-
-    fn push(&mut self, skb: TxSkb) {
-        if self.is_full() {
-            return;
-        }
-        self.slots[(self.head + self.len) % TXQ_LEN] = Some(skb);
-        self.len += 1;
-    }
-
-    fn len(&self) -> usize {
-        self.len
-    }
-
-    fn pop(&mut self) -> Option<TxSkb> {
-        if self.len == 0 {
-            return None;
-        }
-        let skb = self.slots[self.head].take();
-        self.head = (self.head + 1) % TXQ_LEN;
-        self.len -= 1;
-        skb
     }
 }
 
@@ -459,60 +412,28 @@ pub(crate) fn timer_fired(qp: Arc<QpCore>) {
 /// completions), then sends the QP's queue unless another context is at
 /// it. Any context.
 pub(super) fn kick(qp: &Arc<QpCore>) {
-    let mut batch: [Option<TxSkb>; TXQ_LEN] = core::array::from_fn(|_| None);
-    let mut sent = 0;
-    loop {
-        let n = {
-            let mut g = qp.rc.lock();
-            let Some(st) = g.as_deref_mut() else {
-                return;
-            };
-            if sent >= KICK_BUDGET {
-                // Enough for one context (a long READ answer can be
-                // thousands of packets): the rest from the timer, soon.
-                st.armed = None;
-                crate::timer::Timer::arm(qp, 0);
-                return;
-            }
-            // Responses first (READ data may exceed one queue's worth),
-            // then what the requester has due.
-            respond(qp, st);
-            pump(qp, st);
-            if st.sending {
-                return;
-            }
-            // As many as the budget for packets below IP allows; the
-            // rest wait in the queue for the destructors' wake-up.
-            let allowed = qp.flight.reserve(st.txq.len() as u32) as usize;
-            if allowed < st.txq.len() {
-                qp.port.counters.add(RxCounter::TxBudgetWaits, 1);
-            }
-            let mut n = 0;
-            while n < allowed {
-                let Some(skb) = st.txq.pop() else {
-                    break;
-                };
-                batch[n] = Some(skb);
-                n += 1;
-            }
-            if n == 0 {
-                return;
-            }
-            st.sending = true;
-            n
-        };
-        for skb in batch.iter_mut().take(n) {
-            if let Some(skb) = skb.take() {
-                // A packet IP refuses is a lost packet: RC recovers it.
-                if skb.send_owned(qp).is_err() {
-                    qp.port.counters.add(RxCounter::TxErrors, 1);
-                }
-            }
-        }
-        sent += n;
-        if let Some(st) = qp.rc.lock().as_deref_mut() {
-            st.sending = false;
-        }
+    txq::kick(qp, &qp.rc);
+}
+
+impl txq::Transmitter for RcState {
+    fn generate(&mut self, qp: &Arc<QpCore>) {
+        // Responses first (READ data may exceed one queue's worth), then
+        // what the requester has due.
+        respond(qp, self);
+        pump(qp, self);
+    }
+
+    fn txq(&mut self) -> &mut TxQueue {
+        &mut self.txq
+    }
+
+    fn sending(&mut self) -> &mut bool {
+        &mut self.sending
+    }
+
+    fn defer(&mut self, qp: &Arc<QpCore>) {
+        self.armed = None;
+        crate::timer::Timer::arm(qp, 0);
     }
 }
 

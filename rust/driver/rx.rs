@@ -34,9 +34,10 @@ use crate::proto::wire::{
 use crate::sync::{new_spinlock_irq, SpinLockIrq};
 use kernel::{prelude::*, sync::Arc};
 
-/// Longest transport header rxud reads before the payload: BTH (12),
-/// RETH (16) or AtomicETH (28), with DETH (8) and ImmDt/IETH (4).
-const MAX_HEADERS: usize = 12 + 28 + 8 + 4;
+/// Longest transport header rxud reads before the payload: XUD's BTH
+/// (12), DETH (8), XETH (20), RETH (16) and ImmDt (4); RC's longest, BTH
+/// and AtomicETH, is 40.
+const MAX_HEADERS: usize = 12 + 8 + 20 + 16 + 4;
 /// Shortest RoCEv2 payload: a BTH and the ICRC.
 const MIN_PACKET: usize = 12 + 4;
 /// The GRH a UD receive buffer starts with.
@@ -130,6 +131,23 @@ impl RxPort {
                     rc::RcDrop::Sequence => RxCounter::DropSequence,
                     rc::RcDrop::NoRecv => RxCounter::DropNoRecv,
                 })
+            }
+            op if op.transport() == Some(Transport::Xud) => {
+                if qp.qp_type() != QpType::Xud {
+                    return Err(RxCounter::DropNoQp);
+                }
+                let p = super::xud::RxPacket {
+                    skb,
+                    ip,
+                    src: source_gid(ip).ok_or(RxCounter::DropMalformed)?,
+                    head,
+                    opcode: op,
+                    psn: bth.psn(),
+                    ack_req: bth.ack_req(),
+                    solicited: bth.solicited(),
+                    payload,
+                };
+                super::xud::receive(&qp, &p)
             }
             _ => Err(RxCounter::DropUnsupported),
         }

@@ -1,38 +1,1263 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! XUD QPs (Documentation/xud.rst) on the send side. Creation, the state
-//! machine and the parameters are in `qp.rs`; the data path is not built
-//! yet, and [`post_send`] is what it replaces.
+//! XUD on the wire (Documentation/xud.rst): the kernel side of
+//! [`crate::proto::xud`]. The state machines decide; this module keeps
+//! the per-peer table, moves bytes between packets, memory regions, rings
+//! and completion queues, and keeps the QP's timer. Creation, the state
+//! machine and the parameters are in `qp.rs`.
+//!
+//! # Contexts and locking
+//!
+//! One XUD QP's state ([`XudState`]: every peer, both directions) is
+//! driven from the doorbell (process context), the receive softirq and
+//! the QP's timer (softirq), under the QP's `xud` lock, a bottom-half
+//! lock as RC's. Packets are built under it into the QP's transmit queue
+//! and handed to IP after it is dropped, one context at a time, as RC
+//! does (`rc.rs`, "Contexts and locking"). xud.rst describes a lock per
+//! peer; one per QP is what this first version takes: simpler, and the
+//! same as RC's (a QP's packets are handled on one CPU at a time).
+//!
+//! # Per packet
+//!
+//! Send: the WQE is copied out of the ring into the QP's pool when it is
+//! posted (the ring slot is free again at once), queued to its
+//! destination, and cut into packets as its stream's window allows; each
+//! packet carries BTH, DETH, XETH, RETH (and ImmDt), its payload copied
+//! once from the MR pages. Receive: headers parsed once in `rx.rs`, rule
+//! 1, the peer found or made (rules 2 and 3), the stream's check, a
+//! receive claimed (copied out of the ring into the QP's pool of claimed
+//! receives), the payload copied once from the skb to its place, commit,
+//! ACK. Answers: the XACK's base and `sack` to the destination's stream.
 
+use super::counters::RxCounter;
+use super::mr::{self, MrError};
 use super::qp::QpCore;
-use super::tx::MAX_SEND_SLOT;
-use crate::abi::{opcode, status, wc_opcode, Cqe, SendWqe};
-use kernel::sync::Arc;
+use super::sgl::Sgl;
+use super::tx;
+use super::txq::{self, TxQueue};
+use crate::abi::{
+    network, opcode, send_flags, status, wc_flags, wc_opcode, Cqe, RecvWqe, SendWqe, XudOp,
+    XudParams, RECV_WQE_HEADER_SIZE, SEND_WQE_HEADER_SIZE,
+};
+use crate::ib::{AccessFlags, AddressVector, NetworkType};
+use crate::net::skb::{SkBuff, TxSkb};
+use crate::proto::{
+    mtu::IbMtu,
+    psn::Psn,
+    wire::{
+        aeth::{self, AckSyndrome, NakCode},
+        bth, deth, immdt,
+        opcode::Opcode,
+        packet, reth, xack, xeth,
+    },
+    xud::{
+        self,
+        receiver::{self, Check, DataPacket, RecvStream},
+        sender::{self, Answer, Message, Nak, SendStream, TimerOutcome},
+        Op, RecvStatus, Refusal, SendStatus,
+    },
+};
+use kernel::{prelude::*, rbtree::RBTree, sync::Arc};
 
-/// Carries out what was posted to an XUD QP's send queue: the doorbell's
-/// (and the QP timer's) work for XUD. Context: process or softirq.
-///
-/// PLACEHOLDER until the XUD data path lands, which replaces this
-/// function: every send WQE completes at once with
-/// `IBV_WC_LOC_QP_OP_ERR` (whether signaled or not) and nothing is sent.
-/// The WQE is not interpreted beyond its `wr_id` and opcode, so no
-/// posted value can make it misbehave.
-pub(crate) fn post_send(qp: &Arc<QpCore>) {
-    let mut slot = [0u8; MAX_SEND_SLOT];
-    while let Ok(true) = qp.sq.pop(&mut slot) {
-        let wqe = SendWqe::decode(&slot);
-        let cqe = Cqe {
-            wr_id: wqe.wr_id,
-            status: status::LOC_QP_OP_ERR,
-            opcode: match wqe.opcode {
-                opcode::RDMA_WRITE | opcode::RDMA_WRITE_WITH_IMM => wc_opcode::RDMA_WRITE,
-                _ => wc_opcode::SEND,
+/// The receive WQE with the most SGEs rxud grants (32).
+const MAX_RECV_SLOT: usize = RECV_WQE_HEADER_SIZE as usize + 32 * 16;
+/// How long an owed ACK may wait (xud.rst: one jiffy; 1 ms here).
+const ACK_DELAY_NS: u64 = 1_000_000;
+/// The reclaim scan's period.
+const RECLAIM_PERIOD_NS: u64 = xud::QUIET_NS / 4;
+/// The hop limit of ACKs to a peer known only from its packets.
+const DEFAULT_TTL: u8 = 64;
+
+/// A peer: the other end's address and QP number.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct PeerKey {
+    gid: [u8; 16],
+    qpn: u32,
+}
+
+/// Both directions with one peer.
+struct Peer {
+    /// Where its packets go: the AH of the last post to it, or (a peer
+    /// that only sent to us) the addresses of its last packet.
+    av: AddressVector,
+    /// The Q_Key our data packets to it carry.
+    qkey: u32,
+    send: Option<SendStream>,
+    /// WQE handles posted to it and not yet admitted to its stream.
+    queue: Fifo,
+    recv: Option<RecvStream>,
+}
+
+/// A pool of fixed-size byte slots (saved send WQEs, claimed receives),
+/// handed out by index.
+struct Pool {
+    bytes: KVVec<u8>,
+    slot: usize,
+    /// `free[..nfree]` are the free indices.
+    free: KVec<u32>,
+    nfree: usize,
+}
+
+impl Pool {
+    fn new(n: u32, slot: usize) -> Result<Self> {
+        let len = (n as usize).checked_mul(slot).ok_or(EINVAL)?;
+        let mut free = KVec::with_capacity(n as usize, GFP_KERNEL)?;
+        for i in (0..n).rev() {
+            free.push(i, GFP_KERNEL)?;
+        }
+        Ok(Self {
+            bytes: KVVec::from_elem(0u8, len, GFP_KERNEL)?,
+            slot,
+            free,
+            nfree: n as usize,
+        })
+    }
+
+    fn take(&mut self) -> Option<u32> {
+        let i = self.nfree.checked_sub(1)?;
+        self.nfree = i;
+        self.free.get(i).copied()
+    }
+
+    fn give(&mut self, i: u32) {
+        if let Some(f) = self.free.get_mut(self.nfree) {
+            *f = i;
+            self.nfree += 1;
+        }
+    }
+
+    fn get(&self, i: u32) -> &[u8] {
+        let at = i as usize * self.slot;
+        self.bytes.get(at..at + self.slot).unwrap_or(&[])
+    }
+
+    fn get_mut(&mut self, i: u32) -> &mut [u8] {
+        let at = i as usize * self.slot;
+        self.bytes.get_mut(at..at + self.slot).unwrap_or(&mut [])
+    }
+}
+
+/// A destination's queue of posted WQE handles, first in first out, of a
+/// fixed capacity (its share of the send queue), allocated with its first
+/// entry.
+struct Fifo {
+    buf: KVec<u32>,
+    head: usize,
+    len: usize,
+}
+
+impl Fifo {
+    const fn new() -> Self {
+        Self {
+            buf: KVec::new(),
+            head: 0,
+            len: 0,
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Appends `h`; false if the queue holds `cap` entries already (or
+    /// there is no memory for it).
+    fn push(&mut self, h: u32, cap: usize) -> bool {
+        if self.buf.is_empty() {
+            if self.buf.extend_with(cap.max(1), 0, GFP_ATOMIC).is_err() {
+                return false;
+            }
+        }
+        let n = self.buf.len();
+        if self.len >= n {
+            return false;
+        }
+        if let Some(s) = self.buf.get_mut((self.head + self.len) % n) {
+            *s = h;
+        }
+        self.len += 1;
+        true
+    }
+
+    fn front(&self) -> Option<u32> {
+        if self.len == 0 {
+            return None;
+        }
+        self.buf.get(self.head).copied()
+    }
+
+    fn pop(&mut self) -> Option<u32> {
+        let h = self.front()?;
+        self.head = (self.head + 1) % self.buf.len();
+        self.len -= 1;
+        Some(h)
+    }
+}
+
+/// One XUD QP's state, from creation to destruction.
+pub(crate) struct XudState {
+    /// This QP's incarnation (rule 1).
+    inc: u32,
+    params: XudParams,
+    cfg: sender::Config,
+    min_rnr_timer: u8,
+    peers: RBTree<PeerKey, KBox<Peer>>,
+    wqes: Pool,
+    recvs: Pool,
+    txq: TxQueue,
+    sending: bool,
+    armed: Option<u64>,
+    next_reclaim: u64,
+}
+
+/// The current time for the state machines.
+fn now() -> u64 {
+    crate::timer::now_ns()
+}
+
+/// A random non-zero 64-bit number (stream incarnations: the secret an
+/// off-path forger must guess).
+fn nonzero_u64() -> u64 {
+    loop {
+        let v = crate::random::u64();
+        if v != 0 {
+            return v;
+        }
+    }
+}
+
+impl XudState {
+    /// The state of a new XUD QP with `send_depth` send WQEs of
+    /// `send_slot` bytes and `recv_depth` receives. Context: process.
+    pub(crate) fn new(
+        params: XudParams,
+        send_depth: u32,
+        send_slot: u32,
+        recv_depth: u32,
+    ) -> Result<KBox<Self>> {
+        Ok(KBox::new(
+            Self {
+                inc: (nonzero_u64() as u32).max(1),
+                params,
+                cfg: sender::Config {
+                    ack_every: params.ack_every,
+                    ..sender::Config::DEFAULT
+                },
+                min_rnr_timer: 12,
+                peers: RBTree::new(),
+                wqes: Pool::new(send_depth.max(1), send_slot as usize)?,
+                recvs: Pool::new(recv_depth.max(1), MAX_RECV_SLOT)?,
+                txq: TxQueue::new(),
+                sending: false,
+                armed: None,
+                next_reclaim: now() + RECLAIM_PERIOD_NS,
             },
+            GFP_KERNEL,
+        )?)
+    }
+
+    /// modify_qp set the retransmission attributes.
+    pub(crate) fn set_attrs(&mut self, timeout: u8, retry_cnt: u8, rnr_retry: u8, min_rnr: u8) {
+        self.cfg.timeout = timeout;
+        self.cfg.retry_cnt = retry_cnt;
+        self.cfg.rnr_retry = rnr_retry;
+        self.min_rnr_timer = min_rnr;
+    }
+}
+
+/// The doorbell of an XUD QP (and its timer, and the transmit budget's
+/// wake-up). Any context but hard irq.
+pub(crate) fn post_send(qp: &Arc<QpCore>) {
+    kick(qp);
+}
+
+/// The QP's timer fired: retransmissions, RNR waits, owed ACKs, the
+/// reclaim scan. Context: softirq.
+pub(crate) fn timer_fired(qp: Arc<QpCore>) {
+    {
+        let mut g = qp.xud.lock();
+        if let Some(st) = g.as_deref_mut() {
+            st.armed = None;
+            on_timer(&qp, st);
+        }
+    }
+    kick(&qp);
+}
+
+/// Generates what is due and sends the QP's queue unless another context
+/// is at it (see [`txq::kick`]). Any context but hard irq.
+pub(crate) fn kick(qp: &Arc<QpCore>) {
+    txq::kick(qp, &qp.xud);
+}
+
+impl txq::Transmitter for XudState {
+    fn generate(&mut self, qp: &Arc<QpCore>) {
+        pump(qp, self);
+    }
+
+    fn txq(&mut self) -> &mut TxQueue {
+        &mut self.txq
+    }
+
+    fn sending(&mut self) -> &mut bool {
+        &mut self.sending
+    }
+
+    fn defer(&mut self, qp: &Arc<QpCore>) {
+        self.armed = None;
+        crate::timer::Timer::arm(qp, 0);
+    }
+}
+
+/// Admits posted WQEs, builds due packets, writes completions, re-arms
+/// the timer. Under the `xud` lock.
+fn pump(qp: &Arc<QpCore>, st: &mut XudState) {
+    let t = now();
+    for last_look in [false, true] {
+        admit(qp, st, t);
+        transmit(qp, st, t);
+        let busy = st.peers.values().any(|p| !p.queue.is_empty())
+            || st
+                .peers
+                .values()
+                .any(|p| p.send.as_ref().is_some_and(|s| s.in_use() > 0));
+        qp.sq.ring().set_sender_active(busy);
+        if busy || last_look {
+            break;
+        }
+        core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
+        if !qp.sq.has_entries() {
+            break;
+        }
+    }
+    arm(qp, st, t);
+}
+
+/// Arms the QP's timer for the earliest thing due.
+fn arm(qp: &Arc<QpCore>, st: &mut XudState, t: u64) {
+    let mut due = st.next_reclaim;
+    for p in st.peers.values() {
+        if let Some(d) = p.send.as_ref().and_then(|s| s.next_deadline()) {
+            due = due.min(d);
+        }
+        if p.recv.as_ref().is_some_and(|r| r.ack_owed()) {
+            due = due.min(t + ACK_DELAY_NS);
+        }
+    }
+    if st.armed != Some(due) {
+        st.armed = Some(due);
+        crate::timer::Timer::arm(qp, due.saturating_sub(t));
+    }
+}
+
+/// A send completion (when signaled, or failed).
+fn complete_send(qp: &QpCore, w: &SendWqe, code: u32, len: u32) {
+    let signaled = qp.sq_sig_all() || w.send_flags & send_flags::SIGNALED != 0;
+    if !signaled && code == status::SUCCESS {
+        return;
+    }
+    let op = match w.opcode {
+        opcode::RDMA_WRITE | opcode::RDMA_WRITE_WITH_IMM => wc_opcode::RDMA_WRITE,
+        _ => wc_opcode::SEND,
+    };
+    let cqe = Cqe {
+        wr_id: w.wr_id,
+        status: code,
+        opcode: op,
+        byte_len: len,
+        qp_num: qp.qpn(),
+        ..Default::default()
+    };
+    let _ = qp.send_cq.push(&cqe, false);
+}
+
+/// What a send WQE asks of XUD, checked: the operation and length.
+fn check_wqe(qp: &QpCore, w: &SendWqe, slot: &[u8]) -> core::result::Result<(Op, u32), u32> {
+    let op = match w.opcode {
+        opcode::SEND => Op::Send,
+        opcode::SEND_WITH_IMM => Op::SendImm,
+        opcode::RDMA_WRITE => Op::Write,
+        opcode::RDMA_WRITE_WITH_IMM => Op::WriteImm,
+        _ => return Err(status::LOC_QP_OP_ERR),
+    };
+    if w.send_flags & !send_flags::KNOWN != 0 {
+        return Err(status::LOC_QP_OP_ERR);
+    }
+    let cap = qp.cap();
+    let body = slot.get(SEND_WQE_HEADER_SIZE as usize..).unwrap_or(&[]);
+    let len = if w.send_flags & send_flags::INLINE != 0 {
+        if w.inline_len > cap.max_inline_data || w.inline_len as usize > body.len() {
+            return Err(status::LOC_LEN_ERR);
+        }
+        u64::from(w.inline_len)
+    } else {
+        if w.num_sge > cap.max_send_sge {
+            return Err(status::LOC_QP_OP_ERR);
+        }
+        Sgl::new(&qp.mrs, qp.pd, body, w.num_sge).total_len()
+    };
+    if len > u64::from(crate::abi::xud::MAX_MSG_SZ) {
+        return Err(status::LOC_LEN_ERR);
+    }
+    Ok((op, len as u32))
+}
+
+/// Moves WQEs from the send ring to their destinations' queues, then into
+/// their streams as room allows.
+fn admit(qp: &QpCore, st: &mut XudState, t: u64) {
+    let mut slot = [0u8; tx::MAX_SEND_SLOT];
+    while let Some(h) = st.wqes.take() {
+        let n = st.wqes.slot.min(slot.len());
+        let body = &mut slot[..n];
+        if !matches!(qp.sq.pop(body), Ok(true)) {
+            st.wqes.give(h);
+            break;
+        }
+        let w = SendWqe::decode(body);
+        if !qp.live.can_send() {
+            complete_send(qp, &w, status::WR_FLUSH_ERR, 0);
+            st.wqes.give(h);
+            continue;
+        }
+        if let Err(code) = check_wqe(qp, &w, body) {
+            complete_send(qp, &w, code, 0);
+            st.wqes.give(h);
+            continue;
+        }
+        let x = XudOp::decode(&w.op);
+        let Some(to) = qp.ahs.get(x.ah_num) else {
+            complete_send(qp, &w, status::LOC_QP_OP_ERR, 0);
+            st.wqes.give(h);
+            continue;
+        };
+        let key = PeerKey {
+            gid: to.av.dgid,
+            qpn: x.remote_qpn & crate::proto::wire::QPN_MASK,
+        };
+        // A Q_Key with the high bit set means "the QP's own".
+        let qkey = if x.remote_qkey & 0x8000_0000 != 0 {
+            qp.live.qkey()
+        } else {
+            x.remote_qkey
+        };
+        let share = (qp.cap().max_send_wr / 4).max(16) as usize;
+        let peer = match find_or_add(st, key, &to.av) {
+            Some(p) => p,
+            None => {
+                complete_send(qp, &w, status::LOC_QP_OP_ERR, 0);
+                st.wqes.give(h);
+                continue;
+            }
+        };
+        peer.av = to.av;
+        peer.qkey = qkey;
+        if !peer.queue.push(h, share) {
+            complete_send(qp, &w, status::LOC_QP_OP_ERR, 0);
+            st.wqes.give(h);
+            continue;
+        }
+        st.wqes.get_mut(h)[..n].copy_from_slice(body);
+    }
+    // Into the streams.
+    let mtu = qp
+        .ud_netdev()
+        .and_then(|n| IbMtu::for_link_mtu(n.mtu()))
+        .map(IbMtu::bytes)
+        .unwrap_or(1024);
+    let cfg = st.cfg;
+    let XudState { peers, wqes, .. } = st;
+    for peer in peers.values_mut() {
+        while let Some(h) = peer.queue.front() {
+            let s = peer.send.get_or_insert_with(|| {
+                SendStream::new(nonzero_u64(), Psn::new(crate::random::u64() as u32), cfg, t)
+            });
+            let w = SendWqe::decode(wqes.get(h));
+            let len = check_wqe(qp, &w, wqes.get(h)).map(|(_, l)| l).unwrap_or(0);
+            let m = Message { wqe: h, len, mtu };
+            if s.post(m, t).is_none() {
+                break;
+            }
+            peer.queue.pop();
+        }
+    }
+}
+
+/// The peer `key`, made if new and the table has room.
+fn find_or_add<'a>(st: &'a mut XudState, key: PeerKey, av: &AddressVector) -> Option<&'a mut Peer> {
+    if st.peers.get(&key).is_none() {
+        if st.peers.iter().count() >= st.params.max_peers as usize {
+            return None;
+        }
+        let peer = KBox::new(
+            Peer {
+                av: *av,
+                qkey: 0,
+                send: None,
+                queue: Fifo::new(),
+                recv: None,
+            },
+            GFP_ATOMIC,
+        )
+        .ok()?;
+        st.peers.try_create_and_insert(key, peer, GFP_ATOMIC).ok()?;
+    }
+    st.peers.get_mut(&key).map(|b| &mut **b)
+}
+
+/// Builds the packets the streams have due, round robin over peers.
+fn transmit(qp: &QpCore, st: &mut XudState, t: u64) {
+    let Some(ndev) = qp.ud_netdev() else {
+        return;
+    };
+    let XudState {
+        peers, wqes, txq, ..
+    } = st;
+    for (key, peer) in peers.iter_mut() {
+        let mut burst = 0;
+        while !txq.is_full() && burst < 32 {
+            let Some(s) = peer.send.as_mut() else {
+                break;
+            };
+            let Some(p) = s.next_packet(t) else {
+                break;
+            };
+            burst += 1;
+            if p.retransmit {
+                qp.port.counters.add(RxCounter::XudRetransmits, 1);
+            }
+            match build_data(qp, &ndev, key.qpn, peer, wqes.get(p.wqe), &p) {
+                Some(skb) => txq.push(skb),
+                None => qp.port.counters.add(RxCounter::TxErrors, 1),
+            }
+        }
+        complete_sends(qp, peer, wqes);
+    }
+}
+
+/// Writes the completions of a destination's finished messages and frees
+/// their WQEs.
+fn complete_sends(qp: &QpCore, peer: &mut Peer, wqes: &mut Pool) {
+    let Some(s) = peer.send.as_mut() else {
+        return;
+    };
+    while let Some((h, st)) = s.next_completion() {
+        let w = SendWqe::decode(wqes.get(h));
+        let len = check_wqe(qp, &w, wqes.get(h)).map(|(_, l)| l).unwrap_or(0);
+        complete_send(qp, &w, send_status(st), len);
+        wqes.give(h);
+    }
+}
+
+fn send_status(s: SendStatus) -> u32 {
+    match s {
+        SendStatus::Success => status::SUCCESS,
+        SendStatus::RetryExceeded => status::RETRY_EXC_ERR,
+        SendStatus::RnrRetryExceeded => status::RNR_RETRY_EXC_ERR,
+        SendStatus::RemoteAccess => status::REM_ACCESS_ERR,
+        SendStatus::RemoteInvalidRequest => status::REM_INV_REQ_ERR,
+    }
+}
+
+/// A data packet of the WQE in `slot`.
+fn build_data(
+    qp: &QpCore,
+    ndev: &crate::net::NetDevice,
+    dest_qpn: u32,
+    peer: &Peer,
+    slot: &[u8],
+    p: &sender::TxPacket,
+) -> Option<TxSkb> {
+    let w = SendWqe::decode(slot);
+    let x = XudOp::decode(&w.op);
+    let (opc, op) = match w.opcode {
+        opcode::SEND => (Opcode::XUD_SEND, Op::Send),
+        opcode::SEND_WITH_IMM => (Opcode::XUD_SEND_WITH_IMMEDIATE, Op::SendImm),
+        opcode::RDMA_WRITE => (Opcode::XUD_RDMA_WRITE, Op::Write),
+        _ => (Opcode::XUD_RDMA_WRITE_WITH_IMMEDIATE, Op::WriteImm),
+    };
+    let mut repr = packet::Repr::new(bth::Repr {
+        opcode: opc,
+        solicited: w.send_flags & send_flags::SOLICITED != 0,
+        mig_req: false,
+        pad_count: 0,
+        pkey: bth::DEFAULT_PKEY,
+        fecn: false,
+        becn: false,
+        dest_qp: dest_qpn,
+        ack_req: p.ack_req,
+        psn: p.psn,
+    });
+    repr.deth = Some(deth::Repr {
+        qkey: peer.qkey,
+        src_qp: qp.qpn(),
+    });
+    repr.xeth = Some(p.xeth);
+    repr.reth = Some(reth::Repr {
+        va: if op.is_send() {
+            u64::from(p.offset)
+        } else {
+            x.remote_addr.wrapping_add(u64::from(p.offset))
+        },
+        rkey: if op.is_send() { 0 } else { x.rkey },
+        dma_len: p.msg_len,
+    });
+    if matches!(op, Op::SendImm | Op::WriteImm) {
+        repr.immdt = Some(immdt::Repr {
+            imm_data: w.imm_or_inv.to_ne_bytes(),
+        });
+    }
+    let n = p.len as usize;
+    let total = repr.buffer_len(n).ok()?;
+    let mut skb = TxSkb::new(ndev, total).ok()?;
+    {
+        let mut pkt = repr.emit(skb.payload_mut(), n).ok()?;
+        let data = pkt.payload_mut().get_mut(..n)?;
+        if w.send_flags & send_flags::INLINE != 0 {
+            let from = SEND_WQE_HEADER_SIZE as usize + p.offset as usize;
+            data.copy_from_slice(slot.get(from..from + n)?);
+        } else if n > 0 {
+            let body = slot.get(SEND_WQE_HEADER_SIZE as usize..).unwrap_or(&[]);
+            Sgl::new(&qp.mrs, qp.pd, body, w.num_sge.min(qp.cap().max_send_sge))
+                .read(u64::from(p.offset), data)
+                .ok()?;
+        }
+    }
+    tx::finish(&mut skb, &peer.av, tx::source_port(qp.qpn()), None).ok()?;
+    Some(skb)
+}
+
+/// Where an ACK or NAK goes, and from which incarnation.
+struct ReplyTo<'a> {
+    qpn: u32,
+    av: &'a AddressVector,
+    inc: u32,
+    /// The Q_Key of the data packet answered.
+    qkey: u32,
+}
+
+/// An ACK (or, with `nak`, a NAK) about the stream `info` describes.
+fn build_answer(
+    qp: &QpCore,
+    ndev: &crate::net::NetDevice,
+    to: &ReplyTo<'_>,
+    info: &receiver::AckInfo,
+    nak: Option<(AckSyndrome, Psn)>,
+) -> Option<TxSkb> {
+    let mut repr = packet::Repr::new(bth::Repr {
+        opcode: if nak.is_some() {
+            Opcode::XUD_NAK
+        } else {
+            Opcode::XUD_ACKNOWLEDGE
+        },
+        solicited: false,
+        mig_req: false,
+        pad_count: 0,
+        pkey: bth::DEFAULT_PKEY,
+        fecn: false,
+        becn: false,
+        dest_qp: to.qpn,
+        ack_req: false,
+        psn: info.base,
+    });
+    repr.deth = Some(deth::Repr {
+        qkey: to.qkey,
+        src_qp: qp.qpn(),
+    });
+    repr.xack = Some(xack::Repr {
+        stream: info.stream,
+        inc: to.inc,
+        sack: info.sack,
+    });
+    if let Some((syndrome, psn)) = nak {
+        repr.aeth = Some(aeth::Repr {
+            syndrome,
+            msn: psn.value(),
+        });
+    }
+    let total = repr.buffer_len(0).ok()?;
+    let mut skb = TxSkb::new(ndev, total).ok()?;
+    repr.emit(skb.payload_mut(), 0).ok()?;
+    tx::finish(&mut skb, to.av, tx::source_port(qp.qpn()), None).ok()?;
+    Some(skb)
+}
+
+/// The timer's work: streams' deadlines, owed ACKs, the reclaim scan.
+fn on_timer(qp: &Arc<QpCore>, st: &mut XudState) {
+    let t = now();
+    let XudState { peers, wqes, .. } = st;
+    for peer in peers.values_mut() {
+        let Some(s) = peer.send.as_mut() else {
+            continue;
+        };
+        if s.next_deadline().is_some_and(|d| d <= t) {
+            match s.on_timer(t) {
+                TimerOutcome::Resend => qp.port.counters.add(RxCounter::XudTimeouts, 1),
+                TimerOutcome::DestinationFailed => {
+                    // What is still queued for it fails the same way.
+                    while let Some(h) = peer.queue.pop() {
+                        let w = SendWqe::decode(wqes.get(h));
+                        complete_send(qp, &w, status::RETRY_EXC_ERR, 0);
+                        wqes.give(h);
+                    }
+                }
+                TimerOutcome::Idle => {}
+            }
+        }
+        complete_sends(qp, peer, wqes);
+    }
+    flush_owed_acks(qp, st);
+    if t >= st.next_reclaim {
+        st.next_reclaim = t + RECLAIM_PERIOD_NS;
+        reclaim(qp, st, t);
+    }
+}
+
+/// Sends the ACKs packets have been waiting for.
+fn flush_owed_acks(qp: &QpCore, st: &mut XudState) {
+    let Some(ndev) = qp.ud_netdev() else {
+        return;
+    };
+    let inc = st.inc;
+    let XudState { peers, txq, .. } = st;
+    for (key, peer) in peers.iter_mut() {
+        if txq.is_full() {
+            return;
+        }
+        let Some(r) = peer.recv.as_mut() else {
+            continue;
+        };
+        if !r.ack_owed() {
+            continue;
+        }
+        let info = r.ack();
+        let to = ReplyTo {
+            qpn: key.qpn,
+            av: &peer.av,
+            inc,
+            qkey: qp.live.qkey(),
+        };
+        if let Some(skb) = build_answer(qp, &ndev, &to, &info, None) {
+            txq.push(skb);
+        }
+    }
+}
+
+/// Frees what has been quiet long enough: receive states after
+/// [`xud::QUIET_NS`] (their open messages fail), send states idle for
+/// [`xud::SENDER_IDLE_NS`], peers with neither.
+fn reclaim(qp: &QpCore, st: &mut XudState, t: u64) {
+    let XudState { peers, recvs, .. } = st;
+    let mut gone = KVec::<PeerKey>::new();
+    for (key, peer) in peers.iter_mut() {
+        if peer.recv.as_ref().is_some_and(|r| r.is_quiet(t)) {
+            if let Some(r) = peer.recv.as_mut() {
+                r.abandon_all();
+                drain_recv_done(qp, r, recvs, &Origin::none(key.qpn));
+            }
+            peer.recv = None;
+        }
+        if peer.send.as_ref().is_some_and(|s| s.is_idle(t)) && peer.queue.is_empty() {
+            peer.send = None;
+        }
+        if peer.send.is_none() && peer.recv.is_none() && peer.queue.is_empty() {
+            let _ = gone.push(*key, GFP_ATOMIC);
+        }
+    }
+    for key in gone.iter() {
+        peers.remove(key);
+    }
+}
+
+/// The QP is destroyed or reset: every message fails, posted and claimed
+/// work completes flushed. Under the `xud` lock.
+pub(crate) fn flush(qp: &QpCore, st: &mut XudState) {
+    let XudState {
+        peers,
+        wqes,
+        recvs,
+        txq,
+        ..
+    } = st;
+    for peer in peers.values_mut() {
+        while let Some(h) = peer.queue.pop() {
+            let w = SendWqe::decode(wqes.get(h));
+            complete_send(qp, &w, status::WR_FLUSH_ERR, 0);
+            wqes.give(h);
+        }
+        if let Some(s) = peer.send.as_mut() {
+            s.abort(SendStatus::RetryExceeded);
+            while let Some((h, _)) = s.next_completion() {
+                let w = SendWqe::decode(wqes.get(h));
+                complete_send(qp, &w, status::WR_FLUSH_ERR, 0);
+                wqes.give(h);
+            }
+        }
+        if let Some(r) = peer.recv.as_mut() {
+            r.abandon_all();
+            while let Some(d) = r.next_done() {
+                let w = RecvWqe::decode(recvs.get(d.recv));
+                complete_recv_status(qp, w.wr_id, status::WR_FLUSH_ERR);
+                recvs.give(d.recv);
+            }
+        }
+    }
+    while txq.pop().is_some() {}
+}
+
+fn complete_recv_status(qp: &QpCore, wr_id: u64, code: u32) {
+    let cqe = Cqe {
+        wr_id,
+        status: code,
+        opcode: wc_opcode::RECV,
+        qp_num: qp.qpn(),
+        ..Default::default()
+    };
+    let _ = qp.recv_cq.push(&cqe, false);
+}
+
+/// What `rx.rs` parsed of an XUD packet.
+pub(crate) struct RxPacket<'a> {
+    pub(crate) skb: &'a SkBuff,
+    /// The IP and UDP headers as received.
+    pub(crate) ip: &'a [u8],
+    pub(crate) src: [u8; 16],
+    pub(crate) head: &'a [u8],
+    pub(crate) opcode: Opcode,
+    pub(crate) psn: Psn,
+    pub(crate) ack_req: bool,
+    pub(crate) solicited: bool,
+    pub(crate) payload: core::ops::Range<usize>,
+}
+
+impl RxPacket<'_> {
+    fn ext(&self, h: crate::proto::wire::opcode::ExtHeader) -> Option<&[u8]> {
+        let info = self.opcode.info().ok()?;
+        let at = info.offset_of(h)?;
+        self.head.get(at..at + h.size())
+    }
+}
+
+/// An XUD packet for `qp`. Context: softirq.
+pub(crate) fn receive(qp: &Arc<QpCore>, p: &RxPacket<'_>) -> core::result::Result<(), RxCounter> {
+    use crate::proto::wire::opcode::ExtHeader as H;
+    if !qp.live.can_receive() {
+        return Err(RxCounter::DropNoQp);
+    }
+    let d = p.ext(H::Deth).ok_or(RxCounter::DropMalformed)?;
+    let d = deth::Repr::parse(&deth::Header::new_checked(d).map_err(|_| RxCounter::DropMalformed)?);
+    let key = PeerKey {
+        gid: p.src,
+        qpn: d.src_qp,
+    };
+    let r = match p.opcode {
+        Opcode::XUD_ACKNOWLEDGE | Opcode::XUD_NAK => on_answer(qp, p, key),
+        _ => {
+            if d.qkey != qp.live.qkey() {
+                return Err(RxCounter::DropQkey);
+            }
+            on_data(qp, p, key, d.qkey)
+        }
+    };
+    kick(qp);
+    r
+}
+
+fn on_answer(qp: &QpCore, p: &RxPacket<'_>, key: PeerKey) -> core::result::Result<(), RxCounter> {
+    use crate::proto::wire::opcode::ExtHeader as H;
+    let x = p.ext(H::Xack).ok_or(RxCounter::DropMalformed)?;
+    let x = xack::Repr::parse(&xack::Header::new_checked(x).map_err(|_| RxCounter::DropMalformed)?)
+        .map_err(|_| RxCounter::DropMalformed)?;
+    let nak = match p.ext(H::Aeth) {
+        Some(a) => {
+            let a = aeth::Repr::parse(
+                &aeth::Header::new_checked(a).map_err(|_| RxCounter::DropMalformed)?,
+            );
+            let psn = Psn::new(a.msn);
+            let n = match a.syndrome {
+                AckSyndrome::RnrNak { timer_code } => Nak::ReceiverNotReady(timer_code),
+                AckSyndrome::Nak(NakCode::RemoteAccessError) => Nak::RemoteAccess,
+                AckSyndrome::Nak(NakCode::Reserved(c)) if c == xud::NAK_STALE_INCARNATION => {
+                    Nak::StaleIncarnation
+                }
+                AckSyndrome::Nak(_) => Nak::InvalidRequest,
+                _ => return Err(RxCounter::DropMalformed),
+            };
+            Some((n, psn))
+        }
+        None => None,
+    };
+    let a = Answer {
+        stream: x.stream,
+        inc: x.inc,
+        base: p.psn,
+        sack: x.sack,
+        nak,
+    };
+    let mut g = qp.xud.lock();
+    let st = g.as_deref_mut().ok_or(RxCounter::DropNoQp)?;
+    let XudState { peers, wqes, .. } = st;
+    let peer = peers.get_mut(&key).ok_or(RxCounter::DropSequence)?;
+    let s = peer.send.as_mut().ok_or(RxCounter::DropSequence)?;
+    let outcome = s.on_answer(&a, now());
+    complete_sends(qp, peer, wqes);
+    match outcome {
+        sender::AnswerOutcome::Taken => Ok(()),
+        sender::AnswerOutcome::Ignored => Err(RxCounter::DropSequence),
+    }
+}
+
+fn on_data(
+    qp: &QpCore,
+    p: &RxPacket<'_>,
+    key: PeerKey,
+    qkey: u32,
+) -> core::result::Result<(), RxCounter> {
+    use crate::proto::wire::opcode::ExtHeader as H;
+    let x = p.ext(H::Xeth).ok_or(RxCounter::DropMalformed)?;
+    let x = xeth::Repr::parse(&xeth::Header::new_checked(x).map_err(|_| RxCounter::DropMalformed)?)
+        .map_err(|_| RxCounter::DropMalformed)?;
+    let r = p.ext(H::Reth).ok_or(RxCounter::DropMalformed)?;
+    let r = reth::Repr::parse(&reth::Header::new_checked(r).map_err(|_| RxCounter::DropMalformed)?);
+    let imm = p
+        .ext(H::ImmDt)
+        .and_then(|b| immdt::Header::new_checked(b).ok())
+        .map(|h| u32::from_ne_bytes(h.imm_data()));
+    let op = match p.opcode {
+        Opcode::XUD_SEND => Op::Send,
+        Opcode::XUD_SEND_WITH_IMMEDIATE => Op::SendImm,
+        Opcode::XUD_RDMA_WRITE => Op::Write,
+        Opcode::XUD_RDMA_WRITE_WITH_IMMEDIATE => Op::WriteImm,
+        _ => return Err(RxCounter::DropUnsupported),
+    };
+    let pkt = DataPacket {
+        psn: p.psn,
+        xeth: x,
+        op,
+        offset: r.va,
+        dma_len: r.dma_len,
+        len: p.payload.len() as u32,
+        ack_req: p.ack_req,
+    };
+    if !pkt.is_well_formed(crate::abi::xud::MAX_MSG_SZ) {
+        return Err(RxCounter::DropMalformed);
+    }
+    let ndev = qp.ud_netdev();
+    let mut g = qp.xud.lock();
+    let st = g.as_deref_mut().ok_or(RxCounter::DropNoQp)?;
+    let t = now();
+    let inc = st.inc;
+    if receiver::is_stale(x.peer_inc, inc) {
+        // Rule 1: answered from no state.
+        qp.port.counters.add(RxCounter::XudStale, 1);
+        let av = reply_av(p).ok_or(RxCounter::DropMalformed)?;
+        let to = ReplyTo {
+            qpn: key.qpn,
+            av: &av,
+            inc,
+            qkey,
+        };
+        let info = receiver::AckInfo {
+            stream: x.stream,
+            base: Psn::new(0),
+            sack: 0,
+        };
+        let syn = AckSyndrome::Nak(NakCode::Reserved(xud::NAK_STALE_INCARNATION));
+        if let Some(nd) = ndev.as_deref() {
+            if let Some(skb) = build_answer(qp, nd, &to, &info, Some((syn, p.psn))) {
+                st.txq.push(skb);
+            }
+        }
+        return Err(RxCounter::XudStale);
+    }
+    // Rules 2 and 3.
+    let exists = st.peers.get(&key).is_some();
+    if !exists {
+        let av = reply_av(p).ok_or(RxCounter::DropMalformed)?;
+        if find_or_add(st, key, &av).is_none() {
+            return Err(RxCounter::XudPeerLimit);
+        }
+    }
+    let XudState {
+        peers,
+        recvs,
+        txq,
+        min_rnr_timer,
+        params,
+        ..
+    } = st;
+    let peer = peers.get_mut(&key).ok_or(RxCounter::XudPeerLimit)?;
+    match peer
+        .recv
+        .as_ref()
+        .map(|r| (r.stream() == x.stream, r.is_quiet(t)))
+    {
+        Some((true, _)) => {}
+        Some((false, true)) => {
+            if let Some(r) = peer.recv.as_mut() {
+                r.abandon_all();
+                drain_recv_done(qp, r, recvs, &Origin::none(key.qpn));
+            }
+            peer.recv = Some(RecvStream::new(&pkt, t));
+        }
+        Some((false, false)) => return Err(RxCounter::XudStale),
+        None => peer.recv = Some(RecvStream::new(&pkt, t)),
+    }
+    let Some(rs) = peer.recv.as_mut() else {
+        return Err(RxCounter::DropNoQp);
+    };
+    let from = Origin {
+        src_qp: key.qpn,
+        network: if p.ip.len() == 48 {
+            network::IPV6
+        } else {
+            network::IPV4
+        },
+        imm,
+        solicited: p.solicited,
+    };
+    let check = rs.check(&pkt, t);
+    drain_recv_done(qp, rs, recvs, &from);
+    let mut answer: Option<Option<(AckSyndrome, Psn)>> = None;
+    let verdict = match check {
+        Check::Duplicate => {
+            qp.port.counters.add(RxCounter::XudDuplicates, 1);
+            answer = Some(None);
+            Err(RxCounter::DropSequence)
+        }
+        Check::BeyondWindow | Check::Inconsistent => Err(RxCounter::DropSequence),
+        Check::Refuse(why) => {
+            answer = Some(Some(nak_of(why, *min_rnr_timer, p.psn)));
+            Err(RxCounter::DropSequence)
+        }
+        Check::Place(mut plan) => match place(qp, p, rs, recvs, &pkt, &mut plan, r, imm) {
+            Ok(()) => {
+                let c = rs.commit(&plan, params.ack_every);
+                if p.ack_req {
+                    rs.note_ack_request(p.psn);
+                }
+                if c.ack_now || p.ack_req {
+                    answer = Some(None);
+                } else {
+                    rs.owe_ack();
+                }
+                Ok(())
+            }
+            Err(why) => {
+                if why == Refusal::ReceiverNotReady {
+                    qp.port.counters.add(RxCounter::XudRnrNaks, 1);
+                }
+                rs.refuse(&plan, why);
+                answer = Some(Some(nak_of(why, *min_rnr_timer, p.psn)));
+                Err(RxCounter::DropNoRecv)
+            }
+        },
+    };
+    drain_recv_done(qp, rs, recvs, &from);
+    if let (Some(nak), Some(nd)) = (answer, ndev.as_deref()) {
+        let info = rs.ack();
+        let to = ReplyTo {
+            qpn: key.qpn,
+            av: &peer.av,
+            inc,
+            qkey,
+        };
+        if let Some(skb) = build_answer(qp, nd, &to, &info, nak) {
+            txq.push(skb);
+        }
+    }
+    verdict
+}
+
+fn nak_of(why: Refusal, min_rnr_timer: u8, psn: Psn) -> (AckSyndrome, Psn) {
+    let s = match why {
+        Refusal::ReceiverNotReady => AckSyndrome::RnrNak {
+            timer_code: min_rnr_timer,
+        },
+        Refusal::RemoteAccess => AckSyndrome::Nak(NakCode::RemoteAccessError),
+        Refusal::InvalidRequest => AckSyndrome::Nak(NakCode::InvalidRequest),
+    };
+    (s, psn)
+}
+
+/// Steps 5 and 6 and the copy of 7: access, the claim, the payload.
+#[allow(clippy::too_many_arguments)]
+fn place(
+    qp: &QpCore,
+    p: &RxPacket<'_>,
+    rs: &mut RecvStream,
+    recvs: &mut Pool,
+    pkt: &DataPacket,
+    plan: &mut receiver::Plan,
+    r: reth::Repr,
+    _imm: Option<u32>,
+) -> core::result::Result<(), Refusal> {
+    let n = p.payload.len();
+    // A WRITE's access before any claim (a refused WRITE_IMM leaves the
+    // receive queue as it was).
+    let write_to = if !pkt.op.is_send() && n > 0 {
+        let mr = mr::lookup(&qp.mrs, r.rkey).ok_or(Refusal::RemoteAccess)?;
+        match mr.check(qp.pd, r.va, n, AccessFlags::REMOTE_WRITE) {
+            Ok(off) => Some((mr, off)),
+            Err(MrError::Protection | MrError::Bounds) => return Err(Refusal::RemoteAccess),
+        }
+    } else {
+        None
+    };
+    if plan.claim {
+        let h = recvs.take().ok_or(Refusal::ReceiverNotReady)?;
+        let slot = recvs.get_mut(h);
+        if !matches!(qp.pop_recv(slot), Ok(true)) {
+            recvs.give(h);
+            return Err(Refusal::ReceiverNotReady);
+        }
+        let total = recv_len(qp, recvs.get(h));
+        rs.claimed(plan, pkt, h, total)?;
+        if pkt.op.is_send() {
+            // The GRH, as UD writes it.
+            let grh = grh_of(p.ip);
+            let w = RecvWqe::decode(recvs.get(h));
+            let body = recvs
+                .get(h)
+                .get(RECV_WQE_HEADER_SIZE as usize..)
+                .unwrap_or(&[]);
+            Sgl::new(&qp.mrs, qp.pd, body, w.num_sge)
+                .write(0, &grh)
+                .map_err(|_| Refusal::InvalidRequest)?;
+        }
+    }
+    if let Some((mr, off)) = write_to {
+        mr.copy_from_skb(off, p.skb, p.payload.start, n)
+            .map_err(|_| Refusal::RemoteAccess)?;
+    } else if pkt.op.is_send() && n > 0 {
+        let w = RecvWqe::decode(recvs.get(plan.recv));
+        let body = recvs
+            .get(plan.recv)
+            .get(RECV_WQE_HEADER_SIZE as usize..)
+            .unwrap_or(&[]);
+        Sgl::new(&qp.mrs, qp.pd, body, w.num_sge)
+            .copy_from_skb(u64::from(plan.recv_offset), p.skb, p.payload.start, n)
+            .map_err(|_| Refusal::InvalidRequest)?;
+    }
+    Ok(())
+}
+
+/// The total length of a receive WQE's SGEs.
+fn recv_len(qp: &QpCore, slot: &[u8]) -> u32 {
+    let w = RecvWqe::decode(slot);
+    let body = slot.get(RECV_WQE_HEADER_SIZE as usize..).unwrap_or(&[]);
+    Sgl::new(&qp.mrs, qp.pd, body, w.num_sge)
+        .total_len()
+        .min(u64::from(u32::MAX)) as u32
+}
+
+/// The 40-byte GRH of a received packet's IP header (UD's layout).
+fn grh_of(ip: &[u8]) -> [u8; 40] {
+    let mut grh = [0u8; 40];
+    let n = match ip.len() {
+        28 => 20,
+        48 => 40,
+        _ => 0,
+    };
+    if let Some(h) = ip.get(..n) {
+        grh[40 - n..].copy_from_slice(h);
+    }
+    grh
+}
+
+/// What a receive completion reports of the packet that completed it.
+struct Origin {
+    src_qp: u32,
+    /// `network::IPV4` or `IPV6`.
+    network: u8,
+    /// The packet's immediate data (every packet of an `_IMM` message
+    /// carries it).
+    imm: Option<u32>,
+    solicited: bool,
+}
+
+impl Origin {
+    /// For completions no packet brought (reclaim, rule 4, flush).
+    fn none(src_qp: u32) -> Self {
+        Self {
+            src_qp,
+            network: network::IPV4,
+            imm: None,
+            solicited: false,
+        }
+    }
+}
+
+/// Writes the receive completions the stream has ready.
+fn drain_recv_done(qp: &QpCore, rs: &mut RecvStream, recvs: &mut Pool, from: &Origin) {
+    while let Some(d) = rs.next_done() {
+        let w = RecvWqe::decode(recvs.get(d.recv));
+        let code = match d.status {
+            RecvStatus::Success => status::SUCCESS,
+            RecvStatus::LocalLength => status::LOC_LEN_ERR,
+            RecvStatus::RemoteAbort => status::REM_ABORT_ERR,
+        };
+        let mut cqe = Cqe {
+            wr_id: w.wr_id,
+            status: code,
+            opcode: if d.op == Op::WriteImm {
+                wc_opcode::RECV_RDMA_WITH_IMM
+            } else {
+                wc_opcode::RECV
+            },
+            byte_len: 0,
             qp_num: qp.qpn(),
+            src_qp: from.src_qp,
             ..Default::default()
         };
-        // A full CQ loses the completion (its owner gets an overflow
-        // event), as for every other QP type.
-        let _ = qp.send_cq.push(&cqe, false);
+        if code == status::SUCCESS {
+            if d.op.is_send() {
+                cqe.byte_len = xud::GRH_LEN + d.len;
+                cqe.wc_flags |= wc_flags::GRH;
+                cqe.network_hdr_type = from.network;
+            } else {
+                cqe.byte_len = d.len;
+            }
+            if matches!(d.op, Op::SendImm | Op::WriteImm) {
+                if let Some(imm) = from.imm {
+                    cqe.imm_data = imm;
+                    cqe.wc_flags |= wc_flags::WITH_IMM;
+                }
+            }
+        }
+        let _ = qp.recv_cq.push(&cqe, from.solicited);
+        recvs.give(d.recv);
     }
+}
+
+/// Where answers to the sender of `p` go: back along its IP addresses.
+fn reply_av(p: &RxPacket<'_>) -> Option<AddressVector> {
+    let (network, sgid) = match p.ip.len() {
+        28 => {
+            let mut g = [0u8; 16];
+            g[10] = 0xff;
+            g[11] = 0xff;
+            g[12..].copy_from_slice(p.ip.get(16..20)?);
+            (NetworkType::Ipv4, g)
+        }
+        48 => {
+            let mut g = [0u8; 16];
+            g.copy_from_slice(p.ip.get(24..40)?);
+            (NetworkType::Ipv6, g)
+        }
+        _ => return None,
+    };
+    Some(AddressVector {
+        port: 1,
+        sgid_index: 0,
+        sgid,
+        network,
+        vlan_id: None,
+        smac: [0; 6],
+        dgid: p.src,
+        dmac: [0; 6],
+        flow_label: 0,
+        hop_limit: DEFAULT_TTL,
+        traffic_class: 0,
+        sl: 0,
+        static_rate: 0,
+    })
 }

@@ -17,6 +17,7 @@
 #include <linux/sysfs.h>
 #include <linux/vmalloc.h>
 #include <rdma/uverbs_ioctl.h>
+#include <linux/random.h>
 #include "helpers.h"
 
 /*
@@ -569,6 +570,11 @@ int rxud_timer_arm_ns(struct timer_list *timer, u64 delay_ns)
 u64 rxud_now_ns(void)
 {
 	return ktime_get_ns();
+}
+
+u64 rxud_random_u64(void)
+{
+	return get_random_u64();
 }
 
 void rxud_bh_work_init(struct work_struct *work,

@@ -113,6 +113,8 @@ void rxud_timer_setup(struct timer_list *timer,
 		      void (*fn)(struct timer_list *));
 int rxud_timer_arm_ns(struct timer_list *timer, u64 delay_ns);
 u64 rxud_now_ns(void);
+/* The kernel's CSPRNG (rust/random.rs). */
+u64 rxud_random_u64(void);
 
 /* Work items run in softirq context, on the BH workqueue (rust/bh_work.rs). */
 void rxud_bh_work_init(struct work_struct *work,

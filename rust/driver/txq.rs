@@ -1,0 +1,134 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! A QP's transmit queue: packets built under the QP's lock, handed to IP
+//! after it is dropped, oldest first (RC and XUD, see `rc.rs`, "Contexts
+//! and locking").
+
+use super::counters::RxCounter;
+use super::qp::QpCore;
+use crate::net::skb::TxSkb;
+use crate::sync::SpinLockBh;
+use kernel::{prelude::*, sync::Arc};
+
+/// Packets one call of [`kick`] sends at most before leaving the rest to
+/// the QP's timer (bounds the time spent in a softirq).
+const KICK_BUDGET: usize = 256;
+
+/// A QP's transport state as [`kick`] drives it.
+pub(crate) trait Transmitter {
+    /// Generates what is due into [`Self::txq`] (responses, packets,
+    /// completions) and re-arms the QP's timer. Under the lock.
+    fn generate(&mut self, qp: &Arc<QpCore>);
+    fn txq(&mut self) -> &mut TxQueue;
+    /// One context is handing this QP's queue to IP.
+    fn sending(&mut self) -> &mut bool;
+    /// [`kick`]'s budget ran out: the QP's timer, armed for now, does the
+    /// rest (the state must forget the deadline it was armed for).
+    fn defer(&mut self, qp: &Arc<QpCore>);
+}
+
+/// Generates what is due, then sends the QP's queue unless another
+/// context is at it: packets are built under `lock` and handed to IP
+/// after it is dropped, as many as the QP's budget for packets below IP
+/// allows (the rest wait for the destructors' wake-up), one context at a
+/// time so they leave in the order they were built. Any context but hard
+/// irq.
+pub(crate) fn kick<S: Transmitter>(qp: &Arc<QpCore>, lock: &SpinLockBh<Option<KBox<S>>>) {
+    let mut batch: [Option<TxSkb>; TXQ_LEN] = core::array::from_fn(|_| None);
+    let mut sent = 0;
+    loop {
+        let n = {
+            let mut g = lock.lock();
+            let Some(st) = g.as_deref_mut() else {
+                return;
+            };
+            if sent >= KICK_BUDGET {
+                // Enough for one context (a long READ answer can be
+                // thousands of packets): the rest from the timer, soon.
+                st.defer(qp);
+                return;
+            }
+            st.generate(qp);
+            if *st.sending() {
+                return;
+            }
+            let txq = st.txq();
+            let allowed = qp.flight.reserve(txq.len() as u32) as usize;
+            if allowed < txq.len() {
+                qp.port.counters.add(RxCounter::TxBudgetWaits, 1);
+            }
+            let mut n = 0;
+            while n < allowed {
+                let Some(skb) = txq.pop() else {
+                    break;
+                };
+                batch[n] = Some(skb);
+                n += 1;
+            }
+            if n == 0 {
+                return;
+            }
+            *st.sending() = true;
+            n
+        };
+        for skb in batch.iter_mut().take(n) {
+            if let Some(skb) = skb.take() {
+                // A packet IP refuses is a lost packet: the transport
+                // recovers it.
+                if skb.send_owned(qp).is_err() {
+                    qp.port.counters.add(RxCounter::TxErrors, 1);
+                }
+            }
+        }
+        sent += n;
+        if let Some(st) = lock.lock().as_deref_mut() {
+            *st.sending() = false;
+        }
+    }
+}
+
+/// Packets built and not yet handed to IP, per QP: a batch.
+pub(crate) const TXQ_LEN: usize = 32;
+
+/// Built packets waiting for IP, oldest first.
+pub(crate) struct TxQueue {
+    slots: [Option<TxSkb>; TXQ_LEN],
+    head: usize,
+    len: usize,
+}
+
+impl TxQueue {
+    pub(crate) fn new() -> Self {
+        Self {
+            slots: core::array::from_fn(|_| None),
+            head: 0,
+            len: 0,
+        }
+    }
+
+    pub(crate) fn is_full(&self) -> bool {
+        self.len == TXQ_LEN
+    }
+
+    pub(crate) fn push(&mut self, skb: TxSkb) {
+        if self.is_full() {
+            return;
+        }
+        self.slots[(self.head + self.len) % TXQ_LEN] = Some(skb);
+        self.len += 1;
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    pub(crate) fn pop(&mut self) -> Option<TxSkb> {
+        if self.len == 0 {
+            return None;
+        }
+        let skb = self.slots[self.head].take();
+        self.head = (self.head + 1) % TXQ_LEN;
+        self.len -= 1;
+        skb
+    }
+}
