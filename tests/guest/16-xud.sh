@@ -10,9 +10,8 @@
 # count back where it was. XUD QPs are driver-defined QPs (IBV_QPT_DRIVER),
 # which ib_core's RDMA netlink lists only when asked for driver details, and
 # Debian 12's `rdma resource show` (iproute2 6.1) never asks: xud-test counts
-# them itself (xud-test -n). The XUD data path is not built yet: the
-# kernel completes XUD sends with IBV_WC_LOC_QP_OP_ERR, which xud-test
-# checks as the placeholder it is. rxud0 sits beside rxe0 (rxud_beside_rxe),
+# them itself (xud-test -n). Its sends go to a QP that does not exist and
+# fail with IBV_WC_RETRY_EXC_ERR within the retry budget. rxud0 sits beside rxe0 (rxud_beside_rxe),
 # whose context rxudv_create_qp must refuse.
 . "$(dirname "$0")/../lib/tap.sh"
 . "$(dirname "$0")/../lib/rxud.sh"

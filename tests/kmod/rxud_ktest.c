@@ -626,11 +626,13 @@ out:
  * rxud's XUD QP (Documentation/xud.rst, "Creating one") as a kernel consumer
  * makes it: IB_QPT_DRIVER with the first driver-reserved creation flag, UD's
  * states and attributes plus RC's retransmission ones, work requests
- * addressed as UD's (ib_ud_wr). rxud only (xud=0 elsewhere). The XUD data
- * path is not built yet: the send checked here completes with
- * IB_WC_LOC_QP_OP_ERR, the PLACEHOLDER until it lands.
+ * addressed as UD's (ib_ud_wr). rxud only (xud=0 elsewhere). The QP sends
+ * a SEND to itself (through the device's UDP socket and back): the receive
+ * completes with 40 bytes of GRH and the payload, the send with success.
  */
 #define RXUD_QP_CREATE_XUD IB_QP_CREATE_RESERVED_START
+/* The loopback SEND: 40 bytes of GRH and 3056 of payload fill the receive. */
+#define XUD_KLEN 3096
 
 static void xud_checks(struct ib_device *ibdev)
 {
@@ -647,6 +649,10 @@ static void xud_checks(struct ib_device *ibdev)
 	struct ib_ud_wr wr = {};
 	const struct ib_send_wr *bad;
 	struct ib_ah *ah = NULL;
+	bool got_send, got_recv;
+	struct ib_sge sge;
+	u8 *buf = NULL;
+	u64 dma = 0;
 	struct ib_qp *qp, *bad_qp;
 	struct ib_cq *cq;
 	struct ib_pd *pd;
@@ -724,15 +730,51 @@ static void xud_checks(struct ib_device *ibdev)
 	ret = ib_post_send(qp, &wr.wr, &bad);
 	check(ret == -EINVAL, "ib_post_send of an RDMA WRITE to the XUD QP fails with -EINVAL "
 	      "(kernel work requests carry no remote address beside the AH) (%d)", ret);
+	buf = kzalloc(2 * XUD_KLEN, GFP_KERNEL);
+	dma = buf ? ib_dma_map_single(ibdev, buf, 2 * XUD_KLEN, DMA_BIDIRECTIONAL) : 0;
+	if (!buf || ib_dma_mapping_error(ibdev, dma)) {
+		check(false, "a DMA buffer for the XUD SEND");
+		kfree(buf);
+		buf = NULL;
+		goto out;
+	}
+	for (int i = 0; i < XUD_KLEN - 40; i++)
+		buf[i] = (u8)(i * 7 + 3);
+	{
+		struct ib_sge rsge = { .addr = dma + XUD_KLEN, .length = XUD_KLEN,
+				       .lkey = pd->local_dma_lkey };
+		struct ib_recv_wr rwr = { .wr_id = 3, .sg_list = &rsge, .num_sge = 1 };
+
+		ret = ib_post_recv(qp, &rwr, NULL);
+		check(ret == 0, "ib_post_recv on the XUD QP (%d)", ret);
+	}
+	sge.addr = dma;
+	sge.length = XUD_KLEN - 40;
+	sge.lkey = pd->local_dma_lkey;
 	wr.wr.opcode = IB_WR_SEND;
 	wr.wr.wr_id = 2;
+	wr.wr.sg_list = &sge;
+	wr.wr.num_sge = 1;
 	ret = ib_post_send(qp, &wr.wr, &bad);
-	check(ret == 0, "ib_post_send of a SEND (ib_ud_wr) to the XUD QP (%d)", ret);
-	ret = ret ?: !dt_poll(cq, &wc);
-	check(ret == 0 && wc.wr_id == 2 && wc.status == IB_WC_LOC_QP_OP_ERR,
-	      "the SEND completes with IB_WC_LOC_QP_OP_ERR, the placeholder until the XUD data "
-	      "path lands (%d, wr_id %llu, status %d)", ret, wc.wr_id, wc.status);
+	check(ret == 0, "ib_post_send of a SEND (ib_ud_wr) from the XUD QP to itself (%d)", ret);
+	got_send = got_recv = false;
+	for (int i = 0; i < 2 && !ret && dt_poll(cq, &wc); i++) {
+		if (wc.wr_id == 2)
+			got_send = wc.status == IB_WC_SUCCESS && wc.opcode == IB_WC_SEND;
+		if (wc.wr_id == 3)
+			got_recv = wc.status == IB_WC_SUCCESS && wc.opcode == IB_WC_RECV &&
+				   wc.byte_len == XUD_KLEN && (wc.wc_flags & IB_WC_GRH) &&
+				   wc.src_qp == qp->qp_num;
+	}
+	check(got_send, "the SEND completes with success at the sender");
+	ib_dma_sync_single_for_cpu(ibdev, dma, 2 * XUD_KLEN, DMA_BIDIRECTIONAL);
+	check(got_recv && !memcmp(buf + XUD_KLEN + 40, buf, XUD_KLEN - 40),
+	      "the receive completes once: byte_len 40 + %d, IB_WC_GRH, src_qp, the bytes sent",
+	      XUD_KLEN - 40);
+	check(!dt_poll(cq, &wc), "no other completion (no duplicate delivery)");
+	ib_dma_unmap_single(ibdev, dma, 2 * XUD_KLEN, DMA_BIDIRECTIONAL);
 out:
+	kfree(buf);
 	if (!IS_ERR(qp))
 		check(ib_destroy_qp(qp) == 0, "ib_destroy_qp of the XUD QP");
 	if (ah)

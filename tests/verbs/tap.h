@@ -42,7 +42,7 @@ static void vcheck_err(int got, int want, const char *fmt, va_list ap)
 }
 
 /* A verb that returns an errno value must return exactly @want. */
-__attribute__((format(printf, 3, 4)))
+__attribute__((format(printf, 3, 4), unused))
 static void check_err(int got, int want, const char *fmt, ...)
 {
 	va_list ap;

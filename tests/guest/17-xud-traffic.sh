@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# XUD traffic (Documentation/xud.rst) between two rxud devices, each in a
+# network namespace of its own joined by a veth pair (tests/verbs/xud-data):
+# one XUD QP on each side sending to the other at once, SEND,
+# SEND_WITH_IMM, RDMA WRITE and WRITE_WITH_IMM of 1 byte to 1 MB (and a
+# run of 4 MB messages), every byte and every completion checked, each
+# message received exactly once; then the same over netem losing 5%,
+# duplicating 5% and reordering 25% of the packets each way, where the
+# counters must show retransmissions and duplicates suppressed.
+#
+# The seed is printed; RXUD_XUD_SEED=N replays a run.
+. "$(dirname "$0")/../lib/tap.sh"
+. "$(dirname "$0")/../lib/rxud.sh"
+. "$(dirname "$0")/../lib/traffic.sh"
+XD=$RXUD_TOP/tests/verbs/xud-data
+TAP_PLANNED=8
+tap_begin $TAP_PLANNED
+export RDMAV_DRIVERS=$RXUD_TOP/rdma-core-provider/build/librxud
+
+SIP=169.254.217.1 # rxud0's address (xv0, in xa)
+CIP=169.254.217.2 # rxud1's (xv1, in xb)
+SEED=${RXUD_XUD_SEED:-$(((RANDOM << 15) | RANDOM))}
+echo "seed $SEED (RXUD_XUD_SEED=$SEED replays this run)" | tap_diag
+
+counters() {
+	for d in rxud0 rxud1; do
+		echo "$d: $(cd /sys/class/infiniband/$d/ports/1/hw_counters &&
+			grep -H . xud_* rx_drop_xud_* rx_drop_sequence rx_drop_no_recv rx_drop_malformed tx_errors tx_budget_waits 2>/dev/null | tr '\n' ' ')"
+	done | tap_diag
+}
+
+# xud_data DESC ARGS...: one run of xud-data between rxud0 and rxud1.
+xud_data() {
+	local desc=$1 out rc t=$SECONDS
+	shift
+	out=$(ip netns exec xa timeout 240 "$XD" -d rxud0 -g "${g0:-0}" -D rxud1 -G "${g1:-0}" "$@" 2>&1)
+	rc=$?
+	printf '%s\n' "xud-data $* ($((SECONDS - t)) s):" "$out" | tap_diag
+	counters
+	check_eq "$desc" 0 "$rc"
+}
+
+rxud_load
+rxud_pair xa xb xv0 xv1
+g0=$(v2_gid_index rxud0)
+g1=$(v2_gid_index rxud1)
+
+xud_data "xud-data: 200 messages both ways, 1 B to 1 MB, seed $SEED" -s "$SEED" -n 200 -m 1048576
+xud_data "xud-data: 12 messages of up to 4 MB, seed $((SEED + 1))" -s $((SEED + 1)) -n 12 -m 4194304 -k 2
+xud_data "xud-data with an ACK asked for every packet (ack_every 1), seed $((SEED + 2))" \
+	-s $((SEED + 2)) -n 100 -m 65536 -a 1
+
+NETEM="loss 5% duplicate 5% delay 1ms reorder 25%"
+re0=$(($(hwc rxud0 xud_retransmits) + $(hwc rxud1 xud_retransmits)))
+du0=$(($(hwc rxud0 xud_duplicates) + $(hwc rxud1 xud_duplicates)))
+if modprobe sch_netem 2>/dev/null &&
+	ip netns exec xa tc qdisc add dev xv0 root netem $NETEM 2>/dev/null &&
+	ip netns exec xb tc qdisc add dev xv1 root netem $NETEM 2>/dev/null; then
+	xud_data "xud-data over netem ($NETEM): exactly once, data right, seed $((SEED + 3))" \
+		-s $((SEED + 3)) -n 200 -m 262144
+	ip netns exec xa tc qdisc del dev xv0 root
+	ip netns exec xb tc qdisc del dev xv1 root
+	re=$(($(hwc rxud0 xud_retransmits) + $(hwc rxud1 xud_retransmits) - re0))
+	du=$(($(hwc rxud0 xud_duplicates) + $(hwc rxud1 xud_duplicates) - du0))
+	check "lost packets were sent again (xud_retransmits +$re)" test "$re" -gt 0
+	check "duplicates arrived and were answered, not delivered (xud_duplicates +$du)" test "$du" -gt 0
+else
+	tap_ok "xud-data over netem # SKIP no netem qdisc"
+	tap_ok "retransmissions # SKIP no netem qdisc"
+	tap_ok "duplicates # SKIP no netem qdisc"
+fi
+
+ip netns exec xa rdma link delete rxud0
+ip netns exec xb rdma link delete rxud1
+ip netns del xa
+ip netns del xb
+check "no rxud device left" test "$(ib_count)" = 0
+check "rmmod rxud after XUD traffic" rxud_unload
+tap_end

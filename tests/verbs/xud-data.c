@@ -1,0 +1,483 @@
+// SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
+/*
+ * xud-data: XUD messages between QPs on two rxud devices, data and
+ * exactly-once checked, in TAP (Documentation/xud.rst).
+ *
+ * One XUD QP on each device (A and B), each sending to the other at once:
+ * a seeded sequence of SEND, SEND_WITH_IMM, RDMA_WRITE and
+ * RDMA_WRITE_WITH_IMM (the last two through ibv_wr_*, with
+ * ibv_wr_set_ud_addr), sizes from 1 byte to -m (log-uniform, several path
+ * MTUs), up to -k messages in flight per direction. Each message's bytes
+ * are fill()'s pattern for its number; SENDs carry the number in their
+ * first 4 bytes, the _WITH_IMM ones in the immediate data, WRITEs go to a
+ * slot of the peer's buffer named by the number.
+ *
+ * Checked: every send completes with success (the link may lose,
+ * duplicate and reorder: XUD recovers); every SEND, SEND_WITH_IMM and
+ * WRITE_WITH_IMM produced exactly one receive completion at its peer, with
+ * the right opcode, byte_len (40 + len for SENDs, as UD: a GRH first),
+ * immediate data and bytes; every WRITE's bytes are in place when its send
+ * completed; nothing else arrives afterwards (no duplicate delivery).
+ *
+ *   xud-data -d DEV -g GIDINDEX -D DEV2 -G GIDINDEX2 [-s SEED] [-n MSGS]
+ *            [-m MAXLEN] [-k INFLIGHT] [-a ACK_EVERY]
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <infiniband/verbs.h>
+#include <infiniband/rxudv.h>
+#include "tap.h"
+#include "util.h"
+
+#define QKEY		0x11117777
+#define GRH		40
+#define POLL_MS		60000	/* without any completion: the run is stuck */
+#define RECV_TAG	(1ULL << 40)
+
+struct side {
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+	struct ibv_qp_ex *qpx;
+	struct ibv_ah *ah;	/* to the other side */
+	union ibv_gid gid;
+	int gid_idx;
+	uint8_t *buf;		/* k send slots | k write slots | r receive slots */
+	struct ibv_mr *mr;
+	size_t slot, rslot;
+	int k, r;
+	/* Messages this side sent: op, len, done; and those it received. */
+	int sent, completed, in_flight;
+	int *slot_msg;		/* send slot -> message number, -1 free */
+	int failures;
+};
+
+struct msg {
+	int from;		/* 0: A to B, 1: B to A */
+	enum ibv_wr_opcode op;
+	uint32_t len;
+	int slot;		/* sender's send slot; the peer's write slot */
+	int send_done, recvs;	/* completions seen */
+};
+
+static struct msg *msgs;
+static struct side side[2];
+static int n_msgs, max_len = 1 << 20, in_flight = 4, ack_every;
+static unsigned int seed;
+
+static const char *op_name(enum ibv_wr_opcode op)
+{
+	switch (op) {
+	case IBV_WR_SEND: return "SEND";
+	case IBV_WR_SEND_WITH_IMM: return "SEND_WITH_IMM";
+	case IBV_WR_RDMA_WRITE: return "RDMA_WRITE";
+	default: return "RDMA_WRITE_WITH_IMM";
+	}
+}
+
+static uint32_t rnd(void)
+{
+	seed = seed * 1103515245 + 12345;
+	return seed >> 8;
+}
+
+static uint8_t *send_slot(struct side *s, int i) { return s->buf + (size_t)i * s->slot; }
+static uint8_t *write_slot(struct side *s, int i) { return s->buf + (size_t)(s->k + i) * s->slot; }
+static uint8_t *recv_slot(struct side *s, int i)
+{
+	return s->buf + (size_t)2 * s->k * s->slot + (size_t)i * s->rslot;
+}
+
+static int post_recv(struct side *s, int i)
+{
+	struct ibv_sge sge = {
+		.addr = (uintptr_t)recv_slot(s, i), .length = s->rslot, .lkey = s->mr->lkey,
+	};
+	struct ibv_recv_wr wr = { .wr_id = RECV_TAG | i, .sg_list = &sge, .num_sge = 1 }, *bad;
+
+	return ibv_post_recv(s->qp, &wr, &bad);
+}
+
+static int setup(struct side *s, const char *dev)
+{
+	struct ibv_qp_init_attr_ex a = {
+		.qp_type = IBV_QPT_DRIVER,
+		.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+		.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |
+				  IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM,
+		.cap = { .max_send_wr = 64, .max_recv_wr = 64, .max_send_sge = 1,
+			 .max_recv_sge = 1 },
+	};
+	struct rxudv_qp_init_attr x = { .ack_every = ack_every };
+	struct ibv_qp_attr qa = { .qp_state = IBV_QPS_INIT, .pkey_index = 0, .port_num = 1,
+				  .qkey = QKEY };
+
+	s->ctx = open_dev(dev);
+	if (!s->ctx)
+		return -1;
+	s->pd = ibv_alloc_pd(s->ctx);
+	s->cq = ibv_create_cq(s->ctx, 256, NULL, NULL, 0);
+	if (!s->pd || !s->cq || ibv_query_gid(s->ctx, 1, s->gid_idx, &s->gid))
+		return -1;
+	s->k = in_flight;
+	s->r = 2 * in_flight;
+	s->slot = max_len;
+	s->rslot = GRH + max_len;
+	s->slot_msg = calloc(s->k, sizeof(int));
+	for (int i = 0; i < s->k; i++)
+		s->slot_msg[i] = -1;
+	size_t len = 2 * s->k * s->slot + s->r * s->rslot;
+	s->buf = calloc(1, len);
+	s->mr = ibv_reg_mr(s->pd, s->buf, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	if (!s->buf || !s->mr)
+		return -1;
+	a.pd = s->pd;
+	a.send_cq = s->cq;
+	a.recv_cq = s->cq;
+	s->qp = rxudv_create_qp(s->ctx, &a, &x, sizeof(x));
+	if (!s->qp)
+		return -1;
+	s->qpx = ibv_qp_to_qp_ex(s->qp);
+	if (ibv_modify_qp(s->qp, &qa, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY))
+		return -1;
+	qa.qp_state = IBV_QPS_RTR;
+	if (ibv_modify_qp(s->qp, &qa, IBV_QP_STATE))
+		return -1;
+	qa.qp_state = IBV_QPS_RTS;
+	qa.sq_psn = 0;
+	if (ibv_modify_qp(s->qp, &qa, IBV_QP_STATE | IBV_QP_SQ_PSN))
+		return -1;
+	for (int i = 0; i < s->r; i++)
+		if (post_recv(s, i))
+			return -1;
+	return 0;
+}
+
+static int make_ah(struct side *s, struct side *to)
+{
+	struct ibv_ah_attr ah = {
+		.is_global = 1, .port_num = 1,
+		.grh = { .dgid = to->gid, .sgid_index = s->gid_idx, .hop_limit = 64 },
+	};
+
+	s->ah = ibv_create_ah(s->pd, &ah);
+	return s->ah ? 0 : -1;
+}
+
+static int post_msg(struct side *s, struct side *to, int m)
+{
+	struct msg *g = &msgs[m];
+	uint8_t *src = send_slot(s, g->slot);
+
+	fill(src, g->len, m);
+	if (g->op == IBV_WR_SEND && g->len >= 4)
+		memcpy(src, &m, 4);
+	ibv_wr_start(s->qpx);
+	s->qpx->wr_id = m;
+	s->qpx->wr_flags = IBV_SEND_SIGNALED;
+	switch (g->op) {
+	case IBV_WR_SEND:
+		ibv_wr_send(s->qpx);
+		break;
+	case IBV_WR_SEND_WITH_IMM:
+		ibv_wr_send_imm(s->qpx, htonl(m));
+		break;
+	case IBV_WR_RDMA_WRITE:
+		ibv_wr_rdma_write(s->qpx, to->mr->rkey, (uintptr_t)write_slot(to, g->slot));
+		break;
+	default:
+		ibv_wr_rdma_write_imm(s->qpx, to->mr->rkey, (uintptr_t)write_slot(to, g->slot),
+				      htonl(m));
+		break;
+	}
+	ibv_wr_set_ud_addr(s->qpx, s->ah, to->qp->qp_num, QKEY);
+	ibv_wr_set_sge(s->qpx, s->mr->lkey, (uintptr_t)src, g->len);
+	return ibv_wr_complete(s->qpx);
+}
+
+/* Whether @p holds message @m's bytes (what post_msg() sent). */
+static int right_bytes(int m, const uint8_t *p)
+{
+	static uint8_t *want;
+	static size_t want_len;
+	struct msg *g = &msgs[m];
+
+	if (want_len < g->len) {
+		free(want);
+		want = malloc(g->len);
+		want_len = want ? g->len : 0;
+		if (!want)
+			return 0;
+	}
+	fill(want, g->len, m);
+	if (g->op == IBV_WR_SEND && g->len >= 4)
+		memcpy(want, &m, 4);
+	return !memcmp(want, p, g->len);
+}
+
+static void release(struct side *s, struct msg *g);
+
+/* One receive completion at @s from @peer. */
+static void on_recv(struct side *s, int me, struct ibv_wc *wc)
+{
+	int i = wc->wr_id & 0xffff, m = -1;
+	uint8_t *buf = recv_slot(s, i);
+
+	if (wc->status != IBV_WC_SUCCESS) {
+		printf("# receive %d completed with %s\n", i, ibv_wc_status_str(wc->status));
+		s->failures++;
+	} else if (wc->wc_flags & IBV_WC_WITH_IMM) {
+		m = ntohl(wc->imm_data);
+	} else if (wc->byte_len >= GRH + 4) {
+		memcpy(&m, buf + GRH, 4);
+	}
+	if (m < 0 || m >= n_msgs || msgs[m].from == me) {
+		if (wc->status == IBV_WC_SUCCESS) {
+			printf("# receive %d names no message (%d)\n", i, m);
+			s->failures++;
+		}
+	} else {
+		struct msg *g = &msgs[m];
+		int ok = 1;
+
+		g->recvs++;
+		if (g->op == IBV_WR_RDMA_WRITE_WITH_IMM)
+			ok = wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM && wc->byte_len == g->len &&
+			     right_bytes(m, write_slot(s, g->slot));
+		else
+			ok = wc->opcode == IBV_WC_RECV && wc->byte_len == GRH + g->len &&
+			     (wc->wc_flags & IBV_WC_GRH) && right_bytes(m, buf + GRH);
+		if (g->send_done)
+			release(&side[g->from], g);
+		if (!ok) {
+			printf("# message %d (%s, %u B): receive wrong: opcode %s byte_len %u flags %#x\n",
+			       m, op_name(g->op), g->len,
+			       wc_opcode_name(wc->opcode), wc->byte_len, wc->wc_flags);
+			s->failures++;
+		}
+	}
+	if (post_recv(s, i))
+		s->failures++;
+}
+
+/* Message @g's slot at its sender @s is free again. */
+static void release(struct side *s, struct msg *g)
+{
+	if (s->slot_msg[g->slot] == g - msgs) {
+		s->slot_msg[g->slot] = -1;
+		s->in_flight--;
+	}
+}
+
+/* A send completion at @s: its message is done. */
+static void on_send(struct side *s, struct side *to, struct ibv_wc *wc)
+{
+	int m = (int)wc->wr_id;
+	struct msg *g;
+
+	if (m < 0 || m >= n_msgs) {
+		printf("# send completion with wr_id %llu\n", (unsigned long long)wc->wr_id);
+		s->failures++;
+		return;
+	}
+	g = &msgs[m];
+	g->send_done++;
+	s->completed++;
+	/*
+	 * The slot (the sender's buffer, and the peer's write slot of the same
+	 * number) is reused once the peer's receive completion has been
+	 * checked too: the send may complete first.
+	 */
+	if (wc->status != IBV_WC_SUCCESS || g->op == IBV_WR_RDMA_WRITE || g->recvs)
+		release(s, g);
+	if (wc->status != IBV_WC_SUCCESS) {
+		printf("# message %d (%s, %u B) completed with %s\n", m, op_name(g->op), g->len,
+		       ibv_wc_status_str(wc->status));
+		s->failures++;
+	} else if (g->op == IBV_WR_RDMA_WRITE && !right_bytes(m, write_slot(to, g->slot))) {
+		printf("# message %d (RDMA_WRITE, %u B): bytes not in place\n", m, g->len);
+		s->failures++;
+	}
+}
+
+static int poll_side(struct side *side, int me, long long *last)
+{
+	struct side *s = &side[me], *peer = &side[!me];
+	struct ibv_wc wc[16];
+	int n = ibv_poll_cq(s->cq, 16, wc);
+
+	if (n < 0)
+		return -1;
+	for (int i = 0; i < n; i++) {
+		if (wc[i].wr_id & RECV_TAG)
+			on_recv(s, me, &wc[i]);
+		else
+			on_send(s, peer, &wc[i]);
+	}
+	if (n > 0)
+		*last = now_ms();
+	return n;
+}
+
+static uint32_t pick_len(enum ibv_wr_opcode op)
+{
+	/* Log-uniform from 1 byte to max_len. */
+	int bits = 0;
+
+	while ((1 << bits) < max_len)
+		bits++;
+	uint32_t len = 1 + rnd() % (1u << (rnd() % (bits + 1)));
+
+	if (len > (uint32_t)max_len)
+		len = max_len;
+	if (op == IBV_WR_SEND && len < 4)
+		len = 4;
+	return len;
+}
+
+int main(int argc, char **argv)
+{
+	const char *dev[2] = { NULL, NULL };
+	int c, total = 200;
+	long long last;
+	static const enum ibv_wr_opcode ops[] = {
+		IBV_WR_SEND, IBV_WR_SEND_WITH_IMM, IBV_WR_RDMA_WRITE, IBV_WR_RDMA_WRITE_WITH_IMM,
+	};
+
+	seed = (unsigned int)time(NULL);
+	while ((c = getopt(argc, argv, "d:g:D:G:s:n:m:k:a:")) != -1) {
+		switch (c) {
+		case 'd': dev[0] = optarg; break;
+		case 'g': side[0].gid_idx = atoi(optarg); break;
+		case 'D': dev[1] = optarg; break;
+		case 'G': side[1].gid_idx = atoi(optarg); break;
+		case 's': seed = strtoul(optarg, NULL, 0); break;
+		case 'n': total = atoi(optarg); break;
+		case 'm': max_len = atoi(optarg); break;
+		case 'k': in_flight = atoi(optarg); break;
+		case 'a': ack_every = atoi(optarg); break;
+		default:
+			fprintf(stderr, "usage: %s -d DEV -g GID -D DEV2 -G GID2 [-s SEED] [-n MSGS] "
+				"[-m MAXLEN] [-k INFLIGHT] [-a ACK_EVERY]\n", argv[0]);
+			return 2;
+		}
+	}
+	if (!dev[0] || !dev[1] || max_len < 4 || in_flight < 1 || total < 1)
+		return 2;
+	printf("# seed %u, %d messages up to %d bytes, %d in flight each way\n", seed, total,
+	       max_len, in_flight);
+	for (int i = 0; i < 2; i++)
+		if (setup(&side[i], dev[i])) {
+			check(0, "set up an XUD QP on %s: %s", dev[i], strerror(errno));
+			printf("1..%d\n", n_checks);
+			return 1;
+		}
+	check(!make_ah(&side[0], &side[1]) && !make_ah(&side[1], &side[0]),
+	      "AHs between %s and %s", dev[0], dev[1]);
+	n_msgs = total;
+	msgs = calloc(total, sizeof(*msgs));
+	for (int m = 0; m < total; m++) {
+		msgs[m].from = rnd() % 2;
+		msgs[m].op = ops[rnd() % 4];
+		msgs[m].len = pick_len(msgs[m].op);
+	}
+	int next = 0, posted = 0;
+	long long t0 = now_ms();
+
+	last = now_ms();
+	while (side[0].completed + side[1].completed < total) {
+		/* Post the next message if its sender has a free slot. */
+		while (next < total) {
+			struct msg *g = &msgs[next];
+			struct side *s = &side[g->from], *to = &side[!g->from];
+			int slot = -1;
+
+			for (int i = 0; i < s->k; i++)
+				if (s->slot_msg[i] < 0) {
+					slot = i;
+					break;
+				}
+			if (slot < 0)
+				break;
+			g->slot = slot;
+			if (post_msg(s, to, next)) {
+				check(0, "post message %d (%s, %u B)", next, op_name(g->op), g->len);
+				goto out;
+			}
+			s->slot_msg[slot] = next;
+			s->in_flight++;
+			s->sent++;
+			next++;
+			posted++;
+		}
+		int got = 0;
+
+		for (int i = 0; i < 2; i++) {
+			int n = poll_side(side, i, &last);
+
+			if (n < 0)
+				goto out;
+			got += n;
+		}
+		if (!got && now_ms() - last > POLL_MS) {
+			printf("# stuck: %d of %d messages completed\n",
+			       side[0].completed + side[1].completed, total);
+			break;
+		}
+	}
+	long long ms = now_ms() - t0;
+	uint64_t bytes = 0;
+
+	for (int m = 0; m < total; m++)
+		bytes += msgs[m].len;
+	printf("# %d messages, %llu bytes in %lld ms\n", total, (unsigned long long)bytes, ms);
+	/* Anything late would be a duplicate delivery. */
+	last = now_ms();
+	while (now_ms() - last < 500)
+		for (int i = 0; i < 2; i++)
+			poll_side(side, i, &(long long){ 0 });
+out:;
+	int sends_ok = 1, once = 1, done = 1;
+
+	for (int m = 0; m < total; m++) {
+		struct msg *g = &msgs[m];
+		int claims = g->op != IBV_WR_RDMA_WRITE;
+
+		if (g->send_done != 1)
+			done = 0;
+		if (claims && g->recvs != 1) {
+			once = 0;
+			printf("# message %d (%s, %u B) produced %d receive completions\n", m,
+			       op_name(g->op), g->len, g->recvs);
+		}
+	}
+	sends_ok = !side[0].failures && !side[1].failures;
+	check(done, "every one of the %d messages completed once at its sender", total);
+	check(sends_ok, "every completion succeeded and every message's bytes are right "
+	      "(%d failures)", side[0].failures + side[1].failures);
+	check(once, "each SEND, SEND_WITH_IMM and RDMA_WRITE_WITH_IMM completed exactly one "
+	      "receive at its peer");
+	for (int i = 0; i < 2; i++) {
+		if (side[i].qp)
+			ibv_destroy_qp(side[i].qp);
+		if (side[i].ah)
+			ibv_destroy_ah(side[i].ah);
+		if (side[i].mr)
+			ibv_dereg_mr(side[i].mr);
+		if (side[i].cq)
+			ibv_destroy_cq(side[i].cq);
+		if (side[i].pd)
+			ibv_dealloc_pd(side[i].pd);
+		if (side[i].ctx)
+			ibv_close_device(side[i].ctx);
+	}
+	printf("1..%d\n", n_checks);
+	return n_failed ? 1 : 0;
+}
