@@ -276,6 +276,28 @@ impl<const WORDS: usize> RecvWindow<WORDS> {
         self.seen.is_seen(psn)
     }
 
+    /// The received PSNs after the base as a bitmap: bit `i` for PSN
+    /// `base + 1 + i`, over the 127 PSNs after the base (or the window,
+    /// if smaller). What an XUD ACK's `sack` carries.
+    pub fn received_after_base(&self) -> u128 {
+        let base = self.seen.base();
+        if WORDS == 2 {
+            // Every bit stands for a PSN in [base, base + 128): rotate the
+            // one after the base to bit 0; the base's own bit (unseen) ends
+            // at bit 127.
+            let all = u128::from(self.seen.bits[0]) | u128::from(self.seen.bits[1]) << 64;
+            return all.rotate_right(base.next().value() & 127) & (u128::MAX >> 1);
+        }
+        let n = (PsnBitmap::<WORDS>::SIZE - 1).min(127);
+        let mut out = 0u128;
+        for i in 0..n {
+            if self.seen.bit(base.add(1 + i)) {
+                out |= 1 << i;
+            }
+        }
+        out
+    }
+
     /// The first PSN not received; all before it were.
     pub fn expected(&self) -> Psn {
         self.seen.base()
@@ -382,6 +404,33 @@ mod tests {
         }
         fn below(&mut self, n: u32) -> u32 {
             (self.next() % u64::from(n)) as u32
+        }
+    }
+
+    #[test]
+    fn received_after_base_is_the_bit_by_bit_answer() {
+        let mut rng = Rng(0x5ac);
+        for start in [0u32, 5, 0xff_ff80, 0xff_fffe] {
+            let start = Psn::new(start);
+            let mut w = RecvWindow::<2>::new(start);
+            for _ in 0..2000 {
+                let psn = w.expected().add(rng.below(130));
+                let _ = w.receive(psn);
+                let base = w.expected();
+                let mut want = 0u128;
+                for i in 0..127 {
+                    if w.is_received(base.add(1 + i)) {
+                        want |= 1 << i;
+                    }
+                }
+                assert_eq!(w.received_after_base(), want);
+                let w1 = {
+                    let mut v = RecvWindow::<1>::new(start);
+                    let _ = v.receive(start.add(3));
+                    v
+                };
+                assert_eq!(w1.received_after_base(), 1 << 2);
+            }
         }
     }
 

@@ -64,10 +64,14 @@ pub const GRH_LEN: u32 = 40;
 /// [`RETRY_SPAN_NS`].
 pub const MAX_MSG_LEN: u32 = 1 << 24;
 
-/// A hole in a stream is resent without waiting for the timer once
-/// PSNs this far past it are acknowledged (reordering beyond it is taken
-/// as loss).
+/// A hole in a stream is resent without waiting for the timer once PSNs
+/// this far past it are acknowledged and it is still a hole a reorder
+/// delay later (a sixteenth of the timeout, at least
+/// [`REORDER_DELAY_MIN_NS`]): reordering beyond both is taken as loss.
 pub const REORDER: u32 = 3;
+
+/// The shortest reorder delay.
+pub const REORDER_DELAY_MIN_NS: u64 = 1_000_000;
 
 /// NAK syndrome values XUD adds (`AckSyndrome::Nak` codes of its own
 /// space, xud.rst "ACK and NAK").
@@ -120,6 +124,11 @@ pub enum SendStatus {
     RemoteAccess,
     /// NAK invalid request (`IB_WC_REM_INV_REQ_ERR`).
     RemoteInvalidRequest,
+    /// The local memory of the work request failed (`IB_WC_LOC_PROT_ERR`).
+    LocalProtection,
+    /// The work request cannot be carried out here: its address vector
+    /// is gone or unusable (`IB_WC_LOC_QP_OP_ERR`).
+    LocalQpOperation,
 }
 
 /// How a receive claimed by a message completed.

@@ -491,7 +491,7 @@ impl Model {
         if c.ack_now || pkt.ack_req {
             self.ack(node, src, None);
         } else {
-            r.owe_ack();
+            r.owe_ack(now);
         }
         self.drain_recv_done(node, src);
     }
@@ -571,7 +571,7 @@ impl Model {
             // Delayed ACKs.
             let srcs: Vec<usize> = self.nodes[node].recv.keys().copied().collect();
             for src in srcs {
-                if self.nodes[node].recv[&src].ack_owed() {
+                if self.nodes[node].recv[&src].ack_owed().is_some() {
                     self.ack(node, src, None);
                 }
             }
@@ -857,7 +857,10 @@ fn a_recreated_peer_is_reached_by_later_messages() {
         // What node 0 has in flight to the old QP fails when the stale
         // NAK comes back (it may have reached the old QP); what it posts
         // once it knows the new incarnation gets through.
-        let stale = m.post(0, 1, Op::Send, 100, false);
+        // Forty packets: forty stale NAKs, the later ones arriving after
+        // the first made node 0 adopt the new incarnation; they must not
+        // fail what node 0 sends after that.
+        let stale = m.post(0, 1, Op::Send, MTU * 40, false);
         while m.msgs[stale].status.is_none() {
             m.run_for(10_000_000);
         }
@@ -1062,4 +1065,67 @@ fn the_retry_span_bounds_a_long_backoff() {
         "{} ns",
         m.now - t0
     );
+}
+
+#[test]
+fn a_late_stale_nak_or_old_ack_does_not_touch_messages_of_the_new_incarnation() {
+    let first = Psn::new(10);
+    let mut s = SendStream::new(42, first, sender::Config::DEFAULT, 0);
+    let msg = |wqe| Message {
+        wqe,
+        len: 3 * MTU,
+        mtu: MTU,
+    };
+    let answer = |inc, base: Psn, nak| Answer {
+        stream: 42,
+        inc,
+        base,
+        sack: 0,
+        nak,
+    };
+    // The old incarnation (5) acknowledges nothing yet but is known.
+    s.post(msg(1), 0);
+    let p1 = s.next_packet(0).unwrap();
+    assert_eq!(
+        s.on_answer(&answer(5, first, None), 1),
+        sender::AnswerOutcome::Taken
+    );
+    s.next_packet(1).unwrap();
+    s.next_packet(1).unwrap();
+    assert_eq!(p1.xeth.peer_inc, 0);
+    // The QP was re-created (incarnation 9): the first stale NAK fails the
+    // message that reached the old one.
+    let stale = Some((Nak::StaleIncarnation, p1.psn));
+    assert_eq!(
+        s.on_answer(&answer(9, Psn::new(0), stale), 2),
+        sender::AnswerOutcome::Taken
+    );
+    assert_eq!(s.next_completion(), Some((1, SendStatus::RetryExceeded)));
+    assert_eq!(s.peer_inc(), 9);
+    s.post(msg(2), 3);
+    let q = s.next_packet(3).unwrap();
+    assert_eq!(q.xeth.peer_inc, 9);
+    s.next_packet(3).unwrap();
+    s.next_packet(3).unwrap();
+    // The stale NAKs of the old message's other packets come late.
+    let late = Some((Nak::StaleIncarnation, p1.psn.next()));
+    assert_eq!(
+        s.on_answer(&answer(9, Psn::new(0), late), 4),
+        sender::AnswerOutcome::Ignored
+    );
+    // So does an ACK of the old incarnation, whatever it claims.
+    assert_eq!(
+        s.on_answer(&answer(5, q.psn.add(3), None), 4),
+        sender::AnswerOutcome::Ignored
+    );
+    assert_eq!(
+        s.next_completion(),
+        None,
+        "message 2 neither failed nor acknowledged"
+    );
+    assert_eq!(
+        s.on_answer(&answer(9, q.psn.add(3), None), 6),
+        sender::AnswerOutcome::Taken
+    );
+    assert_eq!(s.next_completion(), Some((2, SendStatus::Success)));
 }

@@ -167,8 +167,8 @@ pub struct RecvStream {
     last_accepted: u64,
     /// Packets committed since the last ACK.
     unanswered: u32,
-    /// A packet waits for an ACK (the delayed ACK).
-    ack_owed: bool,
+    /// Since when a packet waits for an ACK (the delayed ACK).
+    ack_owed: Option<u64>,
     /// The highest AckReq PSN answered while a hole lay below it: when the
     /// base passes it, the sender's completion waits on an ACK.
     pending_req: Option<Psn>,
@@ -186,7 +186,7 @@ impl RecvStream {
             oldest_msg: pkt.xeth.oldest_msg(),
             last_accepted: now,
             unanswered: 0,
-            ack_owed: false,
+            ack_owed: None,
             pending_req: None,
             msgs: [RecvMsg::FREE; MAX_MSGS as usize],
         }
@@ -381,27 +381,25 @@ impl RecvStream {
         }
     }
 
-    /// A packet is waiting for an ACK.
-    pub fn ack_owed(&self) -> bool {
+    /// Since when a packet has been waiting for an ACK, if one is.
+    pub fn ack_owed(&self) -> Option<u64> {
         self.ack_owed
     }
 
-    /// Marks an ACK as owed (sent within the ACK delay).
-    pub fn owe_ack(&mut self) {
-        self.ack_owed = true;
+    /// Marks an ACK as owed (sent within the ACK delay of the first packet
+    /// that waits for it).
+    pub fn owe_ack(&mut self, now: u64) {
+        if self.ack_owed.is_none() {
+            self.ack_owed = Some(now);
+        }
     }
 
     /// The ACK to send now: clears what was owed.
     pub fn ack(&mut self) -> AckInfo {
-        self.ack_owed = false;
+        self.ack_owed = None;
         self.unanswered = 0;
         let base = self.window.expected();
-        let mut sack = 0u128;
-        for i in 0..WINDOW - 1 {
-            if self.window.is_received(base.add(1 + i)) {
-                sack |= 1 << i;
-            }
-        }
+        let sack = self.window.received_after_base();
         AckInfo {
             stream: self.stream,
             base,

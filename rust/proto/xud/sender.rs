@@ -21,7 +21,8 @@ use super::super::rc::{local_ack_timeout_ns, rnr_timeout_ns};
 use super::super::window::{AckResult, SendWindow};
 use super::super::wire::xeth;
 use super::{
-    seq_before, SendStatus, MAX_MSGS, REORDER, RETRY_SPAN_NS, SENDER_IDLE_NS, WINDOW, WINDOW_WORDS,
+    seq_before, SendStatus, MAX_MSGS, REORDER, REORDER_DELAY_MIN_NS, RETRY_SPAN_NS, SENDER_IDLE_NS,
+    WINDOW, WINDOW_WORDS,
 };
 
 /// The QP attributes a sender uses.
@@ -179,8 +180,11 @@ pub enum AnswerOutcome {
 pub enum TimerOutcome {
     /// Not due.
     Idle,
-    /// A probe or an RNR retry is ready to send.
+    /// Packets are ready to send again: an RNR wait is over, or holes
+    /// waited out the reorder delay.
     Resend,
+    /// The retransmit timer expired: the probe is ready to send.
+    Probe,
     /// The destination did not answer within the budget: every message
     /// that had sent a packet failed [`SendStatus::RetryExceeded`]; the
     /// driver fails the work requests it still queues for it too.
@@ -204,6 +208,9 @@ pub struct SendStream {
     rtx_base: Psn,
     /// Holes before it were resent already by the reorder rule.
     recovered: Psn,
+    /// Holes before this PSN were seen at this time; resent if they are
+    /// still holes a reorder delay later.
+    reorder_mark: Option<(Psn, u64)>,
     /// Retransmit deadline while anything is in flight.
     deadline: Option<u64>,
     /// Consecutive timeouts without progress.
@@ -233,6 +240,7 @@ impl SendStream {
             rtx: 0,
             rtx_base: first,
             recovered: first,
+            reorder_mark: None,
             deadline: None,
             retries: 0,
             probing: false,
@@ -475,12 +483,22 @@ impl SendStream {
             return AnswerOutcome::Ignored;
         }
         if let Some((Nak::StaleIncarnation, _)) = a.nak {
+            if a.inc == self.peer_inc {
+                // About a packet sent before the new incarnation was
+                // adopted (its messages failed with the first such NAK):
+                // nothing more to do.
+                return AnswerOutcome::Ignored;
+            }
             // Rule 1: the QP this stream spoke to is gone. What it may
             // have received is lost with it; queued messages go on to its
             // successor.
             self.peer_inc = a.inc;
             self.fail_started(SendStatus::RetryExceeded);
             return AnswerOutcome::Taken;
+        }
+        if self.peer_inc != 0 && a.inc != self.peer_inc {
+            // A late answer of an incarnation this stream has left.
+            return AnswerOutcome::Ignored;
         }
         let oldest = self.window.oldest_unacked();
         let sent_end = oldest.add(self.window.in_flight());
@@ -520,22 +538,67 @@ impl SendStream {
             // not show placed is taken as lost.
             self.mark_unacked_before(sent_end);
         } else if let Some(h) = highest {
-            // Holes REORDER or more before the highest placed PSN.
+            // Holes REORDER or more before the highest placed PSN: lost
+            // if they are still holes once the reorder delay has passed
+            // (the timer looks again then).
             let limit = h.add(1).add(0u32.wrapping_sub(REORDER));
-            let from = if self.recovered.before(self.window.oldest_unacked()) {
-                self.window.oldest_unacked()
-            } else {
-                self.recovered
-            };
-            if from.before(limit) {
-                self.mark_unacked_range(from, limit);
-                self.recovered = limit;
+            if self.reorder_mark.is_none() && self.has_holes_before(limit) {
+                self.reorder_mark = Some((limit, now));
             }
+            self.resend_reordered(now);
         }
         if let Some((nak, psn)) = a.nak {
             self.on_nak(nak, psn, now);
         }
         AnswerOutcome::Taken
+    }
+
+    /// The first PSN the reorder rule has not resent yet.
+    fn reorder_from(&self) -> Psn {
+        let oldest = self.window.oldest_unacked();
+        if self.recovered.before(oldest) {
+            oldest
+        } else {
+            self.recovered
+        }
+    }
+
+    /// Whether an unacknowledged PSN lies before `limit` that the reorder
+    /// rule has not resent yet.
+    fn has_holes_before(&self, limit: Psn) -> bool {
+        let mut p = self.reorder_from();
+        while p.before(limit) {
+            if !self.window.is_acked(p) {
+                return true;
+            }
+            p = p.next();
+        }
+        false
+    }
+
+    /// How long a hole may be reordering rather than lost: a sixteenth of
+    /// the timeout, at least [`REORDER_DELAY_MIN_NS`].
+    fn reorder_delay(&self) -> u64 {
+        (self.cfg.rto_ns() / 16).max(REORDER_DELAY_MIN_NS)
+    }
+
+    /// Resends the holes before the reorder mark once it has waited the
+    /// reorder delay.
+    fn resend_reordered(&mut self, now: u64) -> bool {
+        let Some((mark, since)) = self.reorder_mark else {
+            return false;
+        };
+        if now.saturating_sub(since) < self.reorder_delay() {
+            return false;
+        }
+        let from = self.reorder_from();
+        self.reorder_mark = None;
+        if !from.before(mark) {
+            return false;
+        }
+        self.mark_unacked_range(from, mark);
+        self.recovered = mark;
+        true
     }
 
     fn on_nak(&mut self, nak: Nak, psn: Psn, now: u64) {
@@ -613,6 +676,8 @@ impl SendStream {
         if self.window.in_flight() == 0 {
             self.deadline = None;
             self.probing = false;
+            self.rnr_until = None;
+            self.reorder_mark = None;
         }
     }
 
@@ -628,30 +693,35 @@ impl SendStream {
     /// When [`Self::on_timer`] next has work: the retransmit deadline or
     /// the end of an RNR wait.
     pub fn next_deadline(&self) -> Option<u64> {
-        match (self.deadline, self.rnr_until) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        let reorder = self
+            .reorder_mark
+            .map(|(_, since)| since.saturating_add(self.reorder_delay()));
+        [self.deadline, self.rnr_until, reorder]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// The timer fired. A message past its retry span, or a stream out
     /// of retries, fails; otherwise the oldest unacknowledged PSN goes
     /// again as a probe and new packets wait for its answer.
     pub fn on_timer(&mut self, now: u64) -> TimerOutcome {
-        let rnr_due = self.rnr_until.is_some_and(|t| now >= t);
+        // An RNR wait over, or holes that waited out the reorder delay.
+        let rnr_over = self.rnr_until.is_some_and(|t| now >= t);
+        if rnr_over {
+            self.rnr_until = None;
+        }
+        let due = rnr_over | self.resend_reordered(now);
+        let not_timed_out = if due {
+            TimerOutcome::Resend
+        } else {
+            TimerOutcome::Idle
+        };
         let Some(deadline) = self.deadline else {
-            return if rnr_due {
-                TimerOutcome::Resend
-            } else {
-                TimerOutcome::Idle
-            };
+            return not_timed_out;
         };
         if now < deadline {
-            return if rnr_due {
-                TimerOutcome::Resend
-            } else {
-                TimerOutcome::Idle
-            };
+            return not_timed_out;
         }
         self.deadline = None;
         if self.window.in_flight() == 0 {
@@ -678,10 +748,11 @@ impl SendStream {
         self.probing = true;
         // Only the probe: its answer shows what else is missing.
         self.rtx = 0;
+        self.reorder_mark = None;
         let oldest = self.window.oldest_unacked();
         self.mark_resend(oldest);
         self.arm(now);
-        TimerOutcome::Resend
+        TimerOutcome::Probe
     }
 
     /// Fails the messages that have not sent a packet yet.
@@ -713,6 +784,24 @@ impl SendStream {
     /// go (the next post draws a new stream).
     pub fn is_idle(&self, now: u64) -> bool {
         self.in_use() == 0 && now.saturating_sub(self.last_active) > SENDER_IDLE_NS
+    }
+
+    /// modify_qp changed the QP's retransmission attributes.
+    pub fn set_config(&mut self, cfg: Config) {
+        self.cfg = cfg;
+    }
+
+    /// The work request `wqe` cannot be sent for a local reason (its
+    /// memory, its address): its message fails with `status` alone, its
+    /// packets sent are given up, the other messages go on.
+    pub fn fail_local(&mut self, wqe: u32, status: SendStatus) {
+        if let Some(m) = self
+            .msgs
+            .iter()
+            .position(|m| m.state == MsgState::Active && m.msg.wqe == wqe)
+        {
+            self.fail(m, status);
+        }
     }
 
     /// The QP is going to the error state or away: every message fails
