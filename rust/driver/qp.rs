@@ -103,9 +103,17 @@ fn xud_params(
     }
 }
 
-/// Receives an XUD QP can hold claimed at once, at least (its pool of
-/// claimed receives has the receive queue's depth, or this).
+/// Receives an XUD QP can hold claimed at once, at least.
 const XUD_MIN_CLAIMS: u32 = 64;
+
+/// Receives an XUD QP can hold claimed at once: as many as its receive
+/// queue or SRQ can hold (each open SEND or WRITE_IMM message holds one).
+fn xud_claims(cap: &QpCap, srq: Option<&SrqCore>) -> u32 {
+    let srq_slots = srq
+        .map(|s| s.queue.ring().geometry().slot_count())
+        .unwrap_or(0);
+    cap.max_recv_wr.max(srq_slots).max(XUD_MIN_CLAIMS)
+}
 
 /// How long destroying a QP waits for its packets below IP to drain.
 const QP_DRAIN_WAIT_MS: u32 = 1000;
@@ -687,7 +695,7 @@ impl RxudQp {
                 p,
                 cap.max_send_wr,
                 sq.ring().geometry().slot_size(),
-                cap.max_recv_wr.max(XUD_MIN_CLAIMS),
+                xud_claims(&cap, attr.srq.map(|s| &**s.core())),
             )?),
             None => None,
         };
@@ -775,7 +783,10 @@ impl RxudQp {
             QpType::Rc | QpType::Uc => self.connect(cur, &new, attr, ndev)?,
             // XUD sends per AH as UD does, on the netdev held from RTS.
             QpType::Ud | QpType::Gsi | QpType::Xud => {
-                let keep = matches!(next, QpState::Rts | QpState::Sqd | QpState::Sqe);
+                // XUD answers what it receives: it needs the netdev from
+                // RTR on.
+                let from_rtr = self.core.qp_type == QpType::Xud && next == QpState::Rtr;
+                let keep = from_rtr || matches!(next, QpState::Rts | QpState::Sqd | QpState::Sqe);
                 let mut held = self.core.ud_ndev.lock();
                 let old = match (keep, held.is_some()) {
                     (true, false) => held.replace(ndev.ok_or(ENODEV)?),
@@ -793,6 +804,11 @@ impl RxudQp {
         self.core.live.publish(&cfg);
         drop(cfg);
         if next == QpState::Err {
+            // XUD after the state is published: nothing is admitted or
+            // claimed in between.
+            if let Some(st) = self.core.xud.lock().as_deref_mut() {
+                super::xud::flush(&self.core, st);
+            }
             self.core.flush();
         }
         Ok(())
@@ -816,7 +832,7 @@ impl RxudQp {
                 p,
                 self.core.cap.max_send_wr,
                 self.core.sq.ring().geometry().slot_size(),
-                self.core.cap.max_recv_wr.max(XUD_MIN_CLAIMS),
+                xud_claims(&self.core.cap, self.core.srq.as_deref()),
             )?),
             _ => None,
         };
@@ -827,9 +843,6 @@ impl RxudQp {
         };
         if let Some(st) = g.as_deref_mut() {
             st.set_attrs(new.timeout, new.retry_cnt, new.rnr_retry, new.min_rnr_timer);
-            if next == QpState::Err {
-                super::xud::flush(&self.core, st);
-            }
         }
         drop(g);
         drop(old);

@@ -65,6 +65,10 @@ const MAX_RECV_SLOT: usize = RECV_WQE_HEADER_SIZE as usize + 32 * 16;
 const ACK_DELAY_NS: u64 = 1_000_000;
 /// The reclaim scan's period.
 const RECLAIM_PERIOD_NS: u64 = xud::QUIET_NS / 4;
+/// Bytes of XUD's headers beyond what an RC packet's MTU allowance
+/// (`IbMtu::for_link_mtu`) covers: the DETH (8), the XETH (20) and the
+/// ImmDt (4) beside a RETH.
+const XUD_EXTRA_HEADERS: u32 = 32;
 /// The hop limit of ACKs to a peer known only from its packets.
 const DEFAULT_TTL: u8 = 64;
 
@@ -77,11 +81,10 @@ struct PeerKey {
 
 /// Both directions with one peer.
 struct Peer {
-    /// Where its packets go: the AH of the last post to it, or (a peer
-    /// that only sent to us) the addresses of its last packet.
+    /// Where answers to it go: the AH of the last post to it, or (a peer
+    /// that only sent to us) the addresses of its last packet. (Data
+    /// packets go by their own work request's AH and Q_Key.)
     av: AddressVector,
-    /// The Q_Key our data packets to it carry.
-    qkey: u32,
     send: Option<SendStream>,
     /// WQE handles posted to it and not yet admitted to its stream.
     queue: Fifo,
@@ -96,6 +99,8 @@ struct Pool {
     /// `free[..nfree]` are the free indices.
     free: KVec<u32>,
     nfree: usize,
+    /// Per slot: the next slot in its destination's queue ([`Fifo`]).
+    link: KVec<u32>,
 }
 
 impl Pool {
@@ -110,6 +115,7 @@ impl Pool {
             slot,
             free,
             nfree: n as usize,
+            link: KVec::from_elem(NO_SLOT, n as usize, GFP_KERNEL)?,
         })
     }
 
@@ -137,20 +143,23 @@ impl Pool {
     }
 }
 
-/// A destination's queue of posted WQE handles, first in first out, of a
-/// fixed capacity (its share of the send queue), allocated with its first
-/// entry.
+/// No slot (the end of a [`Fifo`]).
+const NO_SLOT: u32 = u32::MAX;
+
+/// A destination's queue of posted WQE handles, first in first out,
+/// linked through the WQE pool (no memory of its own), bounded by the
+/// destination's share of the send queue.
 struct Fifo {
-    buf: KVec<u32>,
-    head: usize,
-    len: usize,
+    head: u32,
+    tail: u32,
+    len: u32,
 }
 
 impl Fifo {
     const fn new() -> Self {
         Self {
-            buf: KVec::new(),
-            head: 0,
+            head: NO_SLOT,
+            tail: NO_SLOT,
             len: 0,
         }
     }
@@ -159,36 +168,35 @@ impl Fifo {
         self.len == 0
     }
 
-    /// Appends `h`; false if the queue holds `cap` entries already (or
-    /// there is no memory for it).
-    fn push(&mut self, h: u32, cap: usize) -> bool {
-        if self.buf.is_empty() {
-            if self.buf.extend_with(cap.max(1), 0, GFP_ATOMIC).is_err() {
-                return false;
-            }
-        }
-        let n = self.buf.len();
-        if self.len >= n {
+    /// Appends `h`; false if the queue holds `cap` entries already.
+    fn push(&mut self, pool: &mut Pool, h: u32, cap: u32) -> bool {
+        if self.len >= cap {
             return false;
         }
-        if let Some(s) = self.buf.get_mut((self.head + self.len) % n) {
-            *s = h;
+        if let Some(l) = pool.link.get_mut(h as usize) {
+            *l = NO_SLOT;
         }
+        match pool.link.get_mut(self.tail as usize) {
+            Some(l) if self.len > 0 => *l = h,
+            _ => self.head = h,
+        }
+        self.tail = h;
         self.len += 1;
         true
     }
 
     fn front(&self) -> Option<u32> {
-        if self.len == 0 {
-            return None;
-        }
-        self.buf.get(self.head).copied()
+        (self.len > 0).then_some(self.head)
     }
 
-    fn pop(&mut self) -> Option<u32> {
+    fn pop(&mut self, pool: &Pool) -> Option<u32> {
         let h = self.front()?;
-        self.head = (self.head + 1) % self.buf.len();
+        self.head = pool.link.get(h as usize).copied().unwrap_or(NO_SLOT);
         self.len -= 1;
+        if self.len == 0 {
+            self.head = NO_SLOT;
+            self.tail = NO_SLOT;
+        }
         Some(h)
     }
 }
@@ -201,6 +209,12 @@ pub(crate) struct XudState {
     cfg: sender::Config,
     min_rnr_timer: u8,
     peers: RBTree<PeerKey, KBox<Peer>>,
+    /// Peers with a receiving state, and with a sending state: each at
+    /// most `max_peers`.
+    recv_peers: u32,
+    send_peers: u32,
+    /// Where the last transmit pass stopped (round robin).
+    rr_after: Option<PeerKey>,
     wqes: Pool,
     recvs: Pool,
     txq: TxQueue,
@@ -244,6 +258,9 @@ impl XudState {
                 },
                 min_rnr_timer: 12,
                 peers: RBTree::new(),
+                recv_peers: 0,
+                send_peers: 0,
+                rr_after: None,
                 wqes: Pool::new(send_depth.max(1), send_slot as usize)?,
                 recvs: Pool::new(recv_depth.max(1), MAX_RECV_SLOT)?,
                 txq: TxQueue::new(),
@@ -261,6 +278,12 @@ impl XudState {
         self.cfg.retry_cnt = retry_cnt;
         self.cfg.rnr_retry = rnr_retry;
         self.min_rnr_timer = min_rnr;
+        let cfg = self.cfg;
+        for p in self.peers.values_mut() {
+            if let Some(s) = p.send.as_mut() {
+                s.set_config(cfg);
+            }
+        }
     }
 }
 
@@ -313,13 +336,11 @@ impl txq::Transmitter for XudState {
 fn pump(qp: &Arc<QpCore>, st: &mut XudState) {
     let t = now();
     for last_look in [false, true] {
-        admit(qp, st, t);
+        // Busy only while the ring holds entries the WQE pool has no room
+        // for: a completion frees a slot and comes back here. Work queued
+        // to destinations does not hold up posts to others.
+        let busy = admit(qp, st, t);
         transmit(qp, st, t);
-        let busy = st.peers.values().any(|p| !p.queue.is_empty())
-            || st
-                .peers
-                .values()
-                .any(|p| p.send.as_ref().is_some_and(|s| s.in_use() > 0));
         qp.sq.ring().set_sender_active(busy);
         if busy || last_look {
             break;
@@ -339,8 +360,8 @@ fn arm(qp: &Arc<QpCore>, st: &mut XudState, t: u64) {
         if let Some(d) = p.send.as_ref().and_then(|s| s.next_deadline()) {
             due = due.min(d);
         }
-        if p.recv.as_ref().is_some_and(|r| r.ack_owed()) {
-            due = due.min(t + ACK_DELAY_NS);
+        if let Some(since) = p.recv.as_ref().and_then(|r| r.ack_owed()) {
+            due = due.min(since + ACK_DELAY_NS);
         }
     }
     if st.armed != Some(due) {
@@ -402,95 +423,134 @@ fn check_wqe(qp: &QpCore, w: &SendWqe, slot: &[u8]) -> core::result::Result<(Op,
 }
 
 /// Moves WQEs from the send ring to their destinations' queues, then into
-/// their streams as room allows.
-fn admit(qp: &QpCore, st: &mut XudState, t: u64) {
+/// their streams as room allows. Returns whether the ring still holds
+/// entries (the WQE pool is full): then the sender stays flagged busy.
+fn admit(qp: &QpCore, st: &mut XudState, t: u64) -> bool {
     let mut slot = [0u8; tx::MAX_SEND_SLOT];
-    while let Some(h) = st.wqes.take() {
+    let share = (qp.cap().max_send_wr / 4).max(16);
+    let ring_left = loop {
+        let Some(h) = st.wqes.take() else {
+            break qp.sq.has_entries();
+        };
         let n = st.wqes.slot.min(slot.len());
         let body = &mut slot[..n];
         if !matches!(qp.sq.pop(body), Ok(true)) {
             st.wqes.give(h);
-            break;
+            break false;
         }
         let w = SendWqe::decode(body);
-        if !qp.live.can_send() {
-            complete_send(qp, &w, status::WR_FLUSH_ERR, 0);
-            st.wqes.give(h);
-            continue;
-        }
-        if let Err(code) = check_wqe(qp, &w, body) {
-            complete_send(qp, &w, code, 0);
-            st.wqes.give(h);
-            continue;
-        }
-        let x = XudOp::decode(&w.op);
-        let Some(to) = qp.ahs.get(x.ah_num) else {
-            complete_send(qp, &w, status::LOC_QP_OP_ERR, 0);
-            st.wqes.give(h);
-            continue;
-        };
-        let key = PeerKey {
-            gid: to.av.dgid,
-            qpn: x.remote_qpn & crate::proto::wire::QPN_MASK,
-        };
-        // A Q_Key with the high bit set means "the QP's own".
-        let qkey = if x.remote_qkey & 0x8000_0000 != 0 {
-            qp.live.qkey()
+        let code = if !qp.live.can_send() {
+            status::WR_FLUSH_ERR
         } else {
-            x.remote_qkey
-        };
-        let share = (qp.cap().max_send_wr / 4).max(16) as usize;
-        let peer = match find_or_add(st, key, &to.av) {
-            Some(p) => p,
-            None => {
-                complete_send(qp, &w, status::LOC_QP_OP_ERR, 0);
-                st.wqes.give(h);
-                continue;
+            match queue_wqe(qp, st, h, &w, body, share) {
+                Ok(()) => continue,
+                Err(code) => code,
             }
         };
-        peer.av = to.av;
-        peer.qkey = qkey;
-        if !peer.queue.push(h, share) {
-            complete_send(qp, &w, status::LOC_QP_OP_ERR, 0);
-            st.wqes.give(h);
-            continue;
-        }
-        st.wqes.get_mut(h)[..n].copy_from_slice(body);
-    }
+        complete_send(qp, &w, code, 0);
+        st.wqes.give(h);
+    };
     // Into the streams.
-    let mtu = qp
-        .ud_netdev()
-        .and_then(|n| IbMtu::for_link_mtu(n.mtu()))
-        .map(IbMtu::bytes)
-        .unwrap_or(1024);
+    let mtu = xud_mtu(qp);
     let cfg = st.cfg;
-    let XudState { peers, wqes, .. } = st;
+    let max_peers = st.params.max_peers;
+    let XudState {
+        peers,
+        wqes,
+        send_peers,
+        ..
+    } = st;
     for peer in peers.values_mut() {
         while let Some(h) = peer.queue.front() {
-            let s = peer.send.get_or_insert_with(|| {
-                SendStream::new(nonzero_u64(), Psn::new(crate::random::u64() as u32), cfg, t)
-            });
+            if peer.send.is_none() {
+                if *send_peers >= max_peers {
+                    // The table of sending states is full: the posts to a
+                    // new destination fail (none is evicted).
+                    while let Some(h) = peer.queue.pop(wqes) {
+                        let w = SendWqe::decode(wqes.get(h));
+                        complete_send(qp, &w, status::LOC_QP_OP_ERR, 0);
+                        wqes.give(h);
+                    }
+                    break;
+                }
+                *send_peers += 1;
+                peer.send = Some(SendStream::new(
+                    nonzero_u64(),
+                    Psn::new(crate::random::u64() as u32),
+                    cfg,
+                    t,
+                ));
+            }
+            let Some(s) = peer.send.as_mut() else {
+                break;
+            };
             let w = SendWqe::decode(wqes.get(h));
             let len = check_wqe(qp, &w, wqes.get(h)).map(|(_, l)| l).unwrap_or(0);
             let m = Message { wqe: h, len, mtu };
             if s.post(m, t).is_none() {
                 break;
             }
-            peer.queue.pop();
+            peer.queue.pop(wqes);
         }
+    }
+    ring_left
+}
+
+/// Checks a posted WQE and queues it (already popped into slot `h`) to
+/// its destination; the completion status of a refusal.
+fn queue_wqe(
+    qp: &QpCore,
+    st: &mut XudState,
+    h: u32,
+    w: &SendWqe,
+    body: &[u8],
+    share: u32,
+) -> core::result::Result<(), u32> {
+    check_wqe(qp, w, body)?;
+    let x = XudOp::decode(&w.op);
+    let to = qp.ahs.get(x.ah_num).ok_or(status::LOC_QP_OP_ERR)?;
+    if to.av.network == NetworkType::RoceV1 {
+        return Err(status::LOC_QP_OP_ERR);
+    }
+    let key = PeerKey {
+        gid: to.av.dgid,
+        qpn: x.remote_qpn & crate::proto::wire::QPN_MASK,
+    };
+    let XudState { peers, wqes, .. } = st;
+    let n = body.len().min(wqes.slot);
+    if let (Some(dst), Some(src)) = (wqes.get_mut(h).get_mut(..n), body.get(..n)) {
+        dst.copy_from_slice(src);
+    }
+    let peer = find_or_add(peers, key, &to.av).ok_or(status::LOC_QP_OP_ERR)?;
+    peer.av = to.av;
+    if peer.queue.push(wqes, h, share) {
+        Ok(())
+    } else {
+        // Beyond the destination's share of the send queue.
+        Err(status::LOC_QP_OP_ERR)
     }
 }
 
-/// The peer `key`, made if new and the table has room.
-fn find_or_add<'a>(st: &'a mut XudState, key: PeerKey, av: &AddressVector) -> Option<&'a mut Peer> {
-    if st.peers.get(&key).is_none() {
-        if st.peers.iter().count() >= st.params.max_peers as usize {
-            return None;
-        }
+/// The payload bytes an XUD packet carries at most on `qp`'s netdev: the
+/// largest IB MTU that fits the link with XUD's 32 bytes of headers
+/// beyond RC's (DETH, XETH; RETH and ImmDt are in RC's allowance).
+fn xud_mtu(qp: &QpCore) -> u32 {
+    qp.ud_netdev()
+        .and_then(|n| IbMtu::for_link_mtu(n.mtu().saturating_sub(XUD_EXTRA_HEADERS)))
+        .map(IbMtu::bytes)
+        .unwrap_or(256)
+}
+
+/// The peer `key`, made if new.
+fn find_or_add<'a>(
+    peers: &'a mut RBTree<PeerKey, KBox<Peer>>,
+    key: PeerKey,
+    av: &AddressVector,
+) -> Option<&'a mut Peer> {
+    if peers.get(&key).is_none() {
         let peer = KBox::new(
             Peer {
                 av: *av,
-                qkey: 0,
                 send: None,
                 queue: Fifo::new(),
                 recv: None,
@@ -498,38 +558,61 @@ fn find_or_add<'a>(st: &'a mut XudState, key: PeerKey, av: &AddressVector) -> Op
             GFP_ATOMIC,
         )
         .ok()?;
-        st.peers.try_create_and_insert(key, peer, GFP_ATOMIC).ok()?;
+        peers.try_create_and_insert(key, peer, GFP_ATOMIC).ok()?;
     }
-    st.peers.get_mut(&key).map(|b| &mut **b)
+    peers.get_mut(&key).map(|b| &mut **b)
 }
 
-/// Builds the packets the streams have due, round robin over peers.
+/// Builds the packets the streams have due: round robin over the peers,
+/// starting after the one the last pass stopped at, at most
+/// `ack_every` packets (and at most a queue's worth) each.
 fn transmit(qp: &QpCore, st: &mut XudState, t: u64) {
     let Some(ndev) = qp.ud_netdev() else {
         return;
     };
+    let burst_max = st.cfg.ack_every.clamp(1, super::txq::TXQ_LEN as u32);
     let XudState {
-        peers, wqes, txq, ..
+        peers,
+        wqes,
+        txq,
+        rr_after,
+        ..
     } = st;
-    for (key, peer) in peers.iter_mut() {
-        let mut burst = 0;
-        while !txq.is_full() && burst < 32 {
-            let Some(s) = peer.send.as_mut() else {
-                break;
-            };
-            let Some(p) = s.next_packet(t) else {
-                break;
-            };
-            burst += 1;
-            if p.retransmit {
-                qp.port.counters.add(RxCounter::XudRetransmits, 1);
+    let after = *rr_after;
+    // Those after the last one served first, then the rest.
+    for pass in [true, false] {
+        for (key, peer) in peers.iter_mut() {
+            if after.is_some_and(|a| (*key > a) != pass) || (after.is_none() && !pass) {
+                continue;
             }
-            match build_data(qp, &ndev, key.qpn, peer, wqes.get(p.wqe), &p) {
-                Some(skb) => txq.push(skb),
-                None => qp.port.counters.add(RxCounter::TxErrors, 1),
+            if txq.is_full() {
+                return;
             }
+            let mut burst = 0;
+            while !txq.is_full() && burst < burst_max {
+                let Some(s) = peer.send.as_mut() else {
+                    break;
+                };
+                let Some(p) = s.next_packet(t) else {
+                    break;
+                };
+                burst += 1;
+                if p.retransmit {
+                    qp.port.counters.add(RxCounter::XudRetransmits, 1);
+                }
+                match build_data(qp, &ndev, key.qpn, wqes.get(p.wqe), &p) {
+                    Ok(skb) => txq.push(skb),
+                    // Not built (no memory): as if lost, resent later.
+                    Err(None) => qp.port.counters.add(RxCounter::TxErrors, 1),
+                    // The work request itself cannot go: it fails alone.
+                    Err(Some(st)) => s.fail_local(p.wqe, st),
+                }
+            }
+            if burst > 0 {
+                *rr_after = Some(*key);
+            }
+            complete_sends(qp, peer, wqes);
         }
-        complete_sends(qp, peer, wqes);
     }
 }
 
@@ -554,20 +637,34 @@ fn send_status(s: SendStatus) -> u32 {
         SendStatus::RnrRetryExceeded => status::RNR_RETRY_EXC_ERR,
         SendStatus::RemoteAccess => status::REM_ACCESS_ERR,
         SendStatus::RemoteInvalidRequest => status::REM_INV_REQ_ERR,
+        SendStatus::LocalProtection => status::LOC_PROT_ERR,
+        SendStatus::LocalQpOperation => status::LOC_QP_OP_ERR,
     }
 }
 
-/// A data packet of the WQE in `slot`.
+/// A data packet of the WQE in `slot`, to its work request's AH and Q_Key
+/// (each packet, retransmissions included: the AH must live as long as
+/// the work request, as for UD). `Err(Some)`: the work request fails with
+/// that status; `Err(None)`: not built now (no memory), resent later.
 fn build_data(
     qp: &QpCore,
     ndev: &crate::net::NetDevice,
     dest_qpn: u32,
-    peer: &Peer,
     slot: &[u8],
     p: &sender::TxPacket,
-) -> Option<TxSkb> {
+) -> core::result::Result<TxSkb, Option<SendStatus>> {
     let w = SendWqe::decode(slot);
     let x = XudOp::decode(&w.op);
+    let to = qp
+        .ahs
+        .get(x.ah_num)
+        .ok_or(Some(SendStatus::LocalQpOperation))?;
+    // A Q_Key with the high bit set means "the QP's own" (IBTA 10.2.5).
+    let qkey = if x.remote_qkey & 0x8000_0000 != 0 {
+        qp.live.qkey()
+    } else {
+        x.remote_qkey
+    };
     let (opc, op) = match w.opcode {
         opcode::SEND => (Opcode::XUD_SEND, Op::Send),
         opcode::SEND_WITH_IMM => (Opcode::XUD_SEND_WITH_IMMEDIATE, Op::SendImm),
@@ -587,7 +684,7 @@ fn build_data(
         psn: p.psn,
     });
     repr.deth = Some(deth::Repr {
-        qkey: peer.qkey,
+        qkey,
         src_qp: qp.qpn(),
     });
     repr.xeth = Some(p.xeth);
@@ -606,23 +703,34 @@ fn build_data(
         });
     }
     let n = p.len as usize;
-    let total = repr.buffer_len(n).ok()?;
-    let mut skb = TxSkb::new(ndev, total).ok()?;
+    let total = repr.buffer_len(n).map_err(|_| None)?;
+    let mut skb = TxSkb::new(ndev, total).map_err(|_| None)?;
     {
-        let mut pkt = repr.emit(skb.payload_mut(), n).ok()?;
-        let data = pkt.payload_mut().get_mut(..n)?;
+        let mut pkt = repr.emit(skb.payload_mut(), n).map_err(|_| None)?;
+        let data = pkt.payload_mut().get_mut(..n).ok_or(None)?;
         if w.send_flags & send_flags::INLINE != 0 {
             let from = SEND_WQE_HEADER_SIZE as usize + p.offset as usize;
-            data.copy_from_slice(slot.get(from..from + n)?);
+            let src = slot
+                .get(from..from + n)
+                .ok_or(Some(SendStatus::LocalQpOperation))?;
+            data.copy_from_slice(src);
         } else if n > 0 {
             let body = slot.get(SEND_WQE_HEADER_SIZE as usize..).unwrap_or(&[]);
             Sgl::new(&qp.mrs, qp.pd, body, w.num_sge.min(qp.cap().max_send_sge))
                 .read(u64::from(p.offset), data)
-                .ok()?;
+                .map_err(|_| Some(SendStatus::LocalProtection))?;
         }
     }
-    tx::finish(&mut skb, &peer.av, tx::source_port(qp.qpn()), None).ok()?;
-    Some(skb)
+    match tx::finish(
+        &mut skb,
+        &to.av,
+        tx::source_port(qp.qpn()),
+        to.route.as_ref(),
+    ) {
+        Ok(()) => Ok(skb),
+        Err(code) if code == status::LOC_QP_OP_ERR => Err(Some(SendStatus::LocalQpOperation)),
+        Err(_) => Err(None),
+    }
 }
 
 /// Where an ACK or NAK goes, and from which incarnation.
@@ -690,10 +798,11 @@ fn on_timer(qp: &Arc<QpCore>, st: &mut XudState) {
         };
         if s.next_deadline().is_some_and(|d| d <= t) {
             match s.on_timer(t) {
-                TimerOutcome::Resend => qp.port.counters.add(RxCounter::XudTimeouts, 1),
+                TimerOutcome::Probe => qp.port.counters.add(RxCounter::XudTimeouts, 1),
+                TimerOutcome::Resend => {}
                 TimerOutcome::DestinationFailed => {
                     // What is still queued for it fails the same way.
-                    while let Some(h) = peer.queue.pop() {
+                    while let Some(h) = peer.queue.pop(wqes) {
                         let w = SendWqe::decode(wqes.get(h));
                         complete_send(qp, &w, status::RETRY_EXC_ERR, 0);
                         wqes.give(h);
@@ -725,7 +834,7 @@ fn flush_owed_acks(qp: &QpCore, st: &mut XudState) {
         let Some(r) = peer.recv.as_mut() else {
             continue;
         };
-        if !r.ack_owed() {
+        if r.ack_owed().is_none() {
             continue;
         }
         let info = r.ack();
@@ -745,7 +854,14 @@ fn flush_owed_acks(qp: &QpCore, st: &mut XudState) {
 /// [`xud::QUIET_NS`] (their open messages fail), send states idle for
 /// [`xud::SENDER_IDLE_NS`], peers with neither.
 fn reclaim(qp: &QpCore, st: &mut XudState, t: u64) {
-    let XudState { peers, recvs, .. } = st;
+    let XudState {
+        peers,
+        recvs,
+        recv_peers,
+        send_peers,
+        rr_after,
+        ..
+    } = st;
     let mut gone = KVec::<PeerKey>::new();
     for (key, peer) in peers.iter_mut() {
         if peer.recv.as_ref().is_some_and(|r| r.is_quiet(t)) {
@@ -754,9 +870,11 @@ fn reclaim(qp: &QpCore, st: &mut XudState, t: u64) {
                 drain_recv_done(qp, r, recvs, &Origin::none(key.qpn));
             }
             peer.recv = None;
+            *recv_peers = recv_peers.saturating_sub(1);
         }
         if peer.send.as_ref().is_some_and(|s| s.is_idle(t)) && peer.queue.is_empty() {
             peer.send = None;
+            *send_peers = send_peers.saturating_sub(1);
         }
         if peer.send.is_none() && peer.recv.is_none() && peer.queue.is_empty() {
             let _ = gone.push(*key, GFP_ATOMIC);
@@ -764,6 +882,9 @@ fn reclaim(qp: &QpCore, st: &mut XudState, t: u64) {
     }
     for key in gone.iter() {
         peers.remove(key);
+        if *rr_after == Some(*key) {
+            *rr_after = None;
+        }
     }
 }
 
@@ -778,7 +899,7 @@ pub(crate) fn flush(qp: &QpCore, st: &mut XudState) {
         ..
     } = st;
     for peer in peers.values_mut() {
-        while let Some(h) = peer.queue.pop() {
+        while let Some(h) = peer.queue.pop(wqes) {
             let w = SendWqe::decode(wqes.get(h));
             complete_send(qp, &w, status::WR_FLUSH_ERR, 0);
             wqes.give(h);
@@ -857,7 +978,11 @@ pub(crate) fn receive(qp: &Arc<QpCore>, p: &RxPacket<'_>) -> core::result::Resul
             on_data(qp, p, key, d.qkey)
         }
     };
-    kick(qp);
+    // Only a packet that was taken (or answered) can have made work: a
+    // dropped one, forged ones included, costs no pass over the peers.
+    if r.is_ok() || qp.xud.lock().as_deref().is_some_and(|st| st.txq.len() > 0) {
+        kick(qp);
+    }
     r
 }
 
@@ -968,23 +1093,24 @@ fn on_data(
         }
         return Err(RxCounter::XudStale);
     }
-    // Rules 2 and 3.
-    let exists = st.peers.get(&key).is_some();
-    if !exists {
-        let av = reply_av(p).ok_or(RxCounter::DropMalformed)?;
-        if find_or_add(st, key, &av).is_none() {
-            return Err(RxCounter::XudPeerLimit);
-        }
-    }
+    // Rules 2 and 3. A new receiving state only within max_peers: the
+    // entry is made only then (a flood of new sources allocates nothing
+    // beyond the limit).
     let XudState {
         peers,
         recvs,
         txq,
         min_rnr_timer,
         params,
+        recv_peers,
         ..
     } = st;
-    let peer = peers.get_mut(&key).ok_or(RxCounter::XudPeerLimit)?;
+    let has_recv = peers.get(&key).is_some_and(|p| p.recv.is_some());
+    if !has_recv && *recv_peers >= params.max_peers {
+        return Err(RxCounter::XudPeerLimit);
+    }
+    let av = reply_av(p).ok_or(RxCounter::DropMalformed)?;
+    let peer = find_or_add(peers, key, &av).ok_or(RxCounter::XudPeerLimit)?;
     match peer
         .recv
         .as_ref()
@@ -999,7 +1125,10 @@ fn on_data(
             peer.recv = Some(RecvStream::new(&pkt, t));
         }
         Some((false, false)) => return Err(RxCounter::XudStale),
-        None => peer.recv = Some(RecvStream::new(&pkt, t)),
+        None => {
+            peer.recv = Some(RecvStream::new(&pkt, t));
+            *recv_peers += 1;
+        }
     }
     let Some(rs) = peer.recv.as_mut() else {
         return Err(RxCounter::DropNoQp);
@@ -1028,7 +1157,7 @@ fn on_data(
             answer = Some(Some(nak_of(why, *min_rnr_timer, p.psn)));
             Err(RxCounter::DropSequence)
         }
-        Check::Place(mut plan) => match place(qp, p, rs, recvs, &pkt, &mut plan, r, imm) {
+        Check::Place(mut plan) => match place(qp, p, rs, recvs, &pkt, &mut plan, r) {
             Ok(()) => {
                 let c = rs.commit(&plan, params.ack_every);
                 if p.ack_req {
@@ -1037,7 +1166,7 @@ fn on_data(
                 if c.ack_now || p.ack_req {
                     answer = Some(None);
                 } else {
-                    rs.owe_ack();
+                    rs.owe_ack(t);
                 }
                 Ok(())
             }
@@ -1052,6 +1181,12 @@ fn on_data(
         },
     };
     drain_recv_done(qp, rs, recvs, &from);
+    if answer.is_some() && txq.is_full() {
+        // No room now: the ACK goes within the ACK delay (a NAK's news is
+        // lost, and the sender's timer recovers it).
+        rs.owe_ack(t);
+        answer = None;
+    }
     if let (Some(nak), Some(nd)) = (answer, ndev.as_deref()) {
         let info = rs.ack();
         let to = ReplyTo {
@@ -1088,7 +1223,6 @@ fn place(
     pkt: &DataPacket,
     plan: &mut receiver::Plan,
     r: reth::Repr,
-    _imm: Option<u32>,
 ) -> core::result::Result<(), Refusal> {
     let n = p.payload.len();
     // A WRITE's access before any claim (a refused WRITE_IMM leaves the
@@ -1106,6 +1240,19 @@ fn place(
         let h = recvs.take().ok_or(Refusal::ReceiverNotReady)?;
         let slot = recvs.get_mut(h);
         if !matches!(qp.pop_recv(slot), Ok(true)) {
+            recvs.give(h);
+            return Err(Refusal::ReceiverNotReady);
+        }
+        let w = RecvWqe::decode(recvs.get(h));
+        let max_sge = qp
+            .cap()
+            .max_recv_sge
+            .max(qp.srq.as_ref().map(|s| s.max_sge()).unwrap_or(0));
+        if w.num_sge > max_sge {
+            // A receive no SGE list of the QP could hold (the ring is the
+            // user's to write): it completes in error, unused, and the
+            // message waits for the next one.
+            complete_recv_status(qp, w.wr_id, status::LOC_QP_OP_ERR);
             recvs.give(h);
             return Err(Refusal::ReceiverNotReady);
         }
