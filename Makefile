@@ -32,13 +32,14 @@ DATA_TEST := $(TOP)/tests/verbs/data-test
 EX_TEST := $(TOP)/tests/verbs/ex-test
 XUD_TEST := $(TOP)/tests/verbs/xud-test
 XUD_DATA := $(TOP)/tests/verbs/xud-data
+RXUD_PERF := $(TOP)/tests/verbs/rxud-perf
 QP_MEM := $(TOP)/tests/verbs/qp-mem
 KTEST := $(TOP)/tests/kmod
 
 .PHONY: all modules provider ktest install setup run bench check check-host check-vm clean help \
 	fmt lint fmt-check clippy clippy-module clippy-host
 
-all: modules provider $(VERBS_TEST) $(RC_TEST) $(DATA_TEST) $(EX_TEST) $(XUD_TEST) $(XUD_DATA) ktest
+all: modules provider $(VERBS_TEST) $(RC_TEST) $(DATA_TEST) $(EX_TEST) $(XUD_TEST) $(XUD_DATA) $(RXUD_PERF) ktest
 
 # tests/kmod/rxud_ktest.ko: drives kernel-only verbs (tests/guest/06-*).
 ktest:
@@ -65,6 +66,11 @@ $(XUD_TEST): $(TOP)/tests/verbs/xud-test.c $(TOP)/tests/verbs/tap.h $(TOP)/tests
 
 $(XUD_DATA): $(TOP)/tests/verbs/xud-data.c $(TOP)/tests/verbs/tap.h $(TOP)/tests/verbs/util.h \
 		$(PROVIDER)/include/infiniband/rxudv.h | provider
+	$(CC) -O2 -g -Wall -Wextra -Werror -I$(PROVIDER)/include -o $@ $< -libverbs \
+		-L$(PROVIDER)/build -l:librxud-rdmav34.so -Wl,-rpath,$(PROVIDER)/build
+
+# XUD's perftest: bandwidth and latency, one QP to many peers.
+$(RXUD_PERF): $(TOP)/tests/verbs/rxud-perf.c $(PROVIDER)/include/infiniband/rxudv.h | provider
 	$(CC) -O2 -g -Wall -Wextra -Werror -I$(PROVIDER)/include -o $@ $< -libverbs \
 		-L$(PROVIDER)/build -l:librxud-rdmav34.so -Wl,-rpath,$(PROVIDER)/build
 

@@ -2,8 +2,8 @@
 # Runs in each VM of `make run` (qemu/run-pair-demo.sh): load rxud, create
 # rxud0 on the link, show it as ib_core and libibverbs see it, send IP
 # traffic, then RDMA traffic over rxud (ibv_ud_pingpong, ibv_rc_pingpong,
-# ib_write_bw, rping over rdma_cm: vm0 serves, vm1 connects) and show the
-# port counters.
+# ib_write_bw, rping over rdma_cm, and XUD with rxud-perf: vm0 serves, vm1
+# connects) and show the port counters.
 set -e
 top=$(cd "$(dirname "$0")/.." && pwd)
 modprobe -a udp_tunnel ip6_udp_tunnel # rxud.ko needs them; insmod does not load them
@@ -58,6 +58,14 @@ else
 	# The server may not listen yet when the first try comes.
 	for _ in 1 2 3; do across rping rping -c -C 20 -v -V -a && break; sleep 2; done
 fi
+# XUD: one reliable connectionless QP on vm1 sending to two XUD QPs on vm0
+# (rxud-perf, XUD's perftest; the server checks every message's bytes).
+echo "== vm$RXUD_VM: XUD over rxud: rxud-perf SEND bandwidth (64 KB x 300, one QP to 2 peers)"
+across xud-send "$top/tests/verbs/rxud-perf" -d rxud0 -x "$gid" -p 18520 \
+	$([ "$RXUD_VM" = 0 ] && echo "-q 2" || echo "-t bw -o send -s 65536 -n 300")
+echo "== vm$RXUD_VM: XUD over rxud: rxud-perf SEND latency (64 B x 300)"
+across xud-lat "$top/tests/verbs/rxud-perf" -d rxud0 -x "$gid" -p 18521 \
+	$([ "$RXUD_VM" = 0 ] && echo "-q 1" || echo "-t lat -s 64 -n 300")
 echo "== vm$RXUD_VM: port counters"
 rdma statistic show link rxud0/1
 # Stay up until the peer has reached us too.

@@ -169,8 +169,12 @@ if [ "$mode" != host ]; then
 		[ "$(grep -c 'iters in' "$OUT/run-demo.txt")" -ge 4 ] &&
 		! grep -q 'invalid data' "$OUT/run-demo.txt" &&
 		grep -qE ' 65536 +200 +[0-9.]+ +[0-9.]+' "$OUT/run-demo.txt" &&
-		[ "$(grep -c 'ping data: rdma-ping-' "$OUT/run-demo.txt")" -ge 20 ]; then
-		echo "ok - make run: two VMs loaded rxud, showed rxud0 and ran ibv_ud_pingpong, ibv_rc_pingpong, ib_write_bw and rping (rdma_cm) over it"
+		[ "$(grep -c 'ping data: rdma-ping-' "$OUT/run-demo.txt")" -ge 20 ] &&
+		grep -qE 'XUD Send BW Test' "$OUT/run-demo.txt" &&
+		grep -qE ' 65536 +300 +[0-9.]+ +[0-9.]+' "$OUT/run-demo.txt" &&
+		grep -qE 'server: 300 messages received, 0 wrong or duplicate' "$OUT/run-demo.txt" &&
+		grep -qE 'XUD Send Latency Test' "$OUT/run-demo.txt"; then
+		echo "ok - make run: two VMs loaded rxud, showed rxud0 and ran ibv_ud_pingpong, ibv_rc_pingpong, ib_write_bw, rping (rdma_cm) and rxud-perf (XUD) over it"
 		passed=$((passed + 1))
 	else
 		echo "not ok - make run failed (see $OUT/run-demo.txt)" | tee -a "$OUT/failures.txt"

@@ -6,14 +6,15 @@
 # run of 4 MB messages), every byte and every completion checked, each
 # message received exactly once; then the same over netem losing 5%,
 # duplicating 5% and reordering 25% of the packets each way, where the
-# counters must show retransmissions and duplicates suppressed.
+# counters must show retransmissions and duplicates suppressed. Also
+# rxud-perf (bandwidth and latency, one QP to four peers).
 #
 # The seed is printed; RXUD_XUD_SEED=N replays a run.
 . "$(dirname "$0")/../lib/tap.sh"
 . "$(dirname "$0")/../lib/rxud.sh"
 . "$(dirname "$0")/../lib/traffic.sh"
 XD=$RXUD_TOP/tests/verbs/xud-data
-TAP_PLANNED=8
+TAP_PLANNED=11
 tap_begin $TAP_PLANNED
 export RDMAV_DRIVERS=$RXUD_TOP/rdma-core-provider/build/librxud
 
@@ -49,6 +50,27 @@ xud_data "xud-data: 200 messages both ways, 1 B to 1 MB, seed $SEED" -s "$SEED" 
 xud_data "xud-data: 12 messages of up to 4 MB, seed $((SEED + 1))" -s $((SEED + 1)) -n 12 -m 4194304 -k 2
 xud_data "xud-data with an ACK asked for every packet (ack_every 1), seed $((SEED + 2))" \
 	-s $((SEED + 2)) -n 100 -m 65536 -a 1
+
+# rxud-perf (XUD's perftest): rxud1's one QP to four QPs of rxud0, over
+# TCP for the setup as perftest; the server checks every SEND's bytes.
+# rxud_perf DESC CLIENT_ARGS...
+rxud_perf() {
+	local desc=$1 srv cli t=$SECONDS
+	shift
+	ip netns exec xa timeout 120 "$RP" -d rxud0 -x "${g0:-0}" -q 4 -p 18517 >/tmp/17-perf.srv 2>&1 &
+	local spid=$!
+	cli=$(ip netns exec xb timeout 120 "$RP" -d rxud1 -x "${g1:-0}" -p 18517 "$@" "$SIP" 2>&1)
+	local rc=$?
+	wait $spid
+	local src=$?
+	srv=$(cat /tmp/17-perf.srv)
+	printf '%s\n' "rxud-perf $* ($((SECONDS - t)) s):" "$cli" "$srv" | tap_diag
+	check "$desc" test "$rc" = 0 -a "$src" = 0
+}
+RP=$RXUD_TOP/tests/verbs/rxud-perf
+rxud_perf "rxud-perf SEND bandwidth, 64 KB x 300, one QP to 4 peers" -t bw -o send -s 65536 -n 300
+rxud_perf "rxud-perf RDMA WRITE bandwidth, 64 KB x 300, one QP to 4 peers" -t bw -o write -s 65536 -n 300
+rxud_perf "rxud-perf SEND latency, 64 B x 300" -t lat -s 64 -n 300
 
 NETEM="loss 5% duplicate 5% delay 1ms reorder 25%"
 re0=$(($(hwc rxud0 xud_retransmits) + $(hwc rxud1 xud_retransmits)))
