@@ -9,7 +9,7 @@
 
 use super::mr::{self, Registration};
 use super::qp::QpCore;
-use crate::abi::{opcode, send_flags, status, wc_opcode, Cqe, RegMrOp, SendWqe};
+use crate::abi::{opcode, status, RegMrOp, SendWqe};
 use crate::ib::AccessFlags;
 
 /// Whether `opcode` is a local operation.
@@ -55,21 +55,5 @@ pub(crate) fn execute(qp: &QpCore, w: &SendWqe) -> u32 {
 /// Writes the send completion of local operation `w` (if signaled, or
 /// failed).
 pub(crate) fn complete(qp: &QpCore, w: &SendWqe, code: u32) {
-    let signaled = qp.sq_sig_all() || w.send_flags & send_flags::SIGNALED != 0;
-    if !signaled && code == status::SUCCESS {
-        return;
-    }
-    let cqe = Cqe {
-        wr_id: w.wr_id,
-        status: code,
-        opcode: if w.opcode == opcode::REG_MR {
-            wc_opcode::REG_MR
-        } else {
-            wc_opcode::LOCAL_INV
-        },
-        qp_num: qp.qpn(),
-        ..Default::default()
-    };
-    // A full CQ loses the completion (the owner gets an overflow event).
-    let _ = qp.send_cq.push(&cqe, false);
+    qp.complete_send(w, code, 0);
 }

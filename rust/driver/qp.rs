@@ -17,8 +17,8 @@ use super::srq::SrqCore;
 use super::table::{IndexTable, Reservation};
 use super::xud::XudState;
 use crate::abi::{
-    create_qp, recv_wqe_slot_size, send_wqe_slot_size, status, wc_opcode, Cqe, CreateQpReq,
-    CreateQpResp, RecvWqe, SendWqe, XudParams, SEND_WQE_HEADER_SIZE, SGE_SIZE,
+    create_qp, opcode, recv_wqe_slot_size, send_flags, send_wqe_slot_size, status, wc_opcode, Cqe,
+    CreateQpReq, CreateQpResp, RecvWqe, SendWqe, XudParams, SEND_WQE_HEADER_SIZE, SGE_SIZE,
 };
 use crate::bh_work::{impl_has_bh_work, BhWork};
 use crate::ib::{
@@ -330,6 +330,31 @@ impl LiveConfig {
 impl QpCore {
     pub(crate) fn qpn(&self) -> u32 {
         self.qpn
+    }
+
+    /// Writes the send completion of work request `w` with `code` and
+    /// `len` bytes, if it was signaled (or the QP signals all) or failed.
+    /// A full CQ loses the completion (its owner gets an overflow event).
+    pub(crate) fn complete_send(&self, w: &SendWqe, code: u32, len: u32) {
+        let signaled = self.sq_sig_all || w.send_flags & send_flags::SIGNALED != 0;
+        if !signaled && code == status::SUCCESS {
+            return;
+        }
+        let op = match w.opcode {
+            opcode::RDMA_WRITE | opcode::RDMA_WRITE_WITH_IMM => wc_opcode::RDMA_WRITE,
+            opcode::REG_MR => wc_opcode::REG_MR,
+            opcode::LOCAL_INV => wc_opcode::LOCAL_INV,
+            _ => wc_opcode::SEND,
+        };
+        let cqe = Cqe {
+            wr_id: w.wr_id,
+            status: code,
+            opcode: op,
+            byte_len: len,
+            qp_num: self.qpn,
+            ..Default::default()
+        };
+        let _ = self.send_cq.push(&cqe, false);
     }
 
     pub(crate) fn qp_type(&self) -> QpType {

@@ -580,24 +580,7 @@ fn uc_transmit(qp: &QpCore, st: &mut RcState) {
 
 /// The send completion of a UC WQE (if signaled, or failed).
 fn complete_uc(qp: &QpCore, slot: &[u8], code: u32, len: u32) {
-    let w = SendWqe::decode(slot);
-    let signaled = qp.sq_sig_all() || w.send_flags & send_flags::SIGNALED != 0;
-    if !signaled && code == status::SUCCESS {
-        return;
-    }
-    let op = match w.opcode {
-        opcode::RDMA_WRITE | opcode::RDMA_WRITE_WITH_IMM => wc_opcode::RDMA_WRITE,
-        _ => wc_opcode::SEND,
-    };
-    let cqe = Cqe {
-        wr_id: w.wr_id,
-        status: code,
-        opcode: op,
-        byte_len: len,
-        qp_num: qp.qpn(),
-        ..Default::default()
-    };
-    let _ = qp.send_cq.push(&cqe, false);
+    qp.complete_send(&SendWqe::decode(slot), code, len);
 }
 
 /// Builds the packets the requester has due into the queue.

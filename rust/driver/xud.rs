@@ -370,27 +370,6 @@ fn arm(qp: &Arc<QpCore>, st: &mut XudState, t: u64) {
     }
 }
 
-/// A send completion (when signaled, or failed).
-fn complete_send(qp: &QpCore, w: &SendWqe, code: u32, len: u32) {
-    let signaled = qp.sq_sig_all() || w.send_flags & send_flags::SIGNALED != 0;
-    if !signaled && code == status::SUCCESS {
-        return;
-    }
-    let op = match w.opcode {
-        opcode::RDMA_WRITE | opcode::RDMA_WRITE_WITH_IMM => wc_opcode::RDMA_WRITE,
-        _ => wc_opcode::SEND,
-    };
-    let cqe = Cqe {
-        wr_id: w.wr_id,
-        status: code,
-        opcode: op,
-        byte_len: len,
-        qp_num: qp.qpn(),
-        ..Default::default()
-    };
-    let _ = qp.send_cq.push(&cqe, false);
-}
-
 /// What a send WQE asks of XUD, checked: the operation and length.
 fn check_wqe(qp: &QpCore, w: &SendWqe, slot: &[u8]) -> core::result::Result<(Op, u32), u32> {
     let op = match w.opcode {
@@ -447,7 +426,7 @@ fn admit(qp: &QpCore, st: &mut XudState, t: u64) -> bool {
                 Err(code) => code,
             }
         };
-        complete_send(qp, &w, code, 0);
+        qp.complete_send(&w, code, 0);
         st.wqes.give(h);
     };
     // Into the streams.
@@ -468,7 +447,7 @@ fn admit(qp: &QpCore, st: &mut XudState, t: u64) -> bool {
                     // new destination fail (none is evicted).
                     while let Some(h) = peer.queue.pop(wqes) {
                         let w = SendWqe::decode(wqes.get(h));
-                        complete_send(qp, &w, status::LOC_QP_OP_ERR, 0);
+                        qp.complete_send(&w, status::LOC_QP_OP_ERR, 0);
                         wqes.give(h);
                     }
                     break;
@@ -625,7 +604,7 @@ fn complete_sends(qp: &QpCore, peer: &mut Peer, wqes: &mut Pool) {
     while let Some((h, st)) = s.next_completion() {
         let w = SendWqe::decode(wqes.get(h));
         let len = check_wqe(qp, &w, wqes.get(h)).map(|(_, l)| l).unwrap_or(0);
-        complete_send(qp, &w, send_status(st), len);
+        qp.complete_send(&w, send_status(st), len);
         wqes.give(h);
     }
 }
@@ -804,7 +783,7 @@ fn on_timer(qp: &Arc<QpCore>, st: &mut XudState) {
                     // What is still queued for it fails the same way.
                     while let Some(h) = peer.queue.pop(wqes) {
                         let w = SendWqe::decode(wqes.get(h));
-                        complete_send(qp, &w, status::RETRY_EXC_ERR, 0);
+                        qp.complete_send(&w, status::RETRY_EXC_ERR, 0);
                         wqes.give(h);
                     }
                 }
@@ -901,14 +880,14 @@ pub(crate) fn flush(qp: &QpCore, st: &mut XudState) {
     for peer in peers.values_mut() {
         while let Some(h) = peer.queue.pop(wqes) {
             let w = SendWqe::decode(wqes.get(h));
-            complete_send(qp, &w, status::WR_FLUSH_ERR, 0);
+            qp.complete_send(&w, status::WR_FLUSH_ERR, 0);
             wqes.give(h);
         }
         if let Some(s) = peer.send.as_mut() {
             s.abort(SendStatus::RetryExceeded);
             while let Some((h, _)) = s.next_completion() {
                 let w = SendWqe::decode(wqes.get(h));
-                complete_send(qp, &w, status::WR_FLUSH_ERR, 0);
+                qp.complete_send(&w, status::WR_FLUSH_ERR, 0);
                 wqes.give(h);
             }
         }
