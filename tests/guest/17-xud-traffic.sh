@@ -6,15 +6,17 @@
 # run of 4 MB messages), every byte and every completion checked, each
 # message received exactly once; then the same over netem losing 5%,
 # duplicating 5% and reordering 25% of the packets each way, where the
-# counters must show retransmissions and duplicates suppressed. Also
-# rxud-perf (bandwidth and latency, one QP to four peers).
+# counters must show retransmissions and duplicates suppressed. Also RNR
+# (receives posted late), RDMA WRITEs to a deregistered MR failing alone
+# with REM_ACCESS_ERR, and rxud-perf (bandwidth and latency, one QP to
+# four peers).
 #
 # The seed is printed; RXUD_XUD_SEED=N replays a run.
 . "$(dirname "$0")/../lib/tap.sh"
 . "$(dirname "$0")/../lib/rxud.sh"
 . "$(dirname "$0")/../lib/traffic.sh"
 XD=$RXUD_TOP/tests/verbs/xud-data
-TAP_PLANNED=11
+TAP_PLANNED=13
 tap_begin $TAP_PLANNED
 export RDMAV_DRIVERS=$RXUD_TOP/rdma-core-provider/build/librxud
 
@@ -50,6 +52,11 @@ xud_data "xud-data: 200 messages both ways, 1 B to 1 MB, seed $SEED" -s "$SEED" 
 xud_data "xud-data: 12 messages of up to 4 MB, seed $((SEED + 1))" -s $((SEED + 1)) -n 12 -m 4194304 -k 2
 xud_data "xud-data with an ACK asked for every packet (ack_every 1), seed $((SEED + 2))" \
 	-s $((SEED + 2)) -n 100 -m 65536 -a 1
+rnr0=$(($(hwc rxud0 xud_rnr_naks_sent) + $(hwc rxud1 xud_rnr_naks_sent)))
+xud_data "xud-data with the receives posted 300 ms late (RNR) and WRITEs to a deregistered MR (REM_ACCESS_ERR, the others go on), seed $((SEED + 4))" \
+	-s $((SEED + 4)) -n 100 -m 65536 -r 300 -x
+rnr=$(($(hwc rxud0 xud_rnr_naks_sent) + $(hwc rxud1 xud_rnr_naks_sent) - rnr0))
+check "SENDs that found no receive were RNR NAKed, then delivered (xud_rnr_naks_sent +$rnr)" test "$rnr" -gt 0
 
 # rxud-perf (XUD's perftest): rxud1's one QP to four QPs of rxud0, over
 # TCP for the setup as perftest; the server checks every SEND's bytes.

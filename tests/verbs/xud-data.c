@@ -20,7 +20,13 @@
  * completed; nothing else arrives afterwards (no duplicate delivery).
  *
  *   xud-data -d DEV -g GIDINDEX -D DEV2 -G GIDINDEX2 [-s SEED] [-n MSGS]
- *            [-m MAXLEN] [-k INFLIGHT] [-a ACK_EVERY]
+ *            [-m MAXLEN] [-k INFLIGHT] [-a ACK_EVERY] [-r DELAY_MS] [-x]
+ *
+ * -r: both sides post their receives DELAY_MS after the start: the first
+ * SENDs meet no receive and are RNR NAKed (the QPs' min_rnr_timer is 655
+ * ms), then delivered. -x: every eighth message is an RDMA WRITE to the
+ * rkey of an MR registered and deregistered at the start, and must fail
+ * with IBV_WC_REM_ACCESS_ERR while every other message succeeds.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -51,6 +57,7 @@ struct side {
 	int gid_idx;
 	uint8_t *buf;		/* k send slots | k write slots | r receive slots */
 	struct ibv_mr *mr;
+	uint32_t dead_rkey;	/* of an MR registered and deregistered */
 	size_t slot, rslot;
 	int k, r;
 	/* Messages this side sent: op, len, done; and those it received. */
@@ -65,11 +72,16 @@ struct msg {
 	uint32_t len;
 	int slot;		/* sender's send slot; the peer's write slot */
 	int send_done, recvs;	/* completions seen */
+	int bad_rkey;		/* a WRITE to a deregistered MR */
 };
 
 static struct msg *msgs;
 static struct side side[2];
 static int n_msgs, max_len = 1 << 20, in_flight = 4, ack_every;
+/* -r: receives posted this late (RNR NAKs meanwhile); -x: every eighth
+ * message is a WRITE to a deregistered MR's rkey and must fail
+ * REM_ACCESS_ERR. */
+static int recv_delay_ms, bad_rkeys, refused;
 static unsigned int seed;
 
 static const char *op_name(enum ibv_wr_opcode op)
@@ -148,15 +160,29 @@ static int setup(struct side *s, const char *dev)
 	if (ibv_modify_qp(s->qp, &qa, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY))
 		return -1;
 	qa.qp_state = IBV_QPS_RTR;
-	if (ibv_modify_qp(s->qp, &qa, IBV_QP_STATE))
+	/* With -r, RNR waits of 655 ms (code 0), 7 of them: late receives
+	 * are waited for. */
+	qa.min_rnr_timer = 0;
+	if (ibv_modify_qp(s->qp, &qa, IBV_QP_STATE | (recv_delay_ms ? IBV_QP_MIN_RNR_TIMER : 0)))
 		return -1;
 	qa.qp_state = IBV_QPS_RTS;
 	qa.sq_psn = 0;
 	if (ibv_modify_qp(s->qp, &qa, IBV_QP_STATE | IBV_QP_SQ_PSN))
 		return -1;
-	for (int i = 0; i < s->r; i++)
-		if (post_recv(s, i))
+	{
+		struct ibv_mr *dead = ibv_reg_mr(s->pd, s->buf, 4096, IBV_ACCESS_LOCAL_WRITE |
+						 IBV_ACCESS_REMOTE_WRITE);
+
+		if (!dead)
 			return -1;
+		s->dead_rkey = dead->rkey;
+		if (ibv_dereg_mr(dead))
+			return -1;
+	}
+	if (!recv_delay_ms)
+		for (int i = 0; i < s->r; i++)
+			if (post_recv(s, i))
+				return -1;
 	return 0;
 }
 
@@ -190,7 +216,8 @@ static int post_msg(struct side *s, struct side *to, int m)
 		ibv_wr_send_imm(s->qpx, htonl(m));
 		break;
 	case IBV_WR_RDMA_WRITE:
-		ibv_wr_rdma_write(s->qpx, to->mr->rkey, (uintptr_t)write_slot(to, g->slot));
+		ibv_wr_rdma_write(s->qpx, g->bad_rkey ? to->dead_rkey : to->mr->rkey,
+				  (uintptr_t)write_slot(to, g->slot));
 		break;
 	default:
 		ibv_wr_rdma_write_imm(s->qpx, to->mr->rkey, (uintptr_t)write_slot(to, g->slot),
@@ -297,7 +324,14 @@ static void on_send(struct side *s, struct side *to, struct ibv_wc *wc)
 	 */
 	if (wc->status != IBV_WC_SUCCESS || g->op == IBV_WR_RDMA_WRITE || g->recvs)
 		release(s, g);
-	if (wc->status != IBV_WC_SUCCESS) {
+	if (g->bad_rkey) {
+		refused += wc->status == IBV_WC_REM_ACCESS_ERR;
+		if (wc->status != IBV_WC_REM_ACCESS_ERR) {
+			printf("# message %d (RDMA_WRITE to a deregistered MR) completed with %s\n", m,
+			       ibv_wc_status_str(wc->status));
+			s->failures++;
+		}
+	} else if (wc->status != IBV_WC_SUCCESS) {
 		printf("# message %d (%s, %u B) completed with %s\n", m, op_name(g->op), g->len,
 		       ibv_wc_status_str(wc->status));
 		s->failures++;
@@ -352,7 +386,7 @@ int main(int argc, char **argv)
 	};
 
 	seed = (unsigned int)time(NULL);
-	while ((c = getopt(argc, argv, "d:g:D:G:s:n:m:k:a:")) != -1) {
+	while ((c = getopt(argc, argv, "d:g:D:G:s:n:m:k:a:r:x")) != -1) {
 		switch (c) {
 		case 'd': dev[0] = optarg; break;
 		case 'g': side[0].gid_idx = atoi(optarg); break;
@@ -363,6 +397,8 @@ int main(int argc, char **argv)
 		case 'm': max_len = atoi(optarg); break;
 		case 'k': in_flight = atoi(optarg); break;
 		case 'a': ack_every = atoi(optarg); break;
+		case 'r': recv_delay_ms = atoi(optarg); break;
+		case 'x': bad_rkeys = 1; break;
 		default:
 			fprintf(stderr, "usage: %s -d DEV -g GID -D DEV2 -G GID2 [-s SEED] [-n MSGS] "
 				"[-m MAXLEN] [-k INFLIGHT] [-a ACK_EVERY]\n", argv[0]);
@@ -387,12 +423,24 @@ int main(int argc, char **argv)
 		msgs[m].from = rnd() % 2;
 		msgs[m].op = ops[rnd() % 4];
 		msgs[m].len = pick_len(msgs[m].op);
+		if (bad_rkeys && m % 8 == 2) {
+			msgs[m].op = IBV_WR_RDMA_WRITE;
+			msgs[m].bad_rkey = 1;
+		}
 	}
-	int next = 0, posted = 0;
+	int next = 0, posted = 0, recvs_posted = !recv_delay_ms;
 	long long t0 = now_ms();
 
 	last = now_ms();
 	while (side[0].completed + side[1].completed < total) {
+		if (!recvs_posted && now_ms() - t0 >= recv_delay_ms) {
+			/* -r: the receives come late; the senders waited (RNR). */
+			for (int i = 0; i < 2; i++)
+				for (int j = 0; j < side[i].r; j++)
+					if (post_recv(&side[i], j))
+						goto out;
+			recvs_posted = 1;
+		}
 		/* Post the next message if its sender has a free slot. */
 		while (next < total) {
 			struct msg *g = &msgs[next];
@@ -464,6 +512,14 @@ out:;
 	      "(%d failures)", side[0].failures + side[1].failures);
 	check(once, "each SEND, SEND_WITH_IMM and RDMA_WRITE_WITH_IMM completed exactly one "
 	      "receive at its peer");
+	if (bad_rkeys) {
+		int bad = 0;
+
+		for (int m = 0; m < total; m++)
+			bad += msgs[m].bad_rkey;
+		check(bad > 0 && refused == bad, "the %d RDMA WRITEs to a deregistered MR failed "
+		      "with REM_ACCESS_ERR (%d did)", bad, refused);
+	}
 	for (int i = 0; i < 2; i++) {
 		if (side[i].qp)
 			ibv_destroy_qp(side[i].qp);
