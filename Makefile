@@ -33,13 +33,16 @@ EX_TEST := $(TOP)/tests/verbs/ex-test
 XUD_TEST := $(TOP)/tests/verbs/xud-test
 XUD_DATA := $(TOP)/tests/verbs/xud-data
 RXUD_PERF := $(TOP)/tests/verbs/rxud-perf
+XUD_SINK := $(TOP)/tests/verbs/xud-sink
+XUD_FORGE := $(TOP)/tests/xud-forge/target/release/xud-forge
 QP_MEM := $(TOP)/tests/verbs/qp-mem
 KTEST := $(TOP)/tests/kmod
 
 .PHONY: all modules provider ktest install setup run bench check check-host check-vm clean help \
 	fmt lint fmt-check clippy clippy-module clippy-host
 
-all: modules provider $(VERBS_TEST) $(RC_TEST) $(DATA_TEST) $(EX_TEST) $(XUD_TEST) $(XUD_DATA) $(RXUD_PERF) ktest
+all: modules provider $(VERBS_TEST) $(RC_TEST) $(DATA_TEST) $(EX_TEST) $(XUD_TEST) $(XUD_DATA) $(RXUD_PERF) \
+	$(XUD_SINK) $(XUD_FORGE) ktest
 
 # tests/kmod/rxud_ktest.ko: drives kernel-only verbs (tests/guest/06-*).
 ktest:
@@ -68,6 +71,18 @@ $(XUD_DATA): $(TOP)/tests/verbs/xud-data.c $(TOP)/tests/verbs/tap.h $(TOP)/tests
 		$(PROVIDER)/include/infiniband/rxudv.h | provider
 	$(CC) -O2 -g -Wall -Wextra -Werror -I$(PROVIDER)/include -o $@ $< -libverbs \
 		-L$(PROVIDER)/build -l:librxud-rdmav34.so -Wl,-rpath,$(PROVIDER)/build
+
+# An XUD QP that reports what it received, for xud-forge to send to.
+$(XUD_SINK): $(TOP)/tests/verbs/xud-sink.c $(PROVIDER)/include/infiniband/rxudv.h | provider
+	$(CC) -O2 -g -Wall -Wextra -Werror -I$(PROVIDER)/include -o $@ $< -libverbs \
+		-L$(PROVIDER)/build -l:librxud-rdmav34.so -Wl,-rpath,$(PROVIDER)/build
+
+# Forged XUD packets through a raw socket, built with rust/proto. Cargo
+# leaves an up-to-date binary untouched: touched here so make sees it new.
+$(XUD_FORGE): $(TOP)/tests/xud-forge/main.rs $(TOP)/tests/xud-forge/Cargo.toml \
+		$(wildcard $(TOP)/rust/proto/*.rs $(TOP)/rust/proto/*/*.rs)
+	cargo build --release --offline --manifest-path $(TOP)/tests/xud-forge/Cargo.toml
+	touch $@
 
 # XUD's perftest: bandwidth and latency, one QP to many peers.
 $(RXUD_PERF): $(TOP)/tests/verbs/rxud-perf.c $(PROVIDER)/include/infiniband/rxudv.h | provider
@@ -131,7 +146,7 @@ RUSTFMT ?= /usr/bin/rustfmt
 CLIPPY_DRIVER ?= /usr/bin/clippy-driver
 RUST_SOURCES = $(shell find $(TOP)/rust $(PROVIDER) -name '*.rs' \
 	-not -path '*/target/*' -not -name bindings_generated.rs | sort)
-HOST_CRATES := $(TOP)/rust/proto $(TOP)/rust/abi $(PROVIDER)
+HOST_CRATES := $(TOP)/rust/proto $(TOP)/rust/abi $(PROVIDER) $(TOP)/tests/xud-forge
 
 fmt:
 	$(RUSTFMT) --edition 2021 --config-path $(TOP)/.rustfmt.toml $(RUST_SOURCES)

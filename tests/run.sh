@@ -107,7 +107,7 @@ if [ "$mode" != vm ]; then
 	fi
 
 	log "host unit tests (cargo test: protocol core, ABI layout, provider)"
-	for crate in rust/proto rust/abi rdma-core-provider; do
+	for crate in rust/proto rust/abi rdma-core-provider tests/xud-forge; do
 		cargo test --manifest-path "$TOP/$crate/Cargo.toml" 2>&1 | tee -a "$OUT/host.txt"
 		[ "${PIPESTATUS[0]}" -eq 0 ] || { fail_log "host unit tests of $crate"; failed=$((failed + 1)); }
 	done

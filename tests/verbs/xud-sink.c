@@ -1,0 +1,163 @@
+// SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
+/*
+ * xud-sink: an XUD QP for something else to send to (tests/xud-forge's
+ * forged packets), reporting what it received (Documentation/xud.rst).
+ *
+ *   xud-sink -d DEV [-p MAX_PEERS] [-k QKEY] [-r RECVS]
+ *
+ * Creates an XUD QP on DEV (max_peers MAX_PEERS, 0 for the provider's
+ * default) at RTS with Q_Key QKEY (0x11111111), a 64 KiB buffer
+ * registered for local and remote write, and RECVS receives of 256 bytes
+ * from that buffer (0 to 256; default 0). Then prints one line
+ *
+ *   qpn 0x... rkey 0x... va 0x... qkey 0x...
+ *
+ * and waits for EOF on stdin, so that a script can send meanwhile and
+ * end it by closing the pipe. At EOF it polls the CQ once over (no
+ * waiting), prints
+ *
+ *   sink: N receive completions, M with status success
+ *
+ * and exits 0 after destroying everything. Errors: a message on stderr,
+ * exit 1.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <infiniband/verbs.h>
+#include <infiniband/rxudv.h>
+
+#define BUF_LEN		(64 * 1024)
+#define RECV_LEN	256
+#define MAX_RECVS	(BUF_LEN / RECV_LEN)
+
+/* @err: an errno value (verbs that return NULL set errno instead). */
+static void die(const char *what, int err)
+{
+	fprintf(stderr, "xud-sink: %s: %s\n", what, err ? strerror(err) : "failed");
+	exit(1);
+}
+
+static struct ibv_context *open_named(const char *name)
+{
+	struct ibv_device **list = ibv_get_device_list(NULL);
+	struct ibv_context *ctx = NULL;
+
+	if (!list)
+		return NULL;
+	for (int i = 0; list[i]; i++)
+		if (!strcmp(ibv_get_device_name(list[i]), name))
+			ctx = ibv_open_device(list[i]);
+	ibv_free_device_list(list);
+	return ctx;
+}
+
+int main(int argc, char **argv)
+{
+	const char *dev = NULL;
+	uint32_t qkey = 0x11111111, max_peers = 0;
+	int c, err, recvs = 0, n_wc = 0, n_ok = 0;
+	char line[256];
+
+	while ((c = getopt(argc, argv, "d:p:k:r:")) != -1) {
+		switch (c) {
+		case 'd': dev = optarg; break;
+		case 'p': max_peers = strtoul(optarg, NULL, 0); break;
+		case 'k': qkey = strtoul(optarg, NULL, 0); break;
+		case 'r': recvs = atoi(optarg); break;
+		default:
+			fprintf(stderr, "usage: %s -d DEV [-p MAX_PEERS] [-k QKEY] [-r RECVS]\n",
+				argv[0]);
+			return 1;
+		}
+	}
+	if (!dev || recvs < 0 || recvs > MAX_RECVS) {
+		fprintf(stderr, "xud-sink: -d DEV is required; -r takes 0 to %d\n", MAX_RECVS);
+		return 1;
+	}
+
+	struct ibv_context *ctx = open_named(dev);
+	if (!ctx)
+		die(dev, errno ? errno : ENODEV);
+	struct ibv_pd *pd = ibv_alloc_pd(ctx);
+	struct ibv_cq *cq = ibv_create_cq(ctx, MAX_RECVS + 16, NULL, NULL, 0);
+	uint8_t *buf = calloc(1, BUF_LEN);
+	if (!pd || !cq || !buf)
+		die("PD, CQ or buffer", errno);
+	struct ibv_mr *mr = ibv_reg_mr(pd, buf, BUF_LEN,
+				       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	if (!mr)
+		die("ibv_reg_mr", errno);
+
+	struct ibv_qp_init_attr_ex a = {
+		.qp_type = IBV_QPT_DRIVER,
+		.comp_mask = IBV_QP_INIT_ATTR_PD,
+		.pd = pd, .send_cq = cq, .recv_cq = cq,
+		.cap = { .max_send_wr = 16, .max_recv_wr = MAX_RECVS, .max_send_sge = 1,
+			 .max_recv_sge = 1 },
+	};
+	struct rxudv_qp_init_attr x = { .max_peers = max_peers };
+	struct ibv_qp *qp = rxudv_create_qp(ctx, &a, &x, sizeof(x));
+	if (!qp)
+		die("rxudv_create_qp", errno);
+	struct ibv_qp_attr qa = { .qp_state = IBV_QPS_INIT, .pkey_index = 0, .port_num = 1,
+				  .qkey = qkey };
+	err = ibv_modify_qp(qp, &qa, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY);
+	if (err)
+		die("modify to INIT", err);
+	qa.qp_state = IBV_QPS_RTR;
+	err = ibv_modify_qp(qp, &qa, IBV_QP_STATE);
+	if (err)
+		die("modify to RTR", err);
+	qa.qp_state = IBV_QPS_RTS;
+	qa.sq_psn = 0;
+	err = ibv_modify_qp(qp, &qa, IBV_QP_STATE | IBV_QP_SQ_PSN);
+	if (err)
+		die("modify to RTS", err);
+	for (int i = 0; i < recvs; i++) {
+		struct ibv_sge sge = {
+			.addr = (uintptr_t)(buf + i * RECV_LEN), .length = RECV_LEN,
+			.lkey = mr->lkey,
+		};
+		struct ibv_recv_wr wr = { .wr_id = i, .sg_list = &sge, .num_sge = 1 }, *bad;
+
+		err = ibv_post_recv(qp, &wr, &bad);
+		if (err)
+			die("ibv_post_recv", err);
+	}
+
+	printf("qpn 0x%x rkey 0x%x va 0x%llx qkey 0x%x\n", qp->qp_num, mr->rkey,
+	       (unsigned long long)(uintptr_t)buf, qkey);
+	fflush(stdout);
+	/* Until the sender's side closes the pipe. */
+	while (fgets(line, sizeof(line), stdin))
+		;
+
+	for (;;) {
+		struct ibv_wc wc[16];
+		int n = ibv_poll_cq(cq, 16, wc);
+
+		if (n < 0)
+			die("ibv_poll_cq", EIO);
+		if (!n)
+			break;
+		for (int i = 0; i < n; i++)
+			n_ok += wc[i].status == IBV_WC_SUCCESS;
+		n_wc += n;
+	}
+	printf("sink: %d receive completions, %d with status success\n", n_wc, n_ok);
+	fflush(stdout);
+
+	err = ibv_destroy_qp(qp);
+	err = err ? err : ibv_dereg_mr(mr);
+	err = err ? err : ibv_destroy_cq(cq);
+	err = err ? err : ibv_dealloc_pd(pd);
+	if (err)
+		die("tear down", err);
+	ibv_close_device(ctx);
+	free(buf);
+	return 0;
+}

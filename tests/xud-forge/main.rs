@@ -1,0 +1,549 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! xud-forge: sends forged XUD data packets (Documentation/xud.rst, "Wire
+//! format") to an rxud device, to test its XUD receive path with traffic
+//! no XUD QP would send: many source QPNs at once (the peer limit), the
+//! same packet again (duplicates), chosen PSNs and streams.
+//!
+//! Each packet is a complete one-packet message (XUD_RDMA_WRITE, or
+//! XUD_SEND with `--send`) from its own source QPN, sent through a raw
+//! IPv4 socket. The IP header is built here rather than by the kernel
+//! because the ICRC covers it: with every field fixed before the ICRC is
+//! computed (ID non-zero so the kernel keeps it, DF, source address), the
+//! only fields the kernel still writes are the IP checksum and total
+//! length, which the ICRC masks or which equal ours. The headers come from
+//! `rxud-proto`, the same code the kernel module parses them with.
+
+use std::collections::hash_map::RandomState;
+use std::ffi::{c_int, c_void};
+use std::hash::BuildHasher;
+use std::net::Ipv4Addr;
+use std::process::ExitCode;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use rxud_proto::psn::Psn;
+use rxud_proto::wire::{bth, deth, icrc, packet, reth, xeth, Opcode, QPN_MASK, ROCE_V2_UDP_PORT};
+
+const USAGE: &str = "usage: xud-forge --src A.B.C.D --dst A.B.C.D --qpn DEST_QPN --qkey QKEY \
+[--rkey RKEY --va VA] [--len BYTES] [--peers N] [--first-src-qpn Q] [--stream S] [--psn P] \
+[--send] [--repeat K] [--sport PORT] [--gap-us U]";
+
+const IPV4_HEADER_LEN: usize = 20;
+const UDP_HEADER_LEN: usize = 8;
+const IPPROTO_UDP: u8 = 17;
+
+/// One forged packet: every field that differs between packets or that
+/// the ICRC covers.
+#[derive(Clone, Copy, Debug)]
+struct Forged<'a> {
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
+    sport: u16,
+    /// Non-zero: an IP ID of 0 is replaced by the kernel, after the ICRC
+    /// was computed over it.
+    ip_id: u16,
+    opcode: Opcode,
+    dest_qpn: u32,
+    src_qpn: u32,
+    qkey: u32,
+    psn: Psn,
+    stream: u64,
+    /// RETH: for a SEND, the payload's offset in the message (0 here).
+    va: u64,
+    rkey: u32,
+    payload: &'a [u8],
+}
+
+/// Builds `f` as one whole IPv4 datagram, ICRC filled in: BTH, DETH,
+/// XETH, RETH as the opcode table orders them. The XETH is that of a
+/// stream's first message from a sender that has heard nothing yet
+/// (`peer_inc` 0, `msg_seq` 0, `msg_lag` 0, `oldest_psn` the packet's
+/// PSN), which a receiver with no state for the source accepts (rules 1
+/// and 2); AckReq is set so that each packet is answered at once.
+fn build(f: &Forged<'_>) -> Result<Vec<u8>, String> {
+    let mut repr = packet::Repr::new(bth::Repr {
+        opcode: f.opcode,
+        solicited: false,
+        mig_req: false,
+        pad_count: 0,
+        pkey: bth::DEFAULT_PKEY,
+        fecn: false,
+        becn: false,
+        dest_qp: f.dest_qpn,
+        ack_req: true,
+        psn: f.psn,
+    });
+    repr.deth = Some(deth::Repr {
+        qkey: f.qkey,
+        src_qp: f.src_qpn,
+    });
+    repr.xeth = Some(xeth::Repr {
+        stream: f.stream,
+        peer_inc: 0,
+        msg_seq: 0,
+        oldest_psn: f.psn,
+        msg_lag: 0,
+    });
+    repr.reth = Some(reth::Repr {
+        va: f.va,
+        rkey: f.rkey,
+        dma_len: u32::try_from(f.payload.len()).map_err(|_| "payload too long")?,
+    });
+    let ib_len = repr
+        .buffer_len(f.payload.len())
+        .map_err(|e| format!("headers: {e}"))?;
+    let total = IPV4_HEADER_LEN + UDP_HEADER_LEN + ib_len;
+    let total16 = u16::try_from(total).map_err(|_| {
+        format!(
+            "{} payload bytes do not fit an IPv4 datagram",
+            f.payload.len()
+        )
+    })?;
+    let mut buf = vec![0u8; total];
+    // IPv4 header: TOS 0, checksum 0 (the kernel fills it in; the ICRC
+    // masks both, and TTL).
+    buf[0] = 0x45;
+    buf[2..4].copy_from_slice(&total16.to_be_bytes());
+    buf[4..6].copy_from_slice(&f.ip_id.to_be_bytes());
+    buf[6] = 0x40; // DF: RoCE packets are never fragmented
+    buf[8] = 64;
+    buf[9] = IPPROTO_UDP;
+    buf[12..16].copy_from_slice(&f.src.octets());
+    buf[16..20].copy_from_slice(&f.dst.octets());
+    // UDP header, checksum 0 (none: the ICRC protects the packet).
+    let udp = &mut buf[IPV4_HEADER_LEN..IPV4_HEADER_LEN + UDP_HEADER_LEN];
+    udp[0..2].copy_from_slice(&f.sport.to_be_bytes());
+    udp[2..4].copy_from_slice(&ROCE_V2_UDP_PORT.to_be_bytes());
+    udp[4..6].copy_from_slice(&(total16 - IPV4_HEADER_LEN as u16).to_be_bytes());
+    let mut p = repr
+        .emit(
+            &mut buf[IPV4_HEADER_LEN + UDP_HEADER_LEN..],
+            f.payload.len(),
+        )
+        .map_err(|e| format!("headers: {e}"))?;
+    p.payload_mut().copy_from_slice(f.payload);
+    icrc::icrc_fill(&mut buf).map_err(|e| format!("ICRC: {e}"))?;
+    Ok(buf)
+}
+
+/// The command line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Args {
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
+    qpn: u32,
+    qkey: u32,
+    rkey: u32,
+    va: u64,
+    len: u32,
+    peers: u32,
+    first_src_qpn: u32,
+    /// One stream for every peer; by default each gets a random one.
+    stream: Option<u64>,
+    psn: Option<u32>,
+    send: bool,
+    repeat: u32,
+    sport: u16,
+    gap_us: u64,
+}
+
+/// Parses the arguments after the program name. Numbers are decimal or
+/// `0x` hexadecimal.
+fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
+    fn int<T: TryFrom<u64>>(opt: &str, v: &str) -> Result<T, String> {
+        let n = match v.strip_prefix("0x").or_else(|| v.strip_prefix("0X")) {
+            Some(hex) => u64::from_str_radix(hex, 16),
+            None => v.parse(),
+        };
+        n.ok()
+            .and_then(|n| T::try_from(n).ok())
+            .ok_or_else(|| format!("{opt}: '{v}' is not a number in range"))
+    }
+    let (mut src, mut dst, mut qpn, mut qkey) = (None, None, None, None);
+    let mut a = Args {
+        src: Ipv4Addr::UNSPECIFIED,
+        dst: Ipv4Addr::UNSPECIFIED,
+        qpn: 0,
+        qkey: 0,
+        rkey: 0,
+        va: 0,
+        len: 64,
+        peers: 1,
+        first_src_qpn: 0x100,
+        stream: None,
+        psn: None,
+        send: false,
+        repeat: 1,
+        sport: 49152,
+        gap_us: 0,
+    };
+    while let Some(opt) = it.next() {
+        if opt == "--send" {
+            a.send = true;
+            continue;
+        }
+        let v = it.next().ok_or_else(|| format!("{opt}: value missing"))?;
+        let ip = |v: &str| {
+            v.parse::<Ipv4Addr>()
+                .map_err(|_| format!("{opt}: '{v}' is not an IPv4 address"))
+        };
+        match opt.as_str() {
+            "--src" => src = Some(ip(&v)?),
+            "--dst" => dst = Some(ip(&v)?),
+            "--qpn" => qpn = Some(int(&opt, &v)?),
+            "--qkey" => qkey = Some(int(&opt, &v)?),
+            "--rkey" => a.rkey = int(&opt, &v)?,
+            "--va" => a.va = int(&opt, &v)?,
+            "--len" => a.len = int(&opt, &v)?,
+            "--peers" => a.peers = int(&opt, &v)?,
+            "--first-src-qpn" => a.first_src_qpn = int(&opt, &v)?,
+            "--stream" => a.stream = Some(int(&opt, &v)?),
+            "--psn" => a.psn = Some(int(&opt, &v)?),
+            "--repeat" => a.repeat = int(&opt, &v)?,
+            "--sport" => a.sport = int(&opt, &v)?,
+            "--gap-us" => a.gap_us = int(&opt, &v)?,
+            _ => return Err(format!("unknown option '{opt}'")),
+        }
+    }
+    fn need<T>(o: Option<T>, name: &str) -> Result<T, String> {
+        o.ok_or_else(|| format!("{name} is required"))
+    }
+    (a.src, a.dst) = (need(src, "--src")?, need(dst, "--dst")?);
+    (a.qpn, a.qkey) = (need(qpn, "--qpn")?, need(qkey, "--qkey")?);
+    let last_src = a.first_src_qpn.saturating_add(a.peers.saturating_sub(1));
+    if a.qpn > QPN_MASK || last_src > QPN_MASK {
+        return Err("QPNs are 24 bits".into());
+    }
+    if a.peers == 0 || a.repeat == 0 {
+        return Err("--peers and --repeat are at least 1".into());
+    }
+    if a.stream == Some(0) {
+        return Err("--stream: 0 is no sender's stream (the receiver drops it)".into());
+    }
+    if a.psn.is_some_and(|p| p > Psn::MASK) {
+        return Err("--psn: PSNs are 24 bits".into());
+    }
+    Ok(a)
+}
+
+/// Pseudo-random numbers: std's SipHash (keyed at random per process)
+/// over the clock and a counter, so that each run is a new sender, with
+/// new streams and PSN. (A receiver holds a source's stream for QUIET,
+/// 10 s: a second run from the same source QPNs within it is dropped as
+/// rule 3 says, unless it passes the same `--stream`.)
+struct Rng {
+    keys: RandomState,
+    seed: u128,
+    n: u64,
+}
+
+impl Rng {
+    fn from_time() -> Self {
+        let seed = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        Self {
+            keys: RandomState::new(),
+            seed,
+            n: 0,
+        }
+    }
+
+    fn next(&mut self) -> u64 {
+        self.n += 1;
+        self.keys.hash_one((self.seed, self.n))
+    }
+
+    fn nonzero(&mut self) -> u64 {
+        self.next().max(1)
+    }
+}
+
+const AF_INET: c_int = 2;
+const SOCK_RAW: c_int = 3;
+const IPPROTO_IP: c_int = 0;
+const IPPROTO_RAW: c_int = 255;
+const IP_HDRINCL: c_int = 3;
+
+/// `struct sockaddr_in` (netinet/in.h); port and address in network byte
+/// order.
+#[repr(C)]
+struct SockaddrIn {
+    sin_family: u16,
+    sin_port: u16,
+    sin_addr: u32,
+    sin_zero: [u8; 8],
+}
+
+extern "C" {
+    fn socket(domain: c_int, ty: c_int, protocol: c_int) -> c_int;
+    fn setsockopt(fd: c_int, level: c_int, name: c_int, value: *const c_void, len: u32) -> c_int;
+    fn sendto(
+        fd: c_int,
+        buf: *const c_void,
+        len: usize,
+        flags: c_int,
+        addr: *const SockaddrIn,
+        addr_len: u32,
+    ) -> isize;
+    fn close(fd: c_int) -> c_int;
+}
+
+/// A raw IPv4 socket that sends datagrams with their own IP header.
+struct RawSocket(c_int);
+
+impl RawSocket {
+    fn open() -> Result<Self, String> {
+        let err = |what: &str| {
+            format!(
+                "{what}: {} (sending needs root or CAP_NET_RAW)",
+                std::io::Error::last_os_error()
+            )
+        };
+        // SAFETY: plain system call with integer arguments.
+        let fd = unsafe { socket(AF_INET, SOCK_RAW, IPPROTO_RAW) };
+        if fd < 0 {
+            return Err(err("socket(AF_INET, SOCK_RAW, IPPROTO_RAW)"));
+        }
+        let sock = Self(fd);
+        // IPPROTO_RAW implies IP_HDRINCL; said explicitly, since every
+        // header byte must be ours for the ICRC to hold.
+        let on: c_int = 1;
+        // SAFETY: `on` is a live c_int and the length given is its size.
+        let r = unsafe {
+            setsockopt(
+                fd,
+                IPPROTO_IP,
+                IP_HDRINCL,
+                (&on as *const c_int).cast(),
+                std::mem::size_of::<c_int>() as u32,
+            )
+        };
+        if r < 0 {
+            return Err(err("setsockopt(IP_HDRINCL)"));
+        }
+        Ok(sock)
+    }
+
+    fn send_to(&self, datagram: &[u8], dst: Ipv4Addr) -> Result<(), String> {
+        let to = SockaddrIn {
+            sin_family: AF_INET as u16,
+            sin_port: 0,
+            sin_addr: u32::from_ne_bytes(dst.octets()),
+            sin_zero: [0; 8],
+        };
+        // SAFETY: the buffer and the address are live for the call and
+        // their lengths are the ones given.
+        let n = unsafe {
+            sendto(
+                self.0,
+                datagram.as_ptr().cast(),
+                datagram.len(),
+                0,
+                &to,
+                std::mem::size_of::<SockaddrIn>() as u32,
+            )
+        };
+        if n != datagram.len() as isize {
+            return Err(format!("sendto {dst}: {}", std::io::Error::last_os_error()));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for RawSocket {
+    fn drop(&mut self) {
+        // SAFETY: the descriptor is ours and closed only here.
+        unsafe { close(self.0) };
+    }
+}
+
+/// Builds each peer's packet, then sends them all `repeat` times over
+/// (round after round, so copies arrive as retransmissions would).
+/// Returns how many packets went out.
+fn run(a: &Args) -> Result<u64, String> {
+    let mut rng = Rng::from_time();
+    let psn = Psn::new(a.psn.unwrap_or(rng.next() as u32));
+    let (opcode, va, rkey) = if a.send {
+        (Opcode::XUD_SEND, 0, 0)
+    } else {
+        (Opcode::XUD_RDMA_WRITE, a.va, a.rkey)
+    };
+    let datagrams = (0..a.peers)
+        .map(|i| {
+            let payload: Vec<u8> = (0..a.len).map(|k| i.wrapping_add(k) as u8).collect();
+            build(&Forged {
+                src: a.src,
+                dst: a.dst,
+                sport: a.sport,
+                ip_id: (i % 0xffff) as u16 + 1,
+                opcode,
+                dest_qpn: a.qpn,
+                src_qpn: a.first_src_qpn + i,
+                qkey: a.qkey,
+                psn,
+                stream: a.stream.unwrap_or_else(|| rng.nonzero()),
+                va,
+                rkey,
+                payload: &payload,
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let sock = RawSocket::open()?;
+    let mut sent = 0u64;
+    for _ in 0..a.repeat {
+        for d in &datagrams {
+            if sent > 0 && a.gap_us > 0 {
+                std::thread::sleep(Duration::from_micros(a.gap_us));
+            }
+            sock.send_to(d, a.dst)?;
+            sent += 1;
+        }
+    }
+    Ok(sent)
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.iter().any(|a| a == "-h" || a == "--help") {
+        println!("{USAGE}");
+        return ExitCode::SUCCESS;
+    }
+    let a = match parse_args(args.into_iter()) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("xud-forge: {e}\n{USAGE}");
+            return ExitCode::from(1);
+        }
+    };
+    match run(&a) {
+        Ok(sent) => {
+            println!(
+                "xud-forge: sent {sent} packets ({} bytes each) from source QPNs {:#x}..{:#x} \
+                 to QPN {:#x}",
+                a.len,
+                a.first_src_qpn,
+                a.first_src_qpn + a.peers - 1,
+                a.qpn
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("xud-forge: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rxud_proto::wire::icrc::{icrc_check, IpUdp};
+    use rxud_proto::wire::packet::{Packet, Repr};
+    use rxud_proto::wire::Error;
+
+    fn forged(opcode: Opcode, payload: &[u8]) -> Forged<'_> {
+        Forged {
+            src: Ipv4Addr::new(10, 0, 0, 1),
+            dst: Ipv4Addr::new(10, 0, 0, 2),
+            sport: 49152,
+            ip_id: 7,
+            opcode,
+            dest_qpn: 0x00ab_cdef,
+            src_qpn: 0x123,
+            qkey: 0x1111_1111,
+            psn: Psn::new(0x00fe_dcba),
+            stream: 0x0102_0304_0506_0708,
+            va: 0x7f00_1234_5678,
+            rkey: 0x4321,
+            payload,
+        }
+    }
+
+    /// What the driver reads back from a built packet is what was put in,
+    /// and its ICRC checks.
+    #[test]
+    fn built_packets_parse_back() {
+        let payload: Vec<u8> = (0..13u8).collect(); // odd: 3 pad bytes
+        for (opcode, payload) in [
+            (Opcode::XUD_RDMA_WRITE, &payload[..]),
+            (Opcode::XUD_SEND, &payload[..4]),
+        ] {
+            let f = forged(opcode, payload);
+            let buf = build(&f).unwrap();
+            assert_eq!(icrc_check(&buf), Ok(()));
+            let ip = IpUdp::parse(&buf).unwrap();
+            assert_eq!(ip.datagram_len(), buf.len());
+            assert_eq!(&buf[4..6], &[0, 7], "IP ID");
+            assert_eq!((buf[6], buf[8], buf[9]), (0x40, 64, 17), "DF, TTL, UDP");
+            assert_eq!(&buf[12..20], &[10, 0, 0, 1, 10, 0, 0, 2]);
+            assert_eq!(&buf[22..24], &4791u16.to_be_bytes());
+            let p = Packet::new_checked(&buf[ip.udp_payload()]).unwrap();
+            let r = Repr::parse(&p).unwrap();
+            assert_eq!(p.opcode(), opcode);
+            assert_eq!(r.bth.dest_qp, 0x00ab_cdef);
+            assert!(r.bth.ack_req);
+            assert_eq!(r.bth.psn, f.psn);
+            let d = r.deth.unwrap();
+            assert_eq!((d.src_qp, d.qkey), (0x123, 0x1111_1111));
+            let x = r.xeth.unwrap();
+            assert_eq!(x.stream, 0x0102_0304_0506_0708);
+            assert_eq!((x.peer_inc, x.msg_seq, x.msg_lag), (0, 0, 0));
+            assert_eq!(x.oldest_psn, f.psn);
+            let rh = r.reth.unwrap();
+            assert_eq!((rh.va, rh.rkey), (0x7f00_1234_5678, 0x4321));
+            assert_eq!(rh.dma_len as usize, payload.len());
+            assert_eq!(p.payload(), payload);
+        }
+    }
+
+    /// The fields the kernel writes into a raw socket's header (checksum)
+    /// and routers change (TTL) are masked; the ones set here are covered.
+    #[test]
+    fn icrc_masks_only_what_the_network_changes() {
+        let mut buf = build(&forged(Opcode::XUD_RDMA_WRITE, &[1, 2, 3, 4])).unwrap();
+        buf[8] = 1; // TTL
+        buf[10..12].copy_from_slice(&[0xab, 0xcd]); // IP checksum
+        assert_eq!(icrc_check(&buf), Ok(()));
+        for at in [4, 12, 20, 28 + 15, buf.len() - 5] {
+            let mut b = buf.clone();
+            b[at] ^= 1;
+            assert!(
+                matches!(icrc_check(&b), Err(Error::IcrcMismatch { .. })),
+                "byte {at}"
+            );
+        }
+    }
+
+    #[test]
+    fn parses_arguments() {
+        let args = |s: &str| parse_args(s.split_whitespace().map(String::from));
+        let a = args("--src 10.0.0.1 --dst 10.0.0.2 --qpn 0x12 --qkey 0x11111111").unwrap();
+        assert_eq!((a.qpn, a.qkey, a.len, a.peers), (0x12, 0x1111_1111, 64, 1));
+        assert_eq!((a.first_src_qpn, a.repeat, a.sport), (0x100, 1, 49152));
+        assert!(!a.send && a.stream.is_none() && a.psn.is_none());
+        let a = args(
+            "--src 1.2.3.4 --dst 5.6.7.8 --qpn 18 --qkey 1 --send --peers 5 --repeat 2 \
+             --stream 9 --psn 0xffffff --rkey 3 --va 0x1000 --len 0",
+        )
+        .unwrap();
+        assert!(a.send);
+        assert_eq!((a.qpn, a.peers, a.repeat, a.stream), (18, 5, 2, Some(9)));
+        assert_eq!(
+            (a.psn, a.rkey, a.va, a.len),
+            (Some(0xff_ffff), 3, 0x1000, 0)
+        );
+        for bad in [
+            "--dst 10.0.0.2 --qpn 1 --qkey 1",
+            "--src 10.0.0 --dst 10.0.0.2 --qpn 1 --qkey 1",
+            "--src 10.0.0.1 --dst 10.0.0.2 --qpn 0x1000000 --qkey 1",
+            "--src 10.0.0.1 --dst 10.0.0.2 --qpn 1 --qkey 1 --peers 0",
+            "--src 10.0.0.1 --dst 10.0.0.2 --qpn 1 --qkey 1 --stream 0",
+            "--src 10.0.0.1 --dst 10.0.0.2 --qpn 1 --qkey 1 --sport 70000",
+            "--src 10.0.0.1 --dst 10.0.0.2 --qpn 1 --qkey 1 --len",
+            "--src 10.0.0.1 --dst 10.0.0.2 --qpn 1 --qkey 1 --bogus 1",
+        ] {
+            assert!(args(bad).is_err(), "{bad}");
+        }
+    }
+}
