@@ -12,7 +12,7 @@ tap_begin $TAP_PLANNED
 # port_bound [NETNS]: something listens on UDP 4791 there.
 port_bound() {
 	if [ -n "${1:-}" ]; then
-		ip netns exec "$1" ss -Hluna 'sport = :4791' | grep -q .
+		inns "$1" ss -Hluna 'sport = :4791' | grep -q .
 	else
 		ss -Hluna 'sport = :4791' | grep -q .
 	fi
@@ -45,7 +45,7 @@ PY
 # send_udp NETNS DST HEX: one datagram to DST:4791 from NETNS ("": here).
 send_udp() {
 	local ns=()
-	[ -z "$1" ] || ns=(ip netns exec "$1")
+	[ -z "$1" ] || ns=(inns "$1")
 	"${ns[@]}" python3 -c '
 import socket, sys
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -74,12 +74,12 @@ ip link set rxudv3 netns rxudns
 ip addr add 169.254.200.1/24 dev rxudv0
 ip link set rxudv0 up
 ip link set rxudv2 up
-ip netns exec rxudns ip addr add 169.254.200.2/24 dev rxudv1
-ip netns exec rxudns ip link set rxudv1 up
-ip netns exec rxudns ip link set rxudv3 up
-ip netns exec rxudns ip link set lo up
-check "rxud0 in its own namespace beside rxe" ip netns exec rxudns rdma link add rxud0 type rxud netdev rxudv1
-check "a second device there shares the socket" ip netns exec rxudns rdma link add rxud1 type rxud netdev rxudv3
+inns rxudns ip addr add 169.254.200.2/24 dev rxudv1
+inns rxudns ip link set rxudv1 up
+inns rxudns ip link set rxudv3 up
+inns rxudns ip link set lo up
+check "rxud0 in its own namespace beside rxe" inns rxudns rdma link add rxud0 type rxud netdev rxudv1
+check "a second device there shares the socket" inns rxudns rdma link add rxud1 type rxud netdev rxudv3
 check "the namespace's port is bound" port_bound rxudns
 check "rdma statistic shows the port counters" bash -c "rdma statistic show link rxud0/1 | grep -q rx_drop_malformed"
 wait_for 5 ping -c1 -W1 169.254.200.2 >/dev/null
@@ -97,8 +97,8 @@ check_eq "the short one is dropped as malformed" 1 "$(counter rxud0 rx_drop_malf
 check_eq "the one with a bad ICRC is dropped as such" 1 "$(counter rxud0 rx_drop_bad_icrc)"
 check_eq "the well-formed one for no QP is dropped as such" 1 "$(counter rxud0 rx_drop_no_qp)"
 check_eq "the other device counted nothing" 0 "$(counter rxud1 rx_packets)"
-ip netns exec rxudns rdma link delete rxud0
-ip netns exec rxudns rdma link delete rxud1
+inns rxudns rdma link delete rxud0
+inns rxudns rdma link delete rxud1
 check "the namespace's last device closes its socket" wait_for 10 port_free rxudns
 ip link del rxudv0
 ip link del rxudv2

@@ -19,9 +19,9 @@ ud_pingpong() {
 	shift 5
 	sg=$(v2_gid_index "$sdev" ${GID_PREFIX:-}) && cg=$(v2_gid_index "$cdev" ${GID_PREFIX:-}) ||
 		{ echo "no RoCE v2 GID"; return 1; }
-	inns "$sns" timeout 60 ibv_ud_pingpong -d "$sdev" -g "$sg" -s 256 -n 20 "$@" >/tmp/ud-server.out 2>&1 &
+	bg_in "$sns" timeout 60 ibv_ud_pingpong -d "$sdev" -g "$sg" -s 256 -n 20 "$@" >/tmp/ud-server.out 2>&1
 	spid=$!
-	wait_for 60 serving "$spid" "$sns"
+	wait_for 60 serving "$spid"
 	for _ in 1 2 3; do
 		out=$(inns "$cns" timeout 15 ibv_ud_pingpong -d "$cdev" -g "$cg" -s 256 -n 20 "$@" "$sip" 2>&1)
 		rc=$?
@@ -37,21 +37,9 @@ ud_pingpong() {
 
 rxud_load
 modprobe rdma_rxe
-ip netns add rxa
-ip netns add rxb
-ip link add rxudv0 type veth peer name rxudv1
-ip link set rxudv0 netns rxa
-ip link set rxudv1 netns rxb
-for ns in rxa rxb; do ip netns exec $ns ip link set lo up; done
-ip netns exec rxa ip addr add 169.254.210.1/24 dev rxudv0
-ip netns exec rxb ip addr add 169.254.210.2/24 dev rxudv1
-ip netns exec rxa ip link set rxudv0 up
-ip netns exec rxb ip link set rxudv1 up
-ip netns exec rxa rdma link add rxud0 type rxud netdev rxudv0
-ip netns exec rxb rdma link add rxud1 type rxud netdev rxudv1
-wait_for 10 ip netns exec rxb ping -c1 -W1 169.254.210.1 >/dev/null
-wait_for 10 v2_gid_index rxud0
-wait_for 10 v2_gid_index rxud1
+SIP=169.254.210.1 # rxud0's address (rxudv0, in rxa)
+CIP=169.254.210.2 # rxud1's (rxudv1, in rxb)
+rxud_pair rxa rxb rxudv0 rxudv1
 
 out=$(ud_pingpong rxa rxud0 rxb rxud1 169.254.210.1)
 printf '%s\n' "$out" | tap_diag
@@ -59,10 +47,10 @@ check "ibv_ud_pingpong between two rxud devices" grep -q 'iters in' <<<"$out"
 check "rxud0 received the datagrams" test "$(cat /sys/class/infiniband/rxud0/ports/1/hw_counters/rx_packets)" -ge 20
 # perftest: ib_send_bw over UD, 500 messages of 1 KB.
 g0=$(v2_gid_index rxud0) g1=$(v2_gid_index rxud1)
-ip netns exec rxa timeout 60 ib_send_bw -d rxud0 -x "$g0" -c UD -s 1024 -n 500 >/tmp/bw-server.out 2>&1 &
+bg_in rxa timeout 60 ib_send_bw -d rxud0 -x "$g0" -c UD -s 1024 -n 500 >/tmp/bw-server.out 2>&1
 bw=$!
-wait_for 60 serving "$bw" rxa
-out=$(ip netns exec rxb timeout 60 ib_send_bw -d rxud1 -x "$g1" -c UD -s 1024 -n 500 169.254.210.1 2>&1)
+wait_for 60 serving "$bw"
+out=$(inns rxb timeout 60 ib_send_bw -d rxud1 -x "$g1" -c UD -s 1024 -n 500 169.254.210.1 2>&1)
 wait $bw
 printf '%s\n' "$out" | tap_diag
 check "ib_send_bw -c UD between two rxud devices" grep -qE '^ *1024 +500 ' <<<"$out"
@@ -70,8 +58,8 @@ check "ib_send_bw -c UD between two rxud devices" grep -qE '^ *1024 +500 ' <<<"$
 # Over IPv6, between the devices' RoCE v2 GIDs of fd00:210::/64, and with
 # completion events: req_notify_cq, the CQ's event and ibv_get_cq_event
 # instead of busy polling.
-ip netns exec rxa ip -6 addr add fd00:210::1/64 dev rxudv0 nodad
-ip netns exec rxb ip -6 addr add fd00:210::2/64 dev rxudv1 nodad
+inns rxa ip -6 addr add fd00:210::1/64 dev rxudv0 nodad
+inns rxb ip -6 addr add fd00:210::2/64 dev rxudv1 nodad
 wait_for 10 v2_gid_index rxud0 fd00:0210:
 wait_for 10 v2_gid_index rxud1 fd00:0210:
 out=$(GID_PREFIX=fd00:0210: ud_pingpong rxa rxud0 rxb rxud1 169.254.210.1 -e)
@@ -81,8 +69,8 @@ check_eq "no ICRC errors" "0 0" \
 	"$(cat /sys/class/infiniband/rxud0/ports/1/hw_counters/rx_drop_bad_icrc) $(cat /sys/class/infiniband/rxud1/ports/1/hw_counters/rx_drop_bad_icrc)"
 
 # Interop: rxe on a veth end in the initial namespace, rxud in rxb.
-ip netns exec rxb rdma link delete rxud1
-ip netns exec rxb ip link set rxudv1 netns 1
+inns rxb rdma link delete rxud1
+inns rxb ip link set rxudv1 netns 1
 ip addr add 169.254.210.2/24 dev rxudv1
 ip link set rxudv1 up
 rdma link add rxe0 type rxe netdev rxudv1
@@ -97,7 +85,7 @@ check "ibv_ud_pingpong: rxud client, rxe server" grep -q 'iters in' <<<"$out"
 check_eq "no ICRC errors on rxe's packets" 0 "$(cat /sys/class/infiniband/rxud0/ports/1/hw_counters/rx_drop_bad_icrc)"
 
 rdma link delete rxe0
-ip netns exec rxa rdma link delete rxud0
+inns rxa rdma link delete rxud0
 ip link del rxudv1
 ip netns del rxa
 ip netns del rxb

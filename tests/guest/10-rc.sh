@@ -32,8 +32,8 @@ check "rxud0 received the 8 KB messages as 8 packets each (>= 400, got $rx)" tes
 
 # Over IPv6: between the devices' RoCE v2 GIDs of fd00:211::/64, messages
 # of one packet.
-ip netns exec rca ip -6 addr add fd00:211::1/64 dev rcv0 nodad
-ip netns exec rcb ip -6 addr add fd00:211::2/64 dev rcv1 nodad
+inns rca ip -6 addr add fd00:211::1/64 dev rcv0 nodad
+inns rcb ip -6 addr add fd00:211::2/64 dev rcv1 nodad
 wait_for 10 v2_gid_index rxud0 fd00:0211:
 wait_for 10 v2_gid_index rxud1 fd00:0211:
 GID_PREFIX=fd00:0211: pingpong rca rxud0 rcb rxud1 -s 64 -n 50
@@ -59,14 +59,14 @@ check "ib_write_bw -c UC 64 KB x 200 between two rxud devices" result 65536 200
 
 # Where the RC packets went (RNR NAKs slow SEND streams down).
 rdma statistic show link rxud0/1 | tap_diag
-ip netns exec rcb rdma statistic show link rxud1/1 | tap_diag
+inns rcb rdma statistic show link rxud1/1 | tap_diag
 check_eq "no ICRC errors (rxud0 rxud1)" "0 0" "$(hwc rxud0 rx_drop_bad_icrc) $(hwc rxud1 rx_drop_bad_icrc)"
 check_eq "no packet dropped as malformed or unsupported (rxud0 rxud1)" "0 0 0 0" \
 	"$(hwc rxud0 rx_drop_malformed) $(hwc rxud0 rx_drop_unsupported) $(hwc rxud1 rx_drop_malformed) $(hwc rxud1 rx_drop_unsupported)"
 
 # --- Interop: rxe on a veth end in the initial namespace, rxud in rca -----
-ip netns exec rcb rdma link delete rxud1
-ip netns exec rcb ip link set rcv1 netns 1
+inns rcb rdma link delete rxud1
+inns rcb ip link set rcv1 netns 1
 ip addr add $CIP/24 dev rcv1
 ip link set rcv1 up
 rdma link add rxe0 type rxe netdev rcv1
@@ -93,12 +93,12 @@ SIP=$CIP perf - rxe0 rca rxud0 ib_read_bw -s 65536 -n 100
 check "ib_read_bw 64 KB x 100: rxud reads from rxe" result 65536 100
 # What the interop runs cost on each side (retransmissions, sequence
 # errors, duplicates).
-ip netns exec rca rdma statistic show link rxud0/1 | tap_diag
+inns rca rdma statistic show link rxud0/1 | tap_diag
 rdma statistic show link rxe0/1 | tap_diag
 check_eq "no ICRC errors on rxe's packets" 0 "$(hwc rxud0 rx_drop_bad_icrc)"
 
 rdma link delete rxe0
-ip netns exec rca rdma link delete rxud0
+inns rca rdma link delete rxud0
 ip link del rcv1
 ip netns del rca
 ip netns del rcb

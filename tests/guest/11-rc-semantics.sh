@@ -24,7 +24,7 @@ rc_test() {
 	if [ "$ns" = - ]; then
 		out=$(timeout 150 "$RT" "$@" 2>&1)
 	else
-		out=$(ip netns exec "$ns" timeout 150 "$RT" "$@" 2>&1)
+		out=$(inns "$ns" timeout 150 "$RT" "$@" 2>&1)
 	fi
 	rc=$?
 	printf '%s\n' "rc-test $* ($((SECONDS - t)) s):" "$out" | tap_diag

@@ -26,12 +26,12 @@ rxud_pair rla rlb rlv0 rlv1
 # pile up below IP, the client's transmit budget (64 KiB) stops its
 # sender, and only the destructors of the packets the slots let out wake
 # it again. UC, whose sender no ACK ever wakes, stalls without them.
-if ip netns exec rlb tc qdisc add dev rlv1 root netem slot 10ms 10ms packets 16 2>/dev/null; then
+if inns rlb tc qdisc add dev rlv1 root netem slot 10ms 10ms packets 16 2>/dev/null; then
 	w0=$(hwc rxud1 tx_budget_waits)
 	PP_TIMEOUT=30 perf rla rxud0 rlb rxud1 ib_write_bw -c UC -s 65536 -n 50
 	w=$(($(hwc rxud1 tx_budget_waits) - w0))
-	ip netns exec rlb tc -s qdisc show dev rlv1 | tap_diag
-	ip netns exec rlb tc qdisc del dev rlv1 root
+	inns rlb tc -s qdisc show dev rlv1 | tap_diag
+	inns rlb tc qdisc del dev rlv1 root
 	check "slow link: UC WRITE 64 KB x 50 completed" result 65536 50
 	check "slow link: the sender waited for its budget (tx_budget_waits +$w)" test "$w" -gt 0
 else
@@ -50,16 +50,16 @@ fi
 # it has sent all 100 replies only if the client got every message
 # through, and its QP stays until the client has acknowledged them all.
 nm_why=$(modprobe sch_netem 2>&1)
-if nm_err=$(ip netns exec rla tc qdisc add dev rlv0 root netem loss 5% 2>&1); then
+if nm_err=$(inns rla tc qdisc add dev rlv0 root netem loss 5% 2>&1); then
 	seq0=$(($(hwc rxud0 rx_drop_sequence) + $(hwc rxud1 rx_drop_sequence)))
 	re0=$(($(hwc rxud0 rc_retransmits) + $(hwc rxud1 rc_retransmits)))
 	PP_TIMEOUT=30 pingpong rla rxud0 rlb rxud1 -s 8192 -n 100
-	nm_stats=$(ip netns exec rla tc -s qdisc show dev rlv0)
+	nm_stats=$(inns rla tc -s qdisc show dev rlv0)
 	printf '%s\n' "$nm_stats" | tap_diag
 	dropped=$(sed -n 's/.*(dropped \([0-9]*\),.*/\1/p' <<<"$nm_stats" | head -n 1)
 	seq=$(($(hwc rxud0 rx_drop_sequence) + $(hwc rxud1 rx_drop_sequence) - seq0))
 	re=$(($(hwc rxud0 rc_retransmits) + $(hwc rxud1 rc_retransmits) - re0))
-	ip netns exec rla tc qdisc del dev rlv0 root
+	inns rla tc qdisc del dev rlv0 root
 	check "5% loss: the server ran 100 exchanges of 8 KB and found the data -c expects" srv_done 100
 	check "5% loss: the client finished too, or lost only its last ACK (retry counter exceeded)" \
 		grep -qE '^100 iters in |transport retry counter exceeded' "$CLI_OUT"
@@ -75,8 +75,8 @@ else
 	tap_ok "5% loss: rc_retransmits # SKIP $why"
 fi
 
-ip netns exec rla rdma link delete rxud0
-ip netns exec rlb rdma link delete rxud1
+inns rla rdma link delete rxud0
+inns rlb rdma link delete rxud1
 ip netns del rla
 ip netns del rlb
 check "no rxud device left" test "$(ib_count)" = 0

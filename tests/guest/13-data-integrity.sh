@@ -36,8 +36,8 @@ data_test() {
 	rc=$?
 	printf '%s\n' "data-test $* ($((SECONDS - t)) s):" "$out" | tap_diag
 	if [ $rc -ne 0 ]; then
-		ip netns exec dia rdma statistic show link rxud0/1 2>&1 | tap_diag
-		ip netns exec dib rdma statistic show link rxud1/1 2>&1 | tap_diag
+		inns dia rdma statistic show link rxud0/1 2>&1 | tap_diag
+		inns dib rdma statistic show link rxud1/1 2>&1 | tap_diag
 	fi
 	check_eq "$desc" 0 "$rc"
 }
@@ -61,39 +61,39 @@ check "ibv_srq_pingpong -c, 4 QPs on an SRQ each side, 4 KB x 100, between two r
 # twice, and 75% held back 1 ms while the rest overtake them.
 NETEM="loss 1% duplicate 1% delay 1ms reorder 25%"
 nm_why=$(modprobe sch_netem 2>&1)
-if nm_err=$(ip netns exec dia tc qdisc add dev div0 root netem $NETEM 2>&1) &&
-	nm_err=$(ip netns exec dib tc qdisc add dev div1 root netem $NETEM 2>&1); then
+if nm_err=$(inns dia tc qdisc add dev div0 root netem $NETEM 2>&1) &&
+	nm_err=$(inns dib tc qdisc add dev div1 root netem $NETEM 2>&1); then
 	re0=$(($(hwc rxud0 rc_retransmits) + $(hwc rxud1 rc_retransmits)))
 	data_test "data-test, 300 random operations over netem ($NETEM), seed $((SEED + 1))" dia \
 		-d rxud0 -g "${g0:-0}" -D rxud1 -G "${g1:-0}" -s $((SEED + 1)) -n 300
 	dropped=0
 	for e in dia:div0 dib:div1; do
 		ns=${e%:*} dev=${e#*:}
-		nm_stats=$(ip netns exec "$ns" tc -s qdisc show dev "$dev")
+		nm_stats=$(inns "$ns" tc -s qdisc show dev "$dev")
 		printf '%s\n' "$dev: $nm_stats" | tap_diag
 		d=$(sed -n 's/.*(dropped \([0-9]*\),.*/\1/p' <<<"$nm_stats" | head -n 1)
 		dropped=$((dropped + ${d:-0}))
-		ip netns exec "$ns" tc qdisc del dev "$dev" root
+		inns "$ns" tc qdisc del dev "$dev" root
 	done
 	re=$(($(hwc rxud0 rc_retransmits) + $(hwc rxud1 rc_retransmits) - re0))
 	check "netem dropped packets of the run ($dropped)" test "$dropped" -gt 0
 	check "lost packets were sent again (rc_retransmits +$re)" test "$re" -gt 0
 else
 	why="no netem qdisc in this kernel: ${nm_err//$'\n'/ }${nm_why:+ (modprobe sch_netem: ${nm_why//$'\n'/ })}"
-	ip netns exec dia tc qdisc del dev div0 root 2>/dev/null
+	inns dia tc qdisc del dev div0 root 2>/dev/null
 	tap_ok "data-test over netem # SKIP $why"
 	tap_ok "netem dropped packets # SKIP $why"
 	tap_ok "rc_retransmits # SKIP $why"
 fi
 rdma statistic show link rxud0/1 | tap_diag
-ip netns exec dib rdma statistic show link rxud1/1 | tap_diag
+inns dib rdma statistic show link rxud1/1 | tap_diag
 check_eq "no ICRC errors, malformed or unsupported packets (rxud0 rxud1)" "0 0 0 0 0 0" \
 	"$(for d in rxud0 rxud1; do for c in rx_drop_bad_icrc rx_drop_malformed rx_drop_unsupported; do
 		printf '%s ' "$(hwc $d $c)"; done; done | sed 's/ $//')"
 
 # --- rxe and rxud: rxe on div1 in this namespace, rxud0 still in dia ---
-ip netns exec dib rdma link delete rxud1
-ip netns exec dib ip link set div1 netns 1
+inns dib rdma link delete rxud1
+inns dib ip link set div1 netns 1
 ip addr add $CIP/24 dev div1
 ip link set div1 up
 rdma link add rxe0 type rxe netdev div1
@@ -109,13 +109,13 @@ data_test "data-test, 200 random operations, QP A on rxud0, QP B on rxe0, seed $
 # reordering"). This is where rxe met rxud's plain ACKs naming a READ's or
 # atomic's PSN and completed them without their data.
 NETEM_INTEROP="loss 1% duplicate 1%"
-if ip netns exec dia tc qdisc add dev div0 root netem $NETEM_INTEROP 2>/dev/null &&
+if inns dia tc qdisc add dev div0 root netem $NETEM_INTEROP 2>/dev/null &&
 	tc qdisc add dev div1 root netem $NETEM_INTEROP 2>/dev/null; then
 	data_test "data-test over netem ($NETEM_INTEROP), QP A on rxe0, QP B on rxud0, seed $((SEED + 4))" dia \
 		-d rxe0 -g "${ge:-0}" -D rxud0 -G "${g0:-0}" -s $((SEED + 4)) -n 200 -m 8192
 	data_test "data-test over netem ($NETEM_INTEROP), QP A on rxud0, QP B on rxe0, seed $((SEED + 5))" dia \
 		-d rxud0 -g "${g0:-0}" -D rxe0 -G "${ge:-0}" -s $((SEED + 5)) -n 200 -m 8192
-	ip netns exec dia tc qdisc del dev div0 root
+	inns dia tc qdisc del dev div0 root
 	tc qdisc del dev div1 root
 else
 	tap_ok "data-test over netem, rxe0 and rxud0 # SKIP no netem qdisc"
@@ -125,7 +125,7 @@ fi
 data_test "data-test on rxe0 alone (the reference), seed $SEED" - -d rxe0 -g "${ge:-0}" -s "$SEED" -n 300
 
 rdma link delete rxe0
-ip netns exec dia rdma link delete rxud0
+inns dia rdma link delete rxud0
 ip link del div1
 ip netns del dia
 ip netns del dib

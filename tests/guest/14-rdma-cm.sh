@@ -75,8 +75,8 @@ check "ib_send_bw -R (rdma_cm connection), 4 KB x 200" \
 	grep -qE '^ *4096 +200 +[0-9.]+ +[0-9.]+' "$OUT.perf.client"
 
 # --- Interop: rxe on the client's veth end, moved to the initial namespace.
-ip netns exec cmb rdma link delete rxud1
-ip netns exec cmb ip link set cmv1 netns 1
+inns cmb rdma link delete rxud1
+inns cmb ip link set cmv1 netns 1
 ip addr add "$CIP/24" dev cmv1
 ip link set cmv1 up
 modprobe rdma_rxe
@@ -90,7 +90,7 @@ check "rping -V over rdma_cm: rxud client, rxe server" both_ok rxud-rxe
 
 # Teardown: the devices go with their CM state (connections closed).
 rdma link delete rxe0
-ip netns exec cma rdma link delete rxud0
+inns cma rdma link delete rxud0
 rmmod rdma_rxe
 check "rdma link delete of the devices after rdma_cm traffic" test -z "$(rdma link show | grep -E 'rxud|rxe')"
 check "rmmod rxud after rdma_cm traffic" rxud_unload

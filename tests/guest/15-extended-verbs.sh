@@ -24,7 +24,7 @@ ex_test() {
 	if [ "$ns" = - ]; then
 		out=$(timeout 120 "$ET" "$@" 2>&1)
 	else
-		out=$(ip netns exec "$ns" timeout 120 "$ET" "$@" 2>&1)
+		out=$(inns "$ns" timeout 120 "$ET" "$@" 2>&1)
 	fi
 	rc=$?
 	printf '%s\n' "ex-test $* ($((SECONDS - t)) s):" "$out" | tap_diag

@@ -20,7 +20,7 @@ TAP_PLANNED=7
 tap_begin $TAP_PLANNED
 export RDMAV_DRIVERS=$RXUD_TOP/rdma-core-provider/build/librxud
 
-qps() { ip netns exec rxudns "$XT" -d rxud0 -n; }
+qps() { inns rxudns "$XT" -d rxud0 -n; }
 
 rxud_load
 rxud_beside_rxe
@@ -28,7 +28,7 @@ check "rxud0 has a RoCE v2 GID" wait_for 10 v2_gid_index rxud0
 g=$(v2_gid_index rxud0)
 before=$(qps)
 t=$SECONDS
-out=$(ip netns exec rxudns timeout 120 "$XT" -d rxud0 -g "${g:-0}" -r rxe0 2>&1)
+out=$(inns rxudns timeout 120 "$XT" -d rxud0 -g "${g:-0}" -r rxe0 2>&1)
 rc=$?
 printf '%s\n' "xud-test -d rxud0 -g ${g:-0} -r rxe0 ($((SECONDS - t)) s):" "$out" | tap_diag
 check "xud-test ran to its plan" grep -q '^1\.\.[0-9]' <<<"$out"

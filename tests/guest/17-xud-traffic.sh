@@ -36,7 +36,7 @@ counters() {
 xud_data() {
 	local desc=$1 out rc t=$SECONDS
 	shift
-	out=$(ip netns exec xa timeout 240 "$XD" -d rxud0 -g "${g0:-0}" -D rxud1 -G "${g1:-0}" "$@" 2>&1)
+	out=$(inns xa timeout 240 "$XD" -d rxud0 -g "${g0:-0}" -D rxud1 -G "${g1:-0}" "$@" 2>&1)
 	rc=$?
 	printf '%s\n' "xud-data $* ($((SECONDS - t)) s):" "$out" | tap_diag
 	counters
@@ -64,9 +64,9 @@ check "SENDs that found no receive were RNR NAKed, then delivered (xud_rnr_naks_
 rxud_perf() {
 	local desc=$1 srv cli t=$SECONDS
 	shift
-	ip netns exec xa timeout 120 "$RP" -d rxud0 -x "${g0:-0}" -q 4 -p 18517 >/tmp/17-perf.srv 2>&1 &
+	inns xa timeout 120 "$RP" -d rxud0 -x "${g0:-0}" -q 4 -p 18517 >/tmp/17-perf.srv 2>&1 &
 	local spid=$!
-	cli=$(ip netns exec xb timeout 120 "$RP" -d rxud1 -x "${g1:-0}" -p 18517 "$@" "$SIP" 2>&1)
+	cli=$(inns xb timeout 120 "$RP" -d rxud1 -x "${g1:-0}" -p 18517 "$@" "$SIP" 2>&1)
 	local rc=$?
 	wait $spid
 	local src=$?
@@ -83,12 +83,12 @@ NETEM="loss 5% duplicate 5% delay 1ms reorder 25%"
 re0=$(($(hwc rxud0 xud_retransmits) + $(hwc rxud1 xud_retransmits)))
 du0=$(($(hwc rxud0 xud_duplicates) + $(hwc rxud1 xud_duplicates)))
 if modprobe sch_netem 2>/dev/null &&
-	ip netns exec xa tc qdisc add dev xv0 root netem $NETEM 2>/dev/null &&
-	ip netns exec xb tc qdisc add dev xv1 root netem $NETEM 2>/dev/null; then
+	inns xa tc qdisc add dev xv0 root netem $NETEM 2>/dev/null &&
+	inns xb tc qdisc add dev xv1 root netem $NETEM 2>/dev/null; then
 	xud_data "xud-data over netem ($NETEM): exactly once, data right, seed $((SEED + 3))" \
 		-s $((SEED + 3)) -n 200 -m 262144
-	ip netns exec xa tc qdisc del dev xv0 root
-	ip netns exec xb tc qdisc del dev xv1 root
+	inns xa tc qdisc del dev xv0 root
+	inns xb tc qdisc del dev xv1 root
 	re=$(($(hwc rxud0 xud_retransmits) + $(hwc rxud1 xud_retransmits) - re0))
 	du=$(($(hwc rxud0 xud_duplicates) + $(hwc rxud1 xud_duplicates) - du0))
 	check "lost packets were sent again (xud_retransmits +$re)" test "$re" -gt 0
@@ -99,8 +99,8 @@ else
 	tap_ok "duplicates # SKIP no netem qdisc"
 fi
 
-ip netns exec xa rdma link delete rxud0
-ip netns exec xb rdma link delete rxud1
+inns xa rdma link delete rxud0
+inns xb rdma link delete rxud1
 ip netns del xa
 ip netns del xb
 check "no rxud device left" test "$(ib_count)" = 0

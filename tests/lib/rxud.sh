@@ -70,33 +70,74 @@ rxud_beside_rxe() {
 		ip link set rxudv1 netns rxudns &&
 		ip addr add 169.254.200.1/24 dev rxudv0 &&
 		ip link set rxudv0 up &&
-		ip netns exec rxudns ip addr add 169.254.200.2/24 dev rxudv1 &&
-		ip netns exec rxudns ip link set rxudv1 up &&
-		ip netns exec rxudns ip link set lo up &&
+		inns rxudns ip addr add 169.254.200.2/24 dev rxudv1 &&
+		inns rxudns ip link set rxudv1 up &&
+		inns rxudns ip link set lo up &&
 		modprobe rdma_rxe &&
 		rdma link add rxe0 type rxe netdev rxudv0 &&
-		ip netns exec rxudns rdma link add rxud0 type rxud netdev rxudv1
+		inns rxudns rdma link add rxud0 type rxud netdev rxudv1
 }
 
 # rxud_beside_rxe_end: undoes rxud_beside_rxe.
 rxud_beside_rxe_end() {
 	rdma link delete rxe0
-	ip netns exec rxudns rdma link delete rxud0
+	inns rxudns rdma link delete rxud0
 	ip link del rxudv0
 	ip netns del rxudns
 	rmmod rdma_rxe
 }
 
 # v2_gid_index DEV [PREFIX]: the GID index of DEV's RoCE v2 GID that starts
-# with PREFIX (default: an IPv4 address's, ::ffff:a.b.c.d). One grep reads
-# the whole table (1024 entries): a process per entry takes seconds under
-# TCG, paid again by every try of a wait_for.
+# with PREFIX (default: an IPv4 address's, ::ffff:a.b.c.d). Shell builtins
+# only, in index order, stopping at the first match (the addresses' GIDs
+# come first): under TCG a process costs some 70 ms, and a grep over the
+# whole table (1024 entries) a second, paid again by every try of a
+# wait_for.
 v2_gid_index() {
-	local f i prefix=${2:-0000:0000:0000:0000:0000:ffff:}
-	# shellcheck disable=SC2013 # sysfs paths: no blanks
-	for f in $(grep -l "^$prefix" /sys/class/infiniband/"$1"/ports/1/gids/* 2>/dev/null); do
+	local f i gid type prefix=${2:-0000:0000:0000:0000:0000:ffff:}
+	for f in /sys/class/infiniband/"$1"/ports/1/gids/*; do
+		read -r gid <"$f" 2>/dev/null || continue
+		[[ $gid == "$prefix"* ]] || continue
 		i=${f##*/}
-		[ "$(cat "/sys/class/infiniband/$1/ports/1/gid_attrs/types/$i" 2>/dev/null)" = "RoCE v2" ] && { echo "$i"; return; }
+		read -r type <"/sys/class/infiniband/$1/ports/1/gid_attrs/types/$i" 2>/dev/null || continue
+		[ "$type" = "RoCE v2" ] && { echo "$i"; return; }
+	done
+	return 1
+}
+
+# inns NS CMD...: CMD in network namespace NS ("-": this one). nsenter
+# joins the network namespace only; `ip netns exec` also makes a mount
+# namespace and remounts /sys there, which costs a TCG guest half a second
+# per command and leaves libibverbs a cold sysfs to walk. Nothing here
+# reads /sys/class/net from inside a namespace.
+inns() {
+	local ns=$1
+	shift
+	if [ "$ns" = - ]; then "$@"; else nsenter --net="/run/netns/$ns" "$@"; fi
+}
+
+# bg_in NS CMD...: CMD in network namespace NS ("-": this one) as a
+# background job of its own: $! is then CMD's PID (inns, a function, would
+# leave a subshell's), and /proc/$!/net shows NS once nsenter has entered
+# it. Redirections given to bg_in apply to CMD.
+bg_in() {
+	local ns=$1
+	shift
+	if [ "$ns" = - ]; then "$@" & else nsenter --net="/run/netns/$ns" "$@" & fi
+}
+
+# tcp_socket PID PORT [STATE]: the network namespace of process PID has a
+# TCP socket on local PORT (IPv4 or IPv6) in STATE, /proc/net/tcp's hex
+# code (default 0A, listening; 01 is established). Reads /proc/PID/net:
+# no process (ss costs almost a second under TCG, and wait_for polls it).
+tcp_socket() {
+	local f local_addr state port_hex want=${3:-0A}
+	port_hex=$(printf '%04X' "$2")
+	for f in /proc/"$1"/net/tcp /proc/"$1"/net/tcp6; do
+		# shellcheck disable=SC2034 # sl: the line's first column
+		while read -r sl local_addr _ state _; do
+			[ "$state" = "$want" ] && [[ $local_addr == *":$port_hex" ]] && return 0
+		done <"$f" 2>/dev/null
 	done
 	return 1
 }

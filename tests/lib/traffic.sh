@@ -4,26 +4,18 @@
 # connect to), CLI_OUT and SRV_OUT (where the two sides' output goes).
 # shellcheck shell=bash
 
-# inns NS CMD...: CMD in network namespace NS ("-": this one).
-inns() {
-	local ns=$1
-	shift
-	if [ "$ns" = - ]; then "$@"; else ip netns exec "$ns" "$@"; fi
-}
-
-# listening NS: something listens on TCP 18515 (the port ibv_rc_pingpong and
-# perftest exchange their QPs' addresses on) in NS.
-listening() { inns "$1" ss -Hltn 'sport = :18515' | grep -q .; }
-# serving PID NS: the server PID is listening in NS, or has exited already.
-serving() { ! kill -0 "$1" 2>/dev/null || listening "$2"; }
+# serving PID: the server PID (started by bg_in) listens on TCP 18515 (the
+# port ibv_rc_pingpong and perftest exchange their QPs' addresses on), or
+# has exited already.
+serving() { ! kill -0 "$1" 2>/dev/null || tcp_socket "$1" 18515; }
 
 # end_server PID CLIENT_STATUS: once the client has exited. A client that
 # failed may leave its server waiting for it until its timeout: that one
-# gets 5 s to finish, then SIGTERM (PID is the background job, whose
-# child is `timeout`, which passes the signal on). Then waits for PID.
+# gets 5 s to finish, then SIGTERM (PID, started by bg_in, is `timeout`,
+# which passes the signal on). Then waits for PID.
 end_server() {
 	if [ "$2" -ne 0 ] && ! wait_for 5 server_gone "$1"; then
-		pkill -TERM -P "$1"
+		kill -TERM "$1"
 	fi
 	wait "$1"
 }
@@ -44,9 +36,9 @@ run_pair() {
 	: >"$SRV_OUT"
 	if sg=$(v2_gid_index "$sdev" ${GID_PREFIX:+"$GID_PREFIX"}) &&
 		cg=$(v2_gid_index "$cdev" ${GID_PREFIX:+"$GID_PREFIX"}); then
-		inns "$sns" timeout "${PP_TIMEOUT:-60}" "$prog" -d "$sdev" "$gopt" "$sg" "$@" >"$SRV_OUT" 2>&1 &
+		bg_in "$sns" timeout "${PP_TIMEOUT:-60}" "$prog" -d "$sdev" "$gopt" "$sg" "$@" >"$SRV_OUT" 2>&1
 		spid=$!
-		wait_for 60 serving "$spid" "$sns"
+		wait_for 60 serving "$spid"
 		# A slow guest may not be listening yet: the client tries again
 		# while the server runs and the TCP connection was refused.
 		for _ in 1 2 3; do
@@ -118,15 +110,15 @@ rxud_pair() {
 	ip link add "$va" type veth peer name "$vb"
 	ip link set "$va" netns "$na"
 	ip link set "$vb" netns "$nb"
-	ip netns exec "$na" ip link set lo up
-	ip netns exec "$nb" ip link set lo up
-	ip netns exec "$na" ip addr add "$SIP/24" dev "$va"
-	ip netns exec "$nb" ip addr add "$CIP/24" dev "$vb"
-	ip netns exec "$na" ip link set "$va" up
-	ip netns exec "$nb" ip link set "$vb" up
-	ip netns exec "$na" rdma link add rxud0 type rxud netdev "$va"
-	ip netns exec "$nb" rdma link add rxud1 type rxud netdev "$vb"
-	wait_for 10 ip netns exec "$nb" ping -c1 -W1 "$SIP" >/dev/null
+	inns "$na" ip link set lo up
+	inns "$nb" ip link set lo up
+	inns "$na" ip addr add "$SIP/24" dev "$va"
+	inns "$nb" ip addr add "$CIP/24" dev "$vb"
+	inns "$na" ip link set "$va" up
+	inns "$nb" ip link set "$vb" up
+	inns "$na" rdma link add rxud0 type rxud netdev "$va"
+	inns "$nb" rdma link add rxud1 type rxud netdev "$vb"
+	wait_for 10 inns "$nb" ping -c1 -W1 "$SIP" >/dev/null
 	wait_for 10 v2_gid_index rxud0
 	wait_for 10 v2_gid_index rxud1
 }
