@@ -62,9 +62,19 @@ pub(crate) enum RxCounter {
     XudRnrNaks = 19,
     /// Duplicate XUD data packets answered again.
     XudDuplicates = 20,
+    /// Dropped: taking the packet needed memory (atomic allocation) and
+    /// there was none; the sender's retransmission tries again.
+    DropNoMemory = 21,
+    /// XUD peer entries made (first contact with a source or destination).
+    XudPeersAdded = 22,
+    /// XUD peer entries freed after their quiet period (the reclaim
+    /// scan); entries of a destroyed or reset QP are not counted.
+    XudPeersReclaimed = 23,
+    /// XUD streams parked: at rest, their message tables freed.
+    XudStreamsParked = 24,
 }
 
-const RX_COUNTERS: usize = 21;
+const RX_COUNTERS: usize = 25;
 
 /// Counter names, as `rdma statistic` shows them.
 pub(crate) static RX_COUNTER_DESCS: [CounterDesc; RX_COUNTERS] = [
@@ -89,6 +99,10 @@ pub(crate) static RX_COUNTER_DESCS: [CounterDesc; RX_COUNTERS] = [
     CounterDesc::new(c_str!("xud_timeouts")),
     CounterDesc::new(c_str!("xud_rnr_naks_sent")),
     CounterDesc::new(c_str!("xud_duplicates")),
+    CounterDesc::new(c_str!("rx_drop_no_memory")),
+    CounterDesc::new(c_str!("xud_peers_added")),
+    CounterDesc::new(c_str!("xud_peers_reclaimed")),
+    CounterDesc::new(c_str!("xud_streams_parked")),
 ];
 
 /// The receive counters of one port.

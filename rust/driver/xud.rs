@@ -52,8 +52,8 @@ use crate::proto::{
     },
     xud::{
         self,
-        receiver::{self, Check, DataPacket, RecvStream},
-        sender::{self, Answer, Message, Nak, SendStream, TimerOutcome},
+        receiver::{self, Check, DataPacket, ParkedRecv, RecvStream},
+        sender::{self, Answer, Message, Nak, ParkedSend, SendStream, TimerOutcome},
         Op, RecvStatus, Refusal, SendStatus,
     },
 };
@@ -65,6 +65,10 @@ const MAX_RECV_SLOT: usize = RECV_WQE_HEADER_SIZE as usize + 32 * 16;
 const ACK_DELAY_NS: u64 = 1_000_000;
 /// The reclaim scan's period.
 const RECLAIM_PERIOD_NS: u64 = xud::QUIET_NS / 4;
+/// How long a stream must have been at rest before the reclaim scan parks
+/// it: long enough that a stream in use between two messages keeps its
+/// table (parking and taking back cost an allocation each).
+const PARK_AFTER_NS: u64 = 1_000_000_000;
 /// Bytes of XUD's headers beyond what an RC packet's MTU allowance
 /// (`IbMtu::for_link_mtu`) covers: the DETH (8), the XETH (20) and the
 /// ImmDt (4) beside a RETH.
@@ -79,16 +83,116 @@ struct PeerKey {
     qpn: u32,
 }
 
+/// One direction of a peer: the whole stream in an allocation of its own
+/// while it is in use; parked while at rest, in a few bytes of the peer
+/// entry (the stream's message table is most of its size). An idle peer
+/// costs its entry alone (xud.rst, "Memory").
+enum Side<A, P> {
+    Active(KBox<A>),
+    Parked(P),
+}
+
 /// Both directions with one peer.
 struct Peer {
     /// Where answers to it go: the AH of the last post to it, or (a peer
     /// that only sent to us) the addresses of its last packet. (Data
     /// packets go by their own work request's AH and Q_Key.)
     av: AddressVector,
-    send: Option<SendStream>,
+    send: Option<Side<SendStream, ParkedSend>>,
     /// WQE handles posted to it and not yet admitted to its stream.
     queue: Fifo,
-    recv: Option<RecvStream>,
+    recv: Option<Side<RecvStream, ParkedRecv>>,
+}
+
+impl Peer {
+    /// The sending stream, if one is in use (a parked one has nothing to
+    /// send, time or complete).
+    fn send_active(&mut self) -> Option<&mut SendStream> {
+        match &mut self.send {
+            Some(Side::Active(s)) => Some(s),
+            _ => None,
+        }
+    }
+
+    fn send_ref(&self) -> Option<&SendStream> {
+        match &self.send {
+            Some(Side::Active(s)) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The receiving stream, if one is in use (a parked one owes no ACK
+    /// and holds no message).
+    fn recv_active(&mut self) -> Option<&mut RecvStream> {
+        match &mut self.recv {
+            Some(Side::Active(r)) => Some(r),
+            _ => None,
+        }
+    }
+
+    fn recv_ref(&self) -> Option<&RecvStream> {
+        match &self.recv {
+            Some(Side::Active(r)) => Some(r),
+            _ => None,
+        }
+    }
+
+    /// The sending stream, taken back into use if parked; `Err` if that
+    /// needs memory there is none of (softirq: atomic allocation).
+    fn wake_send(&mut self, cfg: sender::Config) -> Result<Option<&mut SendStream>> {
+        if let Some(Side::Parked(p)) = &self.send {
+            self.send = Some(Side::Active(KBox::new(p.unpark(cfg), GFP_ATOMIC)?));
+        }
+        Ok(self.send_active())
+    }
+
+    /// The receiving stream, taken back into use if parked.
+    fn wake_recv(&mut self) -> Result<Option<&mut RecvStream>> {
+        if let Some(Side::Parked(p)) = &self.recv {
+            self.recv = Some(Side::Active(KBox::new(p.unpark(), GFP_ATOMIC)?));
+        }
+        Ok(self.recv_active())
+    }
+
+    /// The incarnation of the receiving stream held, in use or parked.
+    fn recv_stream(&self) -> Option<u64> {
+        match &self.recv {
+            Some(Side::Active(r)) => Some(r.stream()),
+            Some(Side::Parked(p)) => Some(p.stream()),
+            None => None,
+        }
+    }
+
+    fn recv_is_quiet(&self, t: u64) -> bool {
+        match &self.recv {
+            Some(Side::Active(r)) => r.is_quiet(t),
+            Some(Side::Parked(p)) => p.is_quiet(t),
+            None => false,
+        }
+    }
+
+    fn send_is_idle(&self, t: u64) -> bool {
+        match &self.send {
+            Some(Side::Active(s)) => s.is_idle(t),
+            Some(Side::Parked(p)) => p.is_idle(t),
+            None => false,
+        }
+    }
+
+    /// Parks the streams that have been at rest for [`PARK_AFTER_NS`];
+    /// returns how many it parked.
+    fn park(&mut self, t: u64) -> u64 {
+        let mut n = 0;
+        if let Some(p) = self.send_ref().and_then(|s| s.park(t, PARK_AFTER_NS)) {
+            self.send = Some(Side::Parked(p));
+            n += 1;
+        }
+        if let Some(p) = self.recv_ref().and_then(|r| r.park(t, PARK_AFTER_NS)) {
+            self.recv = Some(Side::Parked(p));
+            n += 1;
+        }
+        n
+    }
 }
 
 /// A pool of fixed-size byte slots (saved send WQEs, claimed receives),
@@ -208,7 +312,8 @@ pub(crate) struct XudState {
     params: XudParams,
     cfg: sender::Config,
     min_rnr_timer: u8,
-    peers: RBTree<PeerKey, KBox<Peer>>,
+    /// The peer entries, each in its tree node (one allocation).
+    peers: RBTree<PeerKey, Peer>,
     /// Peers with a receiving state, and with a sending state: each at
     /// most `max_peers`.
     recv_peers: u32,
@@ -221,6 +326,8 @@ pub(crate) struct XudState {
     sending: bool,
     armed: Option<u64>,
     next_reclaim: u64,
+    /// A stream could not be allocated for queued work: try again soon.
+    starved: bool,
 }
 
 /// The current time for the state machines.
@@ -267,6 +374,7 @@ impl XudState {
                 sending: false,
                 armed: None,
                 next_reclaim: now() + RECLAIM_PERIOD_NS,
+                starved: false,
             },
             GFP_KERNEL,
         )?)
@@ -279,8 +387,9 @@ impl XudState {
         self.cfg.rnr_retry = rnr_retry;
         self.min_rnr_timer = min_rnr;
         let cfg = self.cfg;
+        // Parked streams take the QP's configuration when taken back.
         for p in self.peers.values_mut() {
-            if let Some(s) = p.send.as_mut() {
+            if let Some(s) = p.send_active() {
                 s.set_config(cfg);
             }
         }
@@ -356,11 +465,14 @@ fn pump(qp: &Arc<QpCore>, st: &mut XudState) {
 /// Arms the QP's timer for the earliest thing due.
 fn arm(qp: &Arc<QpCore>, st: &mut XudState, t: u64) {
     let mut due = st.next_reclaim;
+    if st.starved {
+        due = due.min(t + ACK_DELAY_NS);
+    }
     for p in st.peers.values() {
-        if let Some(d) = p.send.as_ref().and_then(|s| s.next_deadline()) {
+        if let Some(d) = p.send_ref().and_then(|s| s.next_deadline()) {
             due = due.min(d);
         }
-        if let Some(since) = p.recv.as_ref().and_then(|r| r.ack_owed()) {
+        if let Some(since) = p.recv_ref().and_then(|r| r.ack_owed()) {
             due = due.min(since + ACK_DELAY_NS);
         }
     }
@@ -437,8 +549,10 @@ fn admit(qp: &QpCore, st: &mut XudState, t: u64) -> bool {
         peers,
         wqes,
         send_peers,
+        starved,
         ..
     } = st;
+    *starved = false;
     for peer in peers.values_mut() {
         while let Some(h) = peer.queue.front() {
             if peer.send.is_none() {
@@ -452,15 +566,18 @@ fn admit(qp: &QpCore, st: &mut XudState, t: u64) -> bool {
                     }
                     break;
                 }
+                let stream =
+                    SendStream::new(nonzero_u64(), Psn::new(crate::random::u64() as u32), cfg, t);
+                let Ok(stream) = KBox::new(stream, GFP_ATOMIC) else {
+                    // The posts wait in the queue; the timer tries again.
+                    *starved = true;
+                    break;
+                };
                 *send_peers += 1;
-                peer.send = Some(SendStream::new(
-                    nonzero_u64(),
-                    Psn::new(crate::random::u64() as u32),
-                    cfg,
-                    t,
-                ));
+                peer.send = Some(Side::Active(stream));
             }
-            let Some(s) = peer.send.as_mut() else {
+            let Ok(Some(s)) = peer.wake_send(cfg) else {
+                *starved = true;
                 break;
             };
             let w = SendWqe::decode(wqes.get(h));
@@ -500,7 +617,7 @@ fn queue_wqe(
     if let (Some(dst), Some(src)) = (wqes.get_mut(h).get_mut(..n), body.get(..n)) {
         dst.copy_from_slice(src);
     }
-    let peer = find_or_add(peers, key, &to.av).ok_or(status::LOC_QP_OP_ERR)?;
+    let peer = find_or_add(qp, peers, key, &to.av).ok_or(status::LOC_QP_OP_ERR)?;
     peer.av = to.av;
     if peer.queue.push(wqes, h, share) {
         Ok(())
@@ -522,24 +639,22 @@ fn xud_mtu(qp: &QpCore) -> u32 {
 
 /// The peer `key`, made if new.
 fn find_or_add<'a>(
-    peers: &'a mut RBTree<PeerKey, KBox<Peer>>,
+    qp: &QpCore,
+    peers: &'a mut RBTree<PeerKey, Peer>,
     key: PeerKey,
     av: &AddressVector,
 ) -> Option<&'a mut Peer> {
     if peers.get(&key).is_none() {
-        let peer = KBox::new(
-            Peer {
-                av: *av,
-                send: None,
-                queue: Fifo::new(),
-                recv: None,
-            },
-            GFP_ATOMIC,
-        )
-        .ok()?;
+        let peer = Peer {
+            av: *av,
+            send: None,
+            queue: Fifo::new(),
+            recv: None,
+        };
         peers.try_create_and_insert(key, peer, GFP_ATOMIC).ok()?;
+        qp.port.counters.add(RxCounter::XudPeersAdded, 1);
     }
-    peers.get_mut(&key).map(|b| &mut **b)
+    peers.get_mut(&key)
 }
 
 /// Builds the packets the streams have due: round robin over the peers,
@@ -569,7 +684,7 @@ fn transmit(qp: &QpCore, st: &mut XudState, t: u64) {
             }
             let mut burst = 0;
             while !txq.is_full() && burst < burst_max {
-                let Some(s) = peer.send.as_mut() else {
+                let Some(s) = peer.send_active() else {
                     break;
                 };
                 let Some(p) = s.next_packet(t) else {
@@ -598,7 +713,7 @@ fn transmit(qp: &QpCore, st: &mut XudState, t: u64) {
 /// Writes the completions of a destination's finished messages and frees
 /// their WQEs.
 fn complete_sends(qp: &QpCore, peer: &mut Peer, wqes: &mut Pool) {
-    let Some(s) = peer.send.as_mut() else {
+    let Some(s) = peer.send_active() else {
         return;
     };
     while let Some((h, st)) = s.next_completion() {
@@ -772,7 +887,7 @@ fn on_timer(qp: &Arc<QpCore>, st: &mut XudState) {
     let t = now();
     let XudState { peers, wqes, .. } = st;
     for peer in peers.values_mut() {
-        let Some(s) = peer.send.as_mut() else {
+        let Some(s) = peer.send_active() else {
             continue;
         };
         if s.next_deadline().is_some_and(|d| d <= t) {
@@ -810,7 +925,7 @@ fn flush_owed_acks(qp: &QpCore, st: &mut XudState) {
         if txq.is_full() {
             return;
         }
-        let Some(r) = peer.recv.as_mut() else {
+        let Some(r) = peer.recv_active() else {
             continue;
         };
         if r.ack_owed().is_none() {
@@ -831,7 +946,8 @@ fn flush_owed_acks(qp: &QpCore, st: &mut XudState) {
 
 /// Frees what has been quiet long enough: receive states after
 /// [`xud::QUIET_NS`] (their open messages fail), send states idle for
-/// [`xud::SENDER_IDLE_NS`], peers with neither.
+/// [`xud::SENDER_IDLE_NS`], peers with neither. Parks the streams at
+/// rest for [`PARK_AFTER_NS`].
 fn reclaim(qp: &QpCore, st: &mut XudState, t: u64) {
     let XudState {
         peers,
@@ -842,29 +958,36 @@ fn reclaim(qp: &QpCore, st: &mut XudState, t: u64) {
         ..
     } = st;
     let mut gone = KVec::<PeerKey>::new();
+    let mut parked = 0;
     for (key, peer) in peers.iter_mut() {
-        if peer.recv.as_ref().is_some_and(|r| r.is_quiet(t)) {
-            if let Some(r) = peer.recv.as_mut() {
+        if peer.recv_is_quiet(t) {
+            if let Some(r) = peer.recv_active() {
                 r.abandon_all();
                 drain_recv_done(qp, r, recvs, &Origin::none(key.qpn));
             }
             peer.recv = None;
             *recv_peers = recv_peers.saturating_sub(1);
         }
-        if peer.send.as_ref().is_some_and(|s| s.is_idle(t)) && peer.queue.is_empty() {
+        if peer.send_is_idle(t) && peer.queue.is_empty() {
             peer.send = None;
             *send_peers = send_peers.saturating_sub(1);
         }
         if peer.send.is_none() && peer.recv.is_none() && peer.queue.is_empty() {
             let _ = gone.push(*key, GFP_ATOMIC);
+        } else {
+            parked += peer.park(t);
         }
     }
+    qp.port.counters.add(RxCounter::XudStreamsParked, parked);
     for key in gone.iter() {
         peers.remove(key);
         if *rr_after == Some(*key) {
             *rr_after = None;
         }
     }
+    qp.port
+        .counters
+        .add(RxCounter::XudPeersReclaimed, gone.len() as u64);
 }
 
 /// The QP is destroyed or reset: every message fails, posted and claimed
@@ -883,7 +1006,7 @@ pub(crate) fn flush(qp: &QpCore, st: &mut XudState) {
             qp.complete_send(&w, status::WR_FLUSH_ERR, 0);
             wqes.give(h);
         }
-        if let Some(s) = peer.send.as_mut() {
+        if let Some(s) = peer.send_active() {
             s.abort(SendStatus::RetryExceeded);
             while let Some((h, _)) = s.next_completion() {
                 let w = SendWqe::decode(wqes.get(h));
@@ -891,7 +1014,7 @@ pub(crate) fn flush(qp: &QpCore, st: &mut XudState) {
                 wqes.give(h);
             }
         }
-        if let Some(r) = peer.recv.as_mut() {
+        if let Some(r) = peer.recv_active() {
             r.abandon_all();
             while let Some(d) = r.next_done() {
                 let w = RecvWqe::decode(recvs.get(d.recv));
@@ -998,9 +1121,20 @@ fn on_answer(qp: &QpCore, p: &RxPacket<'_>, key: PeerKey) -> core::result::Resul
     };
     let mut g = qp.xud.lock();
     let st = g.as_deref_mut().ok_or(RxCounter::DropNoQp)?;
+    let cfg = st.cfg;
     let XudState { peers, wqes, .. } = st;
     let peer = peers.get_mut(&key).ok_or(RxCounter::DropSequence)?;
-    let s = peer.send.as_mut().ok_or(RxCounter::DropSequence)?;
+    if let Some(Side::Parked(p)) = &peer.send {
+        // Nothing is in flight: only a (late) answer of this stream can
+        // matter, and only a stale-incarnation NAK changes it.
+        if p.stream() != a.stream {
+            return Err(RxCounter::DropSequence);
+        }
+    }
+    let s = peer
+        .wake_send(cfg)
+        .map_err(|_| RxCounter::DropNoMemory)?
+        .ok_or(RxCounter::DropSequence)?;
     let outcome = s.on_answer(&a, now());
     complete_sends(qp, peer, wqes);
     match outcome {
@@ -1089,27 +1223,28 @@ fn on_data(
         return Err(RxCounter::XudPeerLimit);
     }
     let av = reply_av(p).ok_or(RxCounter::DropMalformed)?;
-    let peer = find_or_add(peers, key, &av).ok_or(RxCounter::XudPeerLimit)?;
-    match peer
-        .recv
-        .as_ref()
-        .map(|r| (r.stream() == x.stream, r.is_quiet(t)))
-    {
-        Some((true, _)) => {}
-        Some((false, true)) => {
-            if let Some(r) = peer.recv.as_mut() {
+    let peer = find_or_add(qp, peers, key, &av).ok_or(RxCounter::XudPeerLimit)?;
+    match peer.recv_stream().map(|s| s == x.stream) {
+        Some(true) => {}
+        Some(false) if peer.recv_is_quiet(t) => {
+            // Rule 3: the quiet state of an earlier stream gives way.
+            let fresh = KBox::new(RecvStream::new(&pkt, t), GFP_ATOMIC)
+                .map_err(|_| RxCounter::DropNoMemory)?;
+            if let Some(r) = peer.recv_active() {
                 r.abandon_all();
                 drain_recv_done(qp, r, recvs, &Origin::none(key.qpn));
             }
-            peer.recv = Some(RecvStream::new(&pkt, t));
+            peer.recv = Some(Side::Active(fresh));
         }
-        Some((false, false)) => return Err(RxCounter::XudStale),
+        Some(false) => return Err(RxCounter::XudStale),
         None => {
-            peer.recv = Some(RecvStream::new(&pkt, t));
+            let fresh = KBox::new(RecvStream::new(&pkt, t), GFP_ATOMIC)
+                .map_err(|_| RxCounter::DropNoMemory)?;
+            peer.recv = Some(Side::Active(fresh));
             *recv_peers += 1;
         }
     }
-    let Some(rs) = peer.recv.as_mut() else {
+    let Some(rs) = peer.wake_recv().map_err(|_| RxCounter::DropNoMemory)? else {
         return Err(RxCounter::DropNoQp);
     };
     let from = Origin {

@@ -143,6 +143,11 @@ struct Model {
     stale_naks: u32,
     peer_limit_drops: u32,
     reclaimed: u32,
+    /// Park every stream at rest at each timer tick, and take it back at
+    /// once: what the driver does lazily (it parks idle streams and takes
+    /// one back when it is used), so any state parking lost shows here.
+    parking: bool,
+    parked: u32,
 }
 
 fn pattern(id: usize, offset: u32) -> u8 {
@@ -185,6 +190,8 @@ impl Model {
             stale_naks: 0,
             peer_limit_drops: 0,
             reclaimed: 0,
+            parking: false,
+            parked: 0,
         }
     }
 
@@ -575,6 +582,9 @@ impl Model {
                     self.ack(node, src, None);
                 }
             }
+            if self.parking {
+                self.park_round_trip(node);
+            }
             // The reclaim timer, every QUIET / 4.
             if tick.is_multiple_of(QUIET_NS / 4 / STEP_NS) {
                 let srcs: Vec<usize> = self.nodes[node].recv.keys().copied().collect();
@@ -584,6 +594,25 @@ impl Model {
                     }
                 }
                 self.nodes[node].send.retain(|_, s| !s.is_idle(now));
+            }
+        }
+    }
+
+    /// Every stream of `node` at rest parked and taken back.
+    fn park_round_trip(&mut self, node: usize) {
+        let now = self.now;
+        let cfg = self.cfg;
+        let nd = &mut self.nodes[node];
+        for s in nd.send.values_mut() {
+            if let Some(p) = s.park(now, 0) {
+                *s = p.unpark(cfg);
+                self.parked += 1;
+            }
+        }
+        for r in nd.recv.values_mut() {
+            if let Some(p) = r.park(now, 0) {
+                *r = p.unpark();
+                self.parked += 1;
             }
         }
     }
@@ -752,6 +781,53 @@ fn loss_duplication_and_reordering_deliver_exactly_once() {
             "seed {seed}: 5% loss must not exhaust retries"
         );
     }
+}
+
+#[test]
+fn parked_streams_go_on_exactly_once() {
+    for seed in 1..=3u64 {
+        let mut m = lossy(seed);
+        m.parking = true;
+        random_traffic(&mut m, seed * 91, 150, &ALL_OPS);
+        m.settle(120_000_000_000);
+        m.verify();
+        assert!(
+            m.msgs.iter().all(|x| x.status == Some(SendStatus::Success)),
+            "seed {seed}: parking lost a message"
+        );
+        assert!(m.parked > 100, "seed {seed}: only {} parks", m.parked);
+    }
+}
+
+#[test]
+fn parked_streams_are_small() {
+    // Within a 256-byte peer entry: the AV, the tree node and both.
+    assert!(core::mem::size_of::<receiver::ParkedRecv>() <= 56);
+    assert!(core::mem::size_of::<sender::ParkedSend>() <= 32);
+}
+
+#[test]
+fn streams_at_work_do_not_park() {
+    let mut m = Model::new(2, 5);
+    m.post_recvs(1, 10, GRH_LEN + MTU * 40);
+    m.post(0, 1, Op::Send, MTU * 30, false);
+    while !m.nodes[1].recv.contains_key(&0) {
+        m.run_for(STEP_NS);
+    }
+    assert_eq!(m.msgs[0].status, None);
+    let now = m.now;
+    // A message in flight, and one being received.
+    assert!(m.nodes[0].send[&1].park(now, 0).is_none());
+    assert!(m.nodes[1].recv[&0].park(now, 0).is_none());
+    m.run_for(2_000_000_000);
+    assert_eq!(m.msgs[0].status, Some(SendStatus::Success));
+    assert_eq!(m.msgs[0].delivered, 1);
+    let now = m.now;
+    // Done: at rest, but not idle for 20 s.
+    assert!(m.nodes[0].send[&1].park(now, 0).is_some());
+    assert!(m.nodes[1].recv[&0].park(now, 0).is_some());
+    assert!(m.nodes[0].send[&1].park(now, 20_000_000_000).is_none());
+    assert!(m.nodes[1].recv[&0].park(now, 20_000_000_000).is_none());
 }
 
 #[test]

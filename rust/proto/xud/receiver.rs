@@ -458,6 +458,66 @@ impl RecvStream {
     }
 }
 
+/// A receiving stream at rest, without its message table: what the window
+/// needs to go on exactly as before (its base and the PSNs placed beyond
+/// it, the oldest message the sender still tries) and when it last
+/// accepted a packet. The driver keeps this in the peer entry and frees
+/// the full [`RecvStream`] (most of which is the table of
+/// [`MAX_MSGS`] messages) while the source sends nothing: an idle peer
+/// costs the entry alone.
+#[derive(Clone, Debug)]
+pub struct ParkedRecv {
+    stream: u64,
+    window: RecvWindow<WINDOW_WORDS>,
+    oldest_msg: u32,
+    last_accepted: u64,
+}
+
+impl ParkedRecv {
+    /// The sender's incarnation of the stream held.
+    pub fn stream(&self) -> u64 {
+        self.stream
+    }
+
+    /// As [`RecvStream::is_quiet`].
+    pub fn is_quiet(&self, now: u64) -> bool {
+        now.saturating_sub(self.last_accepted) > QUIET_NS
+    }
+
+    /// The stream in full again, exactly as it was parked.
+    pub fn unpark(&self) -> RecvStream {
+        RecvStream {
+            stream: self.stream,
+            window: self.window.clone(),
+            oldest_msg: self.oldest_msg,
+            last_accepted: self.last_accepted,
+            unanswered: 0,
+            ack_owed: None,
+            pending_req: None,
+            msgs: [RecvMsg::FREE; MAX_MSGS as usize],
+        }
+    }
+}
+
+impl RecvStream {
+    /// The stream's parked form if it has accepted nothing for `idle_ns`
+    /// and holds nothing but its window: no message open, finished,
+    /// failed or unreported, and no ACK owed. `None` otherwise (it stays
+    /// as it is).
+    pub fn park(&self, now: u64, idle_ns: u64) -> Option<ParkedRecv> {
+        let at_rest = now.saturating_sub(self.last_accepted) >= idle_ns
+            && self.ack_owed.is_none()
+            && self.pending_req.is_none()
+            && self.msgs.iter().all(|m| m.state == MsgState::Free);
+        at_rest.then(|| ParkedRecv {
+            stream: self.stream,
+            window: self.window.clone(),
+            oldest_msg: self.oldest_msg,
+            last_accepted: self.last_accepted,
+        })
+    }
+}
+
 /// What [`RecvStream::commit`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Committed {

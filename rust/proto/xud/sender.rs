@@ -812,6 +812,64 @@ impl SendStream {
     }
 }
 
+/// A sending stream at rest, without its message table: nothing posted
+/// and nothing in flight, so what goes on is its identity (`stream`, the
+/// peer's incarnation as last heard) and where its numbering stands (the
+/// next PSN and message number). The driver keeps this in the peer entry
+/// and frees the full [`SendStream`] while nothing is sent to the
+/// destination.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ParkedSend {
+    stream: u64,
+    peer_inc: u32,
+    next_psn: Psn,
+    next_msg: u32,
+    last_active: u64,
+}
+
+impl ParkedSend {
+    pub fn stream(&self) -> u64 {
+        self.stream
+    }
+
+    /// As [`SendStream::is_idle`].
+    pub fn is_idle(&self, now: u64) -> bool {
+        now.saturating_sub(self.last_active) > SENDER_IDLE_NS
+    }
+
+    /// The stream in full again, as it was parked, with the QP's current
+    /// `cfg`: the next packet and message continue its numbering.
+    pub fn unpark(&self, cfg: Config) -> SendStream {
+        let mut s = SendStream::new(self.stream, self.next_psn, cfg, self.last_active);
+        s.peer_inc = self.peer_inc;
+        s.next_msg = self.next_msg;
+        s.tx_msg = self.next_msg;
+        s
+    }
+}
+
+impl SendStream {
+    /// The stream's parked form if nothing was sent or answered for
+    /// `idle_ns` and it holds nothing: no message posted or unreported,
+    /// no PSN in flight, no timer. `None` otherwise.
+    pub fn park(&self, now: u64, idle_ns: u64) -> Option<ParkedSend> {
+        let at_rest = now.saturating_sub(self.last_active) >= idle_ns
+            && self.in_use() == 0
+            && self.window.in_flight() == 0
+            && self.deadline.is_none()
+            && self.rnr_until.is_none()
+            && self.reorder_mark.is_none()
+            && !self.probing;
+        at_rest.then(|| ParkedSend {
+            stream: self.stream,
+            peer_inc: self.peer_inc,
+            next_psn: self.window.oldest_unacked(),
+            next_msg: self.next_msg,
+            last_active: self.last_active,
+        })
+    }
+}
+
 /// Whether `a` comes before `b` (message numbers); re-exported for the
 /// driver's queues.
 pub fn msg_before(a: u32, b: u32) -> bool {
