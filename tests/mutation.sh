@@ -64,7 +64,7 @@ mutant() {
 # The mutants of the second lane, which boots once the kmemleak mutants
 # (on the same side) are done: short ones, so that both sides end
 # together.
-LANE_B=" invalidate-noop mr-key-outlives-dereg "
+LANE_B=" invalidate-noop mr-key-outlives-dereg xud-park-forgets xud-streams-merge "
 
 # lane_of I: the shared lane mutant I runs in.
 lane_of() { case $LANE_B in *" ${names[$1]} "*) echo lane-b ;; *) echo lane ;; esac; }
@@ -191,6 +191,19 @@ build_all() {
 	mutant mr-key-outlives-dereg driver/table.rs \
 		'drop(p.unpublish(index));' 'let _ = p;' \
 		tests/guest/11-rc-semantics.sh 'not ok [0-9]+ - WRITE through the rkey of a deregistered MR'
+
+	# Parking an XUD receiving stream forgets it instead of keeping its
+	# window: a replay to the peer is then taken as new.
+	mutant xud-park-forgets driver/xud.rs \
+		'self.recv = Some(Side::Parked(p));' 'let _ = p; self.recv = None;' \
+		tests/guest/18-xud-peers.sh 'not ok [0-9]+ - the 50 SENDs replayed'
+
+	# A packet of another stream for a peer whose stream is held goes
+	# into the held one (rule 3 dropped): an off-path forger who knows no
+	# stream gets its packets placed.
+	mutant xud-streams-merge driver/xud.rs \
+		'Some(false) => return Err(RxCounter::XudStale),' 'Some(false) => {}' \
+		tests/guest/18-xud-peers.sh 'not ok [0-9]+ - 5 SENDs of another stream'
 }
 
 if [ "$mode" != run ]; then

@@ -40,12 +40,12 @@ GID_PREFIX=fd00:0211: pingpong rca rxud0 rcb rxud1 -s 64 -n 50
 check "ibv_rc_pingpong -c over IPv6, 64 B x 50" pp_done 50
 
 # --- perftest over RC ----------------------------------------------------
-perf rca rxud0 rcb rxud1 ib_send_bw -s 65536 -n 200
-check "ib_send_bw (RC SEND) 64 KB x 200 between two rxud devices" result 65536 200
-perf rca rxud0 rcb rxud1 ib_write_bw -s 65536 -n 200
-check "ib_write_bw (RDMA WRITE) 64 KB x 200 between two rxud devices" result 65536 200
-perf rca rxud0 rcb rxud1 ib_read_bw -s 65536 -n 200
-check "ib_read_bw (RDMA READ) 64 KB x 200 between two rxud devices" result 65536 200
+perf rca rxud0 rcb rxud1 ib_send_bw -s 65536 -n 100
+check "ib_send_bw (RC SEND) 64 KB x 100 between two rxud devices" result 65536 100
+perf rca rxud0 rcb rxud1 ib_write_bw -s 65536 -n 100
+check "ib_write_bw (RDMA WRITE) 64 KB x 100 between two rxud devices" result 65536 100
+perf rca rxud0 rcb rxud1 ib_read_bw -s 65536 -n 100
+check "ib_read_bw (RDMA READ) 64 KB x 100 between two rxud devices" result 65536 100
 # Atomics are 8 bytes; perftest refuses any other -s. (Compare-and-swap,
 # with its results checked: 11-rc-semantics.sh and 13-data-integrity.sh.)
 perf rca rxud0 rcb rxud1 ib_atomic_bw -A FETCH_AND_ADD -n 200
@@ -54,8 +54,8 @@ check "ib_atomic_bw -A FETCH_AND_ADD x 200 between two rxud devices" result 8 20
 # UC: RC's packets without ACKs (a lossless veth: every message arrives).
 uc_pingpong rca rxud0 rcb rxud1 -s 8192 -n 50
 check "ibv_uc_pingpong, 8 KB x 50 (UC), between two rxud devices" pp_done 50
-perf rca rxud0 rcb rxud1 ib_write_bw -c UC -s 65536 -n 200
-check "ib_write_bw -c UC 64 KB x 200 between two rxud devices" result 65536 200
+perf rca rxud0 rcb rxud1 ib_write_bw -c UC -s 65536 -n 100
+check "ib_write_bw -c UC 64 KB x 100 between two rxud devices" result 65536 100
 
 # Where the RC packets went (RNR NAKs slow SEND streams down).
 rdma statistic show link rxud0/1 | tap_diag
@@ -83,14 +83,14 @@ check "ibv_uc_pingpong, 8 KB x 20: rxe client, rxud server" pp_done 20
 SIP=$CIP uc_pingpong - rxe0 rca rxud0 -s 8192 -n 20
 check "ibv_uc_pingpong, 8 KB x 20: rxud client, rxe server" pp_done 20
 # RDMA WRITE and READ both ways: rxud as requester and as responder.
-perf rca rxud0 - rxe0 ib_write_bw -s 65536 -n 100
-check "ib_write_bw 64 KB x 100: rxe writes to rxud" result 65536 100
-SIP=$CIP perf - rxe0 rca rxud0 ib_write_bw -s 65536 -n 100
-check "ib_write_bw 64 KB x 100: rxud writes to rxe" result 65536 100
-perf rca rxud0 - rxe0 ib_read_bw -s 65536 -n 100
-check "ib_read_bw 64 KB x 100: rxe reads from rxud" result 65536 100
-SIP=$CIP perf - rxe0 rca rxud0 ib_read_bw -s 65536 -n 100
-check "ib_read_bw 64 KB x 100: rxud reads from rxe" result 65536 100
+perf rca rxud0 - rxe0 ib_write_bw -s 65536 -n 50
+check "ib_write_bw 64 KB x 50: rxe writes to rxud" result 65536 50
+SIP=$CIP perf - rxe0 rca rxud0 ib_write_bw -s 65536 -n 50
+check "ib_write_bw 64 KB x 50: rxud writes to rxe" result 65536 50
+perf rca rxud0 - rxe0 ib_read_bw -s 65536 -n 50
+check "ib_read_bw 64 KB x 50: rxe reads from rxud" result 65536 50
+SIP=$CIP perf - rxe0 rca rxud0 ib_read_bw -s 65536 -n 50
+check "ib_read_bw 64 KB x 50: rxud reads from rxe" result 65536 50
 # What the interop runs cost on each side (retransmissions, sequence
 # errors, duplicates).
 inns rca rdma statistic show link rxud0/1 | tap_diag

@@ -26,9 +26,11 @@ rxud_pair rla rlb rlv0 rlv1
 # pile up below IP, the client's transmit budget (64 KiB) stops its
 # sender, and only the destructors of the packets the slots let out wake
 # it again. UC, whose sender no ACK ever wakes, stalls without them.
+# (Both runs here take 7 or 8 s; a sender that stalls waits out their 20
+# s: the mutants of tests/mutation.sh.)
 if inns rlb tc qdisc add dev rlv1 root netem slot 10ms 10ms packets 16 2>/dev/null; then
 	w0=$(hwc rxud1 tx_budget_waits)
-	PP_TIMEOUT=30 perf rla rxud0 rlb rxud1 ib_write_bw -c UC -s 65536 -n 50
+	PP_TIMEOUT=20 perf rla rxud0 rlb rxud1 ib_write_bw -c UC -s 65536 -n 50
 	w=$(($(hwc rxud1 tx_budget_waits) - w0))
 	inns rlb tc -s qdisc show dev rlv1 | tap_diag
 	inns rlb tc qdisc del dev rlv1 root
@@ -53,7 +55,7 @@ nm_why=$(modprobe sch_netem 2>&1)
 if nm_err=$(inns rla tc qdisc add dev rlv0 root netem loss 5% 2>&1); then
 	seq0=$(($(hwc rxud0 rx_drop_sequence) + $(hwc rxud1 rx_drop_sequence)))
 	re0=$(($(hwc rxud0 rc_retransmits) + $(hwc rxud1 rc_retransmits)))
-	PP_TIMEOUT=30 pingpong rla rxud0 rlb rxud1 -s 8192 -n 100
+	PP_TIMEOUT=20 pingpong rla rxud0 rlb rxud1 -s 8192 -n 100
 	nm_stats=$(inns rla tc -s qdisc show dev rlv0)
 	printf '%s\n' "$nm_stats" | tap_diag
 	dropped=$(sed -n 's/.*(dropped \([0-9]*\),.*/\1/p' <<<"$nm_stats" | head -n 1)

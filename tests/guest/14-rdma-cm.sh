@@ -35,7 +35,8 @@ cm_pair() {
 	inns "${SNS:-cma}" timeout 60 "${srv[@]}" >"$OUT.$name.server" 2>&1 &
 	spid=$!
 	for try in 1 2 3 4 5; do
-		sleep 2
+		# A second for the server to listen; more between retries.
+		sleep $((try == 1 ? 1 : 2))
 		inns "${CNS:-cmb}" timeout 60 "${cli[@]}" >"$OUT.$name.client" 2>&1
 		echo "client exit $?" >>"$OUT.$name.client"
 		grep -q 'client exit 0' "$OUT.$name.client" && break

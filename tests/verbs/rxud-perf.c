@@ -441,8 +441,12 @@ int main(int argc, char **argv)
 		}
 	}
 	if (!dev || nqp < 1 || nqp > MAX_QP || size < 4 || size > RXUDV_MAX_MSG_SZ || !iters ||
-	    depth < 1 || depth > 1024 || (lat && write))
+	    depth < 1 || depth > 1024 || (lat && write)) {
+		fprintf(stderr, "rxud-perf: needs -d; -q 1 to %d, -s 4 (the message number each "
+			"message carries) to %u, -n 1 or more, -D 1 to 1024, no -o write with -t lat\n",
+			MAX_QP, RXUDV_MAX_MSG_SZ);
 		return 2;
+	}
 	open_dev(dev);
 	return optind < argc ? client(argv[optind], port, lat, write, size, iters, depth)
 			     : server(port, nqp);
