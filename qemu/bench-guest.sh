@@ -54,6 +54,23 @@ SYSCALL_RUNS=(
 	"ib_send_bw 4096 2000"
 	"ib_write_bw 4096 2000 -c UC"
 )
+# XUD's runs (rxud only, in each rxud round): tests/verbs/rxud-perf, one
+# XUD QP in vm1 to one in vm0, each recorded under the RC row of the same
+# operation and size so that the table sets them side by side. Each entry:
+# OP SIZE ITERATIONS [EXTRA CLIENT FLAGS] [| NETEM ARGS] (rxud-perf counts
+# iterations: sized for about 5 s at 8 MB/s; its latency at 4 B, the
+# smallest message it sends, as each carries its number).
+XUD_RUNS=(
+	"send 65536 600"
+	"send 1048576 40"
+	"write 65536 600"
+	"write 1048576 40"
+	"lat 4 300"
+	"write 1048576 40 | loss 1%"
+	"send 65536 600 -a 1"
+)
+# Peer counts for XUD's kernel memory per peer (forged sources).
+XUD_PEERS=(1 100 1000 10000)
 # Rounds of RUNS for each provider: the table gives each figure's median.
 ROUNDS=3
 # RC QPs created at once for the memory figure, and their work requests.
@@ -120,6 +137,130 @@ qp_mem() {
 	echo go >&"${QPM[1]}"
 	wait "$QPM_PID" || return 1
 	echo $(((s1 - s0) * 1024 / QPS)) $(((v1 - v0) * 1024 / QPS))
+}
+
+# xud_result FILE: rxud-perf's figure (bandwidth average; latency: typical).
+xud_result() {
+	awk '$1 ~ /^[0-9]+$/ && NF == 5 { v = $4 } $1 ~ /^[0-9]+$/ && NF == 6 { v = $5 } END { print v }' "$1"
+}
+
+# xud_rc_key OP SIZE EXTRA NETEM: the RC row an XUD run stands beside
+# (RUNS' test names), or a row of its own.
+xud_rc_key() {
+	local t
+	case $1 in
+	send) t=ib_send_bw ;;
+	write) t=ib_write_bw ;;
+	lat) t=ib_send_lat ;;
+	esac
+	[ -n "$3" ] && t="rxud-perf -o $1 $3"
+	echo "$t${4:+, netem $4}"
+}
+
+# xud_runs ROUND: every entry of XUD_RUNS over rxud's device.
+xud_runs() {
+	local round=$1 n=0 run op size iters extra netem name v args
+	for run in "${XUD_RUNS[@]}"; do
+		n=$((n + 1))
+		netem=
+		[[ "$run" = *"|"* ]] && netem=${run#*| } run=${run%% |*}
+		read -r op size iters extra <<<"$run"
+		name=xud-$round-$n
+		if [ "$RXUD_VM" = 0 ]; then
+			args=(-q 1)
+		elif [ "$op" = lat ]; then
+			# shellcheck disable=SC2206
+			args=(-t lat -s "$size" -n "$iters" $extra)
+		else
+			# shellcheck disable=SC2206
+			args=(-t bw -o "$op" -s "$size" -n "$iters" $extra)
+		fi
+		# shellcheck disable=SC2086
+		[ -n "$netem" ] && [ "$RXUD_VM" = 1 ] && tc qdisc add dev "$RXUD_IF" root netem $netem
+		run_both "$name" timeout 150 "$top/tests/verbs/rxud-perf" -d "$dev" -x "$gid" "${args[@]}"
+		rdma statistic show link "$dev/1" >"$RXUD_OUT/$name.stats" 2>&1
+		if [ "$RXUD_VM" = 1 ]; then
+			[ -n "$netem" ] && tc qdisc del dev "$RXUD_IF" root
+			v=$(xud_result "$RXUD_OUT/$name.client")
+			record xud "$(xud_rc_key "$op" "$size" "$extra" "$netem")" "$size" "$v" \
+				"$([ "$op" = lat ] && echo us || echo MB/s)" "$round"
+		fi
+	done
+}
+
+# kobj: bytes of slab objects in use (active objects times object size,
+# over /proc/slabinfo) and of vmalloc: object-exact where kmem moves by
+# whole slab pages only when an object needs a new one (a few hundred
+# peers fit in the slabs an earlier step's frees left partly empty).
+kobj() {
+	awk 'NR > 2 { s += $2 * $4 } END { printf "%.0f ", s }' /proc/slabinfo
+	awk '/^VmallocUsed:/ { print $2 * 1024 }' /proc/meminfo
+}
+
+# xud_mem: kernel memory per XUD peer. vm1 makes an XUD QP
+# (tests/verbs/xud-sink, max_peers 16384), vm0 sends it one RDMA WRITE
+# from each of N source QPNs (tests/xud-forge, paced so that vm1 keeps up;
+# what the link drops makes fewer peers, and the figures divide by the
+# peers made, xud_peers_added). The slab objects grow by the peers'
+# entries and, while in use, by their streams; at rest (1 s, then the next
+# reclaim scan, within 3.5 s) the streams park and only the entries stay.
+# Read right after the peers are made (streams parked by then are
+# counted) and once all have parked, all within XUD's 10 s quiet period
+# (after which they would be reclaimed): "idle" is the second growth over
+# the peers made, "in use" adds what each stream not yet parked held at
+# the first reading. Peers take nothing from vmalloc: its growth over the
+# whole step is recorded as it is (other kernel activity moves it by
+# pages). For each N of XUD_PEERS.
+xud_mem() {
+	local n k=0 line qpn rkey va qkey s0 v0 s1 v1 s2 v2 a0 p0 p1 r0 r2 added inuse idle stream
+	hw() { cat "/sys/class/infiniband/$dev/ports/1/hw_counters/$1"; }
+	grown() { [ $(($(hw "$1") - $2)) -ge "$3" ]; }
+	for n in "${XUD_PEERS[@]}"; do
+		k=$((k + 1))
+		if [ "$RXUD_VM" = 1 ]; then
+			coproc SINK { "$top/tests/verbs/xud-sink" -d "$dev" -p 16384 2>&1; }
+			read -r -t 60 line <&"${SINK[0]}"
+			echo "$line" >"$RXUD_OUT/sink-$n"
+			# Let what the last step freed (RCU) settle first.
+			sleep 3
+			read -r s0 v0 < <(kobj)
+			a0=$(hw xud_peers_added) p0=$(hw xud_streams_parked) r0=$(hw xud_peers_reclaimed)
+		fi
+		step "xudmem-$n-sink"
+		if [ "$RXUD_VM" = 0 ]; then
+			read -r _ qpn _ rkey _ va _ qkey <"$peer_out/sink-$n"
+			timeout 120 "$top/tests/xud-forge/target/release/xud-forge" --src "$RXUD_SELF_IP" \
+				--dst "$RXUD_PEER_IP" --qpn "$qpn" --qkey "$qkey" --rkey "$rkey" --va "$va" \
+				--len 64 --peers "$n" --first-src-qpn $((k << 16)) --gap-us 400 >"$RXUD_OUT/forge-$n" 2>&1
+		fi
+		step "xudmem-$n-forged"
+		if [ "$RXUD_VM" = 1 ]; then
+			wait_for 2 grown xud_peers_added "$a0" "$n"
+			read -r s1 v1 < <(kobj)
+			p1=$(hw xud_streams_parked)
+			added=$(($(hw xud_peers_added) - a0))
+			wait_for 5 grown xud_streams_parked "$p0" "$added"
+			read -r s2 v2 < <(kobj)
+			r2=$(hw xud_peers_reclaimed)
+			inuse=$((added - (p1 - p0)))
+			echo "peers $n: made $added, $inuse not yet parked at the first reading, $(($(hw xud_streams_parked) - p0)) parked, $((r2 - r0)) reclaimed meanwhile; slab objects and vmalloc (bytes) $s0 $v0 -> $s1 $v1 -> $s2 $v2" \
+				>>"$RXUD_OUT/xud-mem.log"
+			# A peer reclaimed before the last reading (the step took
+			# longer than the quiet period) spoils the figure: none then.
+			if [ "$added" -gt 0 ] && [ "$r2" = "$r0" ]; then
+				idle=$(((s2 - s0) / added))
+				record xud "kernel memory per XUD peer, idle (slab)" "$n" "$idle" B
+				if [ "$inuse" -gt 0 ]; then
+					stream=$(((s1 - s2) / inuse))
+					record xud "kernel memory per XUD peer, in use (slab)" "$n" $((idle + stream)) B
+				fi
+				record xud "vmalloc growth over the step (all peers)" "$n" $((v2 - v0)) B
+			fi
+			eval "exec ${SINK[1]}>&-"
+			wait "$SINK_PID"
+		fi
+		step "xudmem-$n-done"
+	done
 }
 
 # For the document: what ran.
@@ -195,6 +336,7 @@ measure() {
 			record "$prov" "$what, total" "$QP_WRS/$QP_WRS WRs" "${slab:+$((slab + vmal))}" B
 		fi
 		step "mem-$prov"
+		[ "$prov" = rxud ] && xud_mem
 	fi
 	for run in "${RUNS[@]}"; do
 		n=$((n + 1))
@@ -227,6 +369,7 @@ measure() {
 			[ -n "$v" ] || { rdma statistic show link "$dev/1"; dmesg | tail -n 20; } >>"$RXUD_OUT/$name.client" 2>&1
 		fi
 	done
+	[ "$prov" = rxud ] && xud_runs "$round"
 	down "$prov" "$round"
 }
 

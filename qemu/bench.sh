@@ -55,7 +55,8 @@ while IFS= read -r f; do
 done <"$stage.files"
 mv "$stage.files" "$src/.bench-files"
 log "bench: building rxud.ko, librxud and qp-mem for $KDIR in $src (log: $out/build.log)"
-make -C "$src" KDIR="$KDIR" modules provider "$src/tests/verbs/qp-mem" >"$out/build.log" 2>&1 ||
+make -C "$src" KDIR="$KDIR" modules provider "$src/tests/verbs/qp-mem" "$src/tests/verbs/rxud-perf" \
+	"$src/tests/verbs/xud-sink" "$src/tests/xud-forge/target/release/xud-forge" >"$out/build.log" 2>&1 ||
 	{ tail -n 30 "$out/build.log" >&2; die "build failed (log: $out/build.log)"; }
 build_s=$((SECONDS - t0 - kernel_s))
 
@@ -103,6 +104,7 @@ table() {
 		return sprintf(unit[key] == "calls/WR" ? "%.3f" : (unit[key] == "B" || unit[key] == "op/s") ? "%.0f" : "%.2f", mid(a, m))
 	}
 	$1 == "tcp" { tcp = $4; next }
+	$1 == "xud" { next }
 	{ key = $2 "\t" $3; if (!(key in seen)) { seen[key] = 1; order[++n] = key; unit[key] = $5 }
 	  if ($4 != "-" && $4 != "") v[$1, key, $6] = $4
 	  if ($6 > rounds) rounds = $6 }
@@ -146,8 +148,55 @@ table() {
 		print rule
 	}' "$tsv"
 }
+# XUD's table: rxud-perf's figures (one XUD QP to one peer) beside the RC
+# rows of the same operation and size (rxe's and rxud's medians), then the
+# kernel memory per XUD peer beside rxud's per RC QP. Medians of the
+# rounds; XUD/RC is XUD's median over rxud RC's (bandwidth: higher is
+# better for XUD; latency and memory: lower).
+xud_table() {
+	awk -F'\t' '
+	function mid(a, m,   i, j, x) {
+		for (i = 2; i <= m; i++)
+			for (j = i; j > 1 && a[j - 1] > a[j]; j--) { x = a[j]; a[j] = a[j - 1]; a[j - 1] = x }
+		return m % 2 ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2
+	}
+	function median(prov, key,   m, i, a) {
+		m = 0
+		for (i = 1; i <= 9; i++)
+			if ((prov, key, i) in v) a[++m] = v[prov, key, i] + 0
+		return m ? mid(a, m) : ""
+	}
+	function size(s) {
+		if (s >= 1048576 && s % 1048576 == 0) return s / 1048576 " MB"
+		if (s >= 1024 && s % 1024 == 0) return s / 1024 " KB"
+		return s " B"
+	}
+	function fig(x, u) { return x == "" ? "-" : u == "B" ? sprintf("%.0f B", x) : sprintf("%.2f %s", x, u) }
+	{ key = $2 "\t" $3; if ($4 != "-" && $4 != "") v[$1, key, $6] = $4; unit[key] = $5
+	  if ($1 == "xud" && !(key in seen)) { seen[key] = 1; order[++n] = key } }
+	$1 == "rxud" && $2 == "kernel memory per RC QP, total" { rcmem = $4 }
+	END {
+		printf "%-34s %-14s %-12s %-12s %-12s %-8s\n", "XUD (rxud-perf) beside RC", "size", "rxe RC", "rxud RC", "rxud XUD", "XUD/RC"
+		for (i = 1; i <= n; i++) {
+			k = order[i]; split(k, f, "\t")
+			if (unit[k] == "B") continue
+			# rxud-perf measures latency at 4 B, perftest at 2 B.
+			rk = k; sz = size(f[2])
+			if (f[1] ~ /_lat$/ && !(("rxud", rk, 1) in v)) { rk = f[1] "\t2"; sz = sz " (RC 2 B)" }
+			x = median("xud", k); r = median("rxud", rk); e = median("rxe", rk)
+			printf "%-34s %-14s %-12s %-12s %-12s %-8s\n", f[1], sz, fig(e, unit[k]), fig(r, unit[k]), fig(x, unit[k]), (x != "" && r + 0 > 0) ? sprintf("%.2f", x / r) : "-"
+		}
+		printf "\n%-40s %-8s %-12s %-12s\n", "kernel memory per XUD peer", "peers", "per peer", "rxud RC QP"
+		for (i = 1; i <= n; i++) {
+			k = order[i]; split(k, f, "\t")
+			if (unit[k] != "B") continue
+			printf "%-40s %-8s %-12s %-12s\n", f[1], f[2], fig(median("xud", k), "B"), fig(rcmem, "B")
+		}
+	}' "$tsv"
+}
 table >"$out/bench.txt"
-cat "$out/bench.txt"
+xud_table >"$out/bench-xud.txt"
+cat "$out/bench.txt" "$out/bench-xud.txt"
 
 if [ -n "${RXUD_BENCH_REV:-}" ]; then
 	rev=$(git -C "$RXUD_TOP" rev-parse --short "$RXUD_BENCH_REV")
@@ -209,6 +258,19 @@ rounds (one WR per \`\`ibv_post_send\`\`, as perftest posts).
 - this run: $((total_s / 60)) min $((total_s % 60)) s (kernel $kernel_s s, builds $build_s s, VMs $((total_s - kernel_s - build_s)) s)
 
 $(cat "$out/bench.txt")
+
+XUD (rxud only; Documentation/xud.rst): rxud-perf, one XUD QP to one peer,
+beside the RC rows of the same operation and size (its latency at 4 B:
+each message carries its number). Then the kernel memory per XUD peer:
+the growth of the slab objects in use (/proc/slabinfo) in vm1 while vm0
+sends one forged RDMA WRITE from each of N source QPNs (tests/xud-forge)
+to one XUD QP, over the peers made: "in use" right after, "idle" once the
+streams have parked (qemu/bench-guest.sh, xud_mem); with vmalloc's growth
+over the step, which peers do not use; beside rxud's per RC QP above.
+
+::
+
+$(sed 's/^/    /' "$out/bench-xud.txt")
 
 $kept
 EOF
