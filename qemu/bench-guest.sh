@@ -246,8 +246,10 @@ xud_mem() {
 			echo "peers $n: made $added, $inuse not yet parked at the first reading, $(($(hw xud_streams_parked) - p0)) parked, $((r2 - r0)) reclaimed meanwhile; slab objects and vmalloc (bytes) $s0 $v0 -> $s1 $v1 -> $s2 $v2" \
 				>>"$RXUD_OUT/xud-mem.log"
 			# A peer reclaimed before the last reading (the step took
-			# longer than the quiet period) spoils the figure: none then.
-			if [ "$added" -gt 0 ] && [ "$r2" = "$r0" ]; then
+			# longer than the quiet period) spoils the figure, and so does
+			# no growth at all (a few objects can come from a slab that
+			# /proc/slabinfo counted whole already): none then.
+			if [ "$added" -gt 0 ] && [ "$r2" = "$r0" ] && [ "$s2" -gt "$s0" ]; then
 				idle=$(((s2 - s0) / added))
 				record xud "kernel memory per XUD peer, idle (slab)" "$n" "$idle" B
 				if [ "$inuse" -gt 0 ]; then

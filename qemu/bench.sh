@@ -186,11 +186,11 @@ xud_table() {
 			x = median("xud", k); r = median("rxud", rk); e = median("rxe", rk)
 			printf "%-34s %-14s %-12s %-12s %-12s %-8s\n", f[1], sz, fig(e, unit[k]), fig(r, unit[k]), fig(x, unit[k]), (x != "" && r + 0 > 0) ? sprintf("%.2f", x / r) : "-"
 		}
-		printf "\n%-40s %-8s %-12s %-12s\n", "kernel memory per XUD peer", "peers", "per peer", "rxud RC QP"
+		printf "\n%-42s %-8s %-12s %-12s\n", "kernel memory per XUD peer", "peers", "per peer", "rxud RC QP"
 		for (i = 1; i <= n; i++) {
 			k = order[i]; split(k, f, "\t")
 			if (unit[k] != "B") continue
-			printf "%-40s %-8s %-12s %-12s\n", f[1], f[2], fig(median("xud", k), "B"), fig(rcmem, "B")
+			printf "%-42s %-8s %-12s %-12s\n", f[1], f[2], fig(median("xud", k), "B"), fig(rcmem, "B")
 		}
 	}' "$tsv"
 }
