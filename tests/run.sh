@@ -83,28 +83,39 @@ check_vm_results() { # DIR NVMS
 # gate ID DESCRIPTION CMD...: a lint gate, one check; its output goes to
 # $OUT/gate-ID.txt.
 gate() {
-	local id=$1 what=$2
+	local id=$1 what=$2 rc=0
 	shift 2
-	if "$@" >"$OUT/gate-$id.txt" 2>&1; then
-		echo "ok - $what"
+	"$@" >"$OUT/gate-$id.txt" 2>&1 || rc=$?
+	gate_result "$id" "$what" "$rc"
+}
+
+# gate_result ID DESCRIPTION STATUS: counts and reports gate ID, whose
+# command exited STATUS.
+gate_result() {
+	if [ "$3" -eq 0 ]; then
+		echo "ok - $2"
 		passed=$((passed + 1))
 	else
-		tail -n 40 "$OUT/gate-$id.txt" >&2
-		echo "not ok - $what (see $OUT/gate-$id.txt)" | tee -a "$OUT/failures.txt"
+		tail -n 40 "$OUT/gate-$1.txt" >&2
+		echo "not ok - $2 (see $OUT/gate-$1.txt)" | tee -a "$OUT/failures.txt"
 		failed=$((failed + 1))
 	fi
 }
 
 if [ "$mode" != vm ]; then
 	log "lint gates (rustfmt with the kernel's settings, clippy)"
-	gate rustfmt "rustfmt --check over rust/ and rdma-core-provider/" make -s -C "$TOP" fmt-check
-	gate clippy-host "clippy: cargo clippy -D warnings on rxud-proto, rxud-abi, librxud" make -s -C "$TOP" clippy-host
+	# The module's clippy build (one rustc, one core) runs beside the
+	# host crates' gates and tests (cargo, the other core).
+	module_gate=
 	if [ -f "$(kernel_dir)/.rxud-built" ]; then
-		gate clippy-module "clippy: the kernel's CLIPPY=1 lints on rxud.ko, no warning" make -s -C "$TOP" clippy-module
+		make -s -C "$TOP" clippy-module >"$OUT/gate-clippy-module.txt" 2>&1 &
+		module_gate=$!
 	else
 		fail_log "no built kernel for the module's clippy gate: run 'make setup'"
 		failed=$((failed + 1))
 	fi
+	gate rustfmt "rustfmt --check over rust/ and rdma-core-provider/" make -s -C "$TOP" fmt-check
+	gate clippy-host "clippy: cargo clippy -D warnings on rxud-proto, rxud-abi, librxud" make -s -C "$TOP" clippy-host
 
 	log "host unit tests (cargo test: protocol core, ABI layout, provider)"
 	for crate in rust/proto rust/abi rdma-core-provider tests/xud-forge; do
@@ -112,6 +123,11 @@ if [ "$mode" != vm ]; then
 		[ "${PIPESTATUS[0]}" -eq 0 ] || { fail_log "host unit tests of $crate"; failed=$((failed + 1)); }
 	done
 	count_host "$OUT/host.txt"
+	if [ -n "$module_gate" ]; then
+		rc=0
+		wait "$module_gate" || rc=$?
+		gate_result clippy-module "clippy: the kernel's CLIPPY=1 lints on rxud.ko, no warning" "$rc"
+	fi
 	phase "lint gates and host tests"
 fi
 

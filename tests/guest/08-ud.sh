@@ -23,7 +23,7 @@ ud_pingpong() {
 	spid=$!
 	wait_for 60 serving "$spid"
 	for _ in 1 2 3; do
-		out=$(inns "$cns" timeout 15 ibv_ud_pingpong -d "$cdev" -g "$cg" -s 256 -n 20 "$@" "$sip" 2>&1)
+		out=$(inns "$cns" timeout 8 ibv_ud_pingpong -d "$cdev" -g "$cg" -s 256 -n 20 "$@" "$sip" 2>&1)
 		rc=$?
 		grep -q "Couldn't connect" <<<"$out" && kill -0 "$spid" 2>/dev/null || break
 		sleep 2
