@@ -69,6 +69,14 @@ tsv=$out/vm1/bench.tsv
 [ -s "$tsv" ] || die "no results (see $out/vm0.log, $out/vm1.log)"
 total_s=$((SECONDS - t0))
 
+# awk: the median of the M numbers in A (sorts A), for both tables.
+MID_AWK='
+function mid(a, m,   i, j, x) {
+	for (i = 2; i <= m; i++)
+		for (j = i; j > 1 && a[j - 1] > a[j]; j--) { x = a[j]; a[j] = a[j - 1]; a[j - 1] = x }
+	return m % 2 ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2
+}'
+
 # The table, as an RST simple table. Sizes in B/KB/MB, memory in KiB; each
 # figure is the median of its rounds. "per round" is rxud's figure over
 # rxe's within each round, in round order, and rxud/rxe the median of those
@@ -77,7 +85,7 @@ total_s=$((SECONDS - t0))
 # (bandwidth: higher is better for rxud; latency, memory and system calls:
 # lower); "% of TCP" is rxud's median bandwidth over iperf3's.
 table() {
-	awk -F'\t' '
+	awk -F'\t' "$MID_AWK"'
 	function size(s) {
 		if (s !~ /^[0-9]+$/) return s
 		if (s >= 1048576 && s % 1048576 == 0) return s / 1048576 " MB"
@@ -88,12 +96,6 @@ table() {
 		if (v == "") return "-"
 		if (u == "B") return sprintf("%.1f KiB", v / 1024)
 		return v " " u
-	}
-	# The median of the M numbers in A (sorts A).
-	function mid(a, m,   i, j, x) {
-		for (i = 2; i <= m; i++)
-			for (j = i; j > 1 && a[j - 1] > a[j]; j--) { x = a[j]; a[j] = a[j - 1]; a[j - 1] = x }
-		return m % 2 ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2
 	}
 	# The median of the figures of PROV for KEY ("" without any).
 	function median(prov, key,   m, i, a) {
@@ -154,12 +156,7 @@ table() {
 # rounds; XUD/RC is XUD's median over rxud RC's (bandwidth: higher is
 # better for XUD; latency and memory: lower).
 xud_table() {
-	awk -F'\t' '
-	function mid(a, m,   i, j, x) {
-		for (i = 2; i <= m; i++)
-			for (j = i; j > 1 && a[j - 1] > a[j]; j--) { x = a[j]; a[j] = a[j - 1]; a[j - 1] = x }
-		return m % 2 ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2
-	}
+	awk -F'\t' "$MID_AWK"'
 	function median(prov, key,   m, i, a) {
 		m = 0
 		for (i = 1; i <= 9; i++)
