@@ -58,7 +58,9 @@ static struct ibv_context *open_dev(const char *name)
 	struct ibv_device **list = ibv_get_device_list(NULL);
 	struct ibv_context *ctx = NULL;
 
-	for (int i = 0; list && list[i]; i++)
+	if (!list)
+		return NULL;
+	for (int i = 0; list[i]; i++)
 		if (!strcmp(ibv_get_device_name(list[i]), name))
 			ctx = ibv_open_device(list[i]);
 	ibv_free_device_list(list);
