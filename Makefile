@@ -73,7 +73,8 @@ $(XUD_DATA): $(TOP)/tests/verbs/xud-data.c $(TOP)/tests/verbs/tap.h $(TOP)/tests
 		-L$(PROVIDER)/build -l:librxud-rdmav34.so -Wl,-rpath,$(PROVIDER)/build
 
 # An XUD QP that reports what it received, for xud-forge to send to.
-$(XUD_SINK): $(TOP)/tests/verbs/xud-sink.c $(PROVIDER)/include/infiniband/rxudv.h | provider
+$(XUD_SINK): $(TOP)/tests/verbs/xud-sink.c $(TOP)/tests/verbs/util.h \
+		$(PROVIDER)/include/infiniband/rxudv.h | provider
 	$(CC) -O2 -g -Wall -Wextra -Werror -I$(PROVIDER)/include -o $@ $< -libverbs \
 		-L$(PROVIDER)/build -l:librxud-rdmav34.so -Wl,-rpath,$(PROVIDER)/build
 

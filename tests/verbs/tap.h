@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <infiniband/verbs.h>
+#include "util.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -53,18 +54,5 @@ static void check_err(int got, int want, const char *fmt, ...)
 }
 
 /* The device called @name, opened; NULL if there is none. */
-static struct ibv_context *open_dev(const char *name)
-{
-	struct ibv_device **list = ibv_get_device_list(NULL);
-	struct ibv_context *ctx = NULL;
-
-	if (!list)
-		return NULL;
-	for (int i = 0; list[i]; i++)
-		if (!strcmp(ibv_get_device_name(list[i]), name))
-			ctx = ibv_open_device(list[i]);
-	ibv_free_device_list(list);
-	return ctx;
-}
 
 #endif

@@ -1,14 +1,15 @@
 /* SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB */
 /*
  * Helpers the libibverbs test programs share (rc-test, ex-test,
- * data-test): a monotonic clock, a data pattern and its check, completion
- * opcode names.
+ * data-test, xud-sink): a monotonic clock, a data pattern and its check,
+ * completion opcode names, opening a device by name.
  */
 #ifndef RXUD_TESTS_VERBS_UTIL_H
 #define RXUD_TESTS_VERBS_UTIL_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <time.h>
 #include <infiniband/verbs.h>
 
@@ -49,6 +50,21 @@ static inline const char *wc_opcode_name(int op)
 	case IBV_WC_RECV_RDMA_WITH_IMM: return "RECV_RDMA_WITH_IMM";
 	default: return "?";
 	}
+}
+
+/* The device named NAME, opened; NULL if libibverbs lists none such. */
+static inline struct ibv_context *open_dev(const char *name)
+{
+	struct ibv_device **list = ibv_get_device_list(NULL);
+	struct ibv_context *ctx = NULL;
+
+	if (!list)
+		return NULL;
+	for (int i = 0; list[i]; i++)
+		if (!strcmp(ibv_get_device_name(list[i]), name))
+			ctx = ibv_open_device(list[i]);
+	ibv_free_device_list(list);
+	return ctx;
 }
 
 #endif

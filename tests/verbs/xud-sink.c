@@ -29,6 +29,7 @@
 #include <unistd.h>
 #include <infiniband/verbs.h>
 #include <infiniband/rxudv.h>
+#include "util.h"
 
 #define BUF_LEN		(64 * 1024)
 #define RECV_LEN	256
@@ -39,20 +40,6 @@ static void die(const char *what, int err)
 {
 	fprintf(stderr, "xud-sink: %s: %s\n", what, err ? strerror(err) : "failed");
 	exit(1);
-}
-
-static struct ibv_context *open_named(const char *name)
-{
-	struct ibv_device **list = ibv_get_device_list(NULL);
-	struct ibv_context *ctx = NULL;
-
-	if (!list)
-		return NULL;
-	for (int i = 0; list[i]; i++)
-		if (!strcmp(ibv_get_device_name(list[i]), name))
-			ctx = ibv_open_device(list[i]);
-	ibv_free_device_list(list);
-	return ctx;
 }
 
 int main(int argc, char **argv)
@@ -79,7 +66,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 
-	struct ibv_context *ctx = open_named(dev);
+	struct ibv_context *ctx = open_dev(dev);
 	if (!ctx)
 		die(dev, errno ? errno : ENODEV);
 	struct ibv_pd *pd = ibv_alloc_pd(ctx);
