@@ -44,7 +44,7 @@ count_host() { # cargo output -> counters
 KERNEL_BUG_RE='Oops|BUG:|WARNING:|KASAN|UBSAN|kernel BUG|general protection|possible (circular|recursive) locking|inconsistent lock state|suspicious RCU usage|INFO: task .* blocked|unreferenced object|Call Trace'
 
 check_vm_results() { # DIR NVMS
-	local dir=$1 n=$2 i tap p f s
+	local dir=$1 n=$2 i tap p f s planned
 	for i in $(seq 0 $((n - 1))); do
 		tap=$dir/vm$i/tap.txt
 		if [ ! -s "$tap" ]; then
@@ -58,6 +58,13 @@ check_vm_results() { # DIR NVMS
 		s=$(grep -E '^# ok [0-9]+ ' "$tap" | grep -c '# SKIP')
 		f=$(grep -cE '^# not ok [0-9]+ ' "$tap")
 		passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + s))
+		# Every planned check must have a result line of its own: one
+		# glued to the end of a diagnostic would go uncounted.
+		planned=$(sed -n 's/^# 1\.\.\([0-9][0-9]*\)$/\1/p' "$tap" | paste -sd+ | bc)
+		if [ "${planned:-0}" -ne $((p + s + f)) ]; then
+			fail_log "vm$i: ${planned:-0} checks planned, $((p + s + f)) results found (see $tap)"
+			failed=$((failed + 1))
+		fi
 		if [ "$f" -eq 0 ] && grep -qE '^not ok ' "$tap"; then
 			failed=$((failed + $(grep -cE '^not ok ' "$tap")))
 		fi

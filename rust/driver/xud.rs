@@ -1184,8 +1184,8 @@ fn on_data(
     let t = now();
     let inc = st.inc;
     if receiver::is_stale(x.peer_inc, inc) {
-        // Rule 1: answered from no state.
-        qp.port.counters.add(RxCounter::XudStale, 1);
+        // Rule 1: answered from no state (and counted by the caller, as
+        // every drop).
         let av = reply_av(p).ok_or(RxCounter::DropMalformed)?;
         let to = ReplyTo {
             qpn: key.qpn,

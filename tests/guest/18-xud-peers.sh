@@ -8,10 +8,13 @@
 # are refused and counted, none evicted; replayed packets are duplicates,
 # answered and not delivered again, also once their streams are parked
 # (at rest, message tables freed); a packet of another stream for a held
-# peer is not placed; quiet peers are reclaimed.
+# peer, one for an earlier QP with the sink's number (a wrong peer_inc)
+# and one with a wrong Q_Key are not placed; quiet peers are reclaimed,
+# after which a sender re-created with a held peer's QPN (another stream)
+# gets through.
 . "$(dirname "$0")/../lib/tap.sh"
 . "$(dirname "$0")/../lib/rxud.sh"
-TAP_PLANNED=13
+TAP_PLANNED=16
 tap_begin $TAP_PLANNED
 
 export RDMAV_DRIVERS=$RXUD_TOP/rdma-core-provider/build/librxud
@@ -100,6 +103,20 @@ forge --send --peers 5 --first-src-qpn 0x1000 --stream 0xbad --psn 101 --len 64 
 wait_for 10 at_least rx_packets 5
 check_eq "5 SENDs of another stream for held peers: dropped (rx_drop_xud_stale)" 5 "$(delta rx_drop_xud_stale)"
 
+# The held streams, with a PSN not yet seen, but naming another
+# incarnation of the receiving QP (sent to an earlier QP with the sink's
+# number, rule 1): dropped, each answered with a stale-incarnation NAK.
+mark rx_drop_xud_stale rx_packets
+forge --send --peers 5 --first-src-qpn 0x1000 --stream 0x5eed --psn 102 --peer-inc 0xdead >/dev/null 2>&1
+wait_for 10 at_least rx_packets 5
+check_eq "5 SENDs for another incarnation of the sink's QP: dropped (rx_drop_xud_stale)" 5 "$(delta rx_drop_xud_stale)"
+
+# The same with a wrong Q_Key: dropped before any peer state is looked at.
+mark rx_drop_qkey rx_packets
+forge --send --peers 5 --first-src-qpn 0x1000 --stream 0x5eed --psn 103 --qkey $((qkey ^ 1)) >/dev/null 2>&1
+wait_for 10 at_least rx_packets 5
+check_eq "5 SENDs with a wrong Q_Key: dropped (rx_drop_qkey)" 5 "$(delta rx_drop_qkey)"
+
 # At rest, the streams park: the reclaim scan, every 2.5 s, parks those
 # idle for 1 s. The replay above took the 50 back into use; they park
 # again well within the 10 s after which they would be reclaimed.
@@ -117,11 +134,19 @@ check_eq "replayed to parked streams: 50 duplicates, no new peer" "50 0" \
 check "quiet peers are reclaimed (xud_peers_reclaimed 64)" wait_for 20 at_least xud_peers_reclaimed 64
 counters
 
+# The source QPNs whose other stream was dropped above, as a sender QP
+# re-created with the same number would come back: with its old stream
+# reclaimed, the new one is a new peer, and its SENDs are delivered.
+mark xud_peers_added rx_packets
+forge --send --peers 5 --first-src-qpn 0x1000 --stream 0xbad --psn 101 --len 64 >/dev/null 2>&1
+wait_for 10 at_least rx_packets 5
+check_eq "a re-created sender's stream, once the old one is reclaimed: 5 new peers" 5 "$(delta xud_peers_added)"
+
 exec 7>&-
 wait $sink
 check_eq "xud-sink exits 0" 0 $?
 tap_diag <$OUT
-check "the sink got each of the 50 SENDs once, and nothing else" grep -q '^sink: 50 receive completions, 50 with status success' $OUT
+check "the sink got each of the 55 SENDs once, and nothing else" grep -q '^sink: 55 receive completions, 55 with status success' $OUT
 
 ip netns del pa
 ip netns del pb

@@ -26,7 +26,7 @@ use rxud_proto::wire::{bth, deth, icrc, packet, reth, xeth, Opcode, QPN_MASK, RO
 
 const USAGE: &str = "usage: xud-forge --src A.B.C.D --dst A.B.C.D --qpn DEST_QPN --qkey QKEY \
 [--rkey RKEY --va VA] [--len BYTES] [--peers N] [--first-src-qpn Q] [--stream S] [--psn P] \
-[--send] [--repeat K] [--sport PORT] [--gap-us U]";
+[--peer-inc I] [--send] [--repeat K] [--sport PORT] [--gap-us U]";
 
 const IPV4_HEADER_LEN: usize = 20;
 const UDP_HEADER_LEN: usize = 8;
@@ -48,6 +48,9 @@ struct Forged<'a> {
     qkey: u32,
     psn: Psn,
     stream: u64,
+    /// XETH `peer_inc`: 0 (a sender that has not heard from the receiver
+    /// yet), or a receiving QP's incarnation.
+    peer_inc: u32,
     /// RETH: for a SEND, the payload's offset in the message (0 here).
     va: u64,
     rkey: u32,
@@ -56,10 +59,12 @@ struct Forged<'a> {
 
 /// Builds `f` as one whole IPv4 datagram, ICRC filled in: BTH, DETH,
 /// XETH, RETH as the opcode table orders them. The XETH is that of a
-/// stream's first message from a sender that has heard nothing yet
-/// (`peer_inc` 0, `msg_seq` 0, `msg_lag` 0, `oldest_psn` the packet's
-/// PSN), which a receiver with no state for the source accepts (rules 1
-/// and 2); AckReq is set so that each packet is answered at once.
+/// stream's first message (`msg_seq` 0, `msg_lag` 0, `oldest_psn` the
+/// packet's PSN) from a sender that has heard nothing yet (`peer_inc` 0:
+/// a receiver with no state for the source accepts it, rules 1 and 2) or,
+/// with `--peer-inc`, from one that names the receiving QP's incarnation
+/// (a wrong one: the packet was meant for an earlier QP with the same
+/// number, rule 1); AckReq is set so that each packet is answered at once.
 fn build(f: &Forged<'_>) -> Result<Vec<u8>, String> {
     let mut repr = packet::Repr::new(bth::Repr {
         opcode: f.opcode,
@@ -79,7 +84,7 @@ fn build(f: &Forged<'_>) -> Result<Vec<u8>, String> {
     });
     repr.xeth = Some(xeth::Repr {
         stream: f.stream,
-        peer_inc: 0,
+        peer_inc: f.peer_inc,
         msg_seq: 0,
         oldest_psn: f.psn,
         msg_lag: 0,
@@ -141,6 +146,7 @@ struct Args {
     /// One stream for every peer; by default each gets a random one.
     stream: Option<u64>,
     psn: Option<u32>,
+    peer_inc: u32,
     send: bool,
     repeat: u32,
     sport: u16,
@@ -172,6 +178,7 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
         first_src_qpn: 0x100,
         stream: None,
         psn: None,
+        peer_inc: 0,
         send: false,
         repeat: 1,
         sport: 49152,
@@ -199,6 +206,7 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
             "--first-src-qpn" => a.first_src_qpn = int(&opt, &v)?,
             "--stream" => a.stream = Some(int(&opt, &v)?),
             "--psn" => a.psn = Some(int(&opt, &v)?),
+            "--peer-inc" => a.peer_inc = int(&opt, &v)?,
             "--repeat" => a.repeat = int(&opt, &v)?,
             "--sport" => a.sport = int(&opt, &v)?,
             "--gap-us" => a.gap_us = int(&opt, &v)?,
@@ -383,6 +391,7 @@ fn run(a: &Args) -> Result<u64, String> {
                 qkey: a.qkey,
                 psn,
                 stream: a.stream.unwrap_or_else(|| rng.nonzero()),
+                peer_inc: a.peer_inc,
                 va,
                 rkey,
                 payload: &payload,
@@ -454,6 +463,7 @@ mod tests {
             qkey: 0x1111_1111,
             psn: Psn::new(0x00fe_dcba),
             stream: 0x0102_0304_0506_0708,
+            peer_inc: 0x0bad_f00d,
             va: 0x7f00_1234_5678,
             rkey: 0x4321,
             payload,
@@ -488,7 +498,7 @@ mod tests {
             assert_eq!((d.src_qp, d.qkey), (0x123, 0x1111_1111));
             let x = r.xeth.unwrap();
             assert_eq!(x.stream, 0x0102_0304_0506_0708);
-            assert_eq!((x.peer_inc, x.msg_seq, x.msg_lag), (0, 0, 0));
+            assert_eq!((x.peer_inc, x.msg_seq, x.msg_lag), (0x0bad_f00d, 0, 0));
             assert_eq!(x.oldest_psn, f.psn);
             let rh = r.reth.unwrap();
             assert_eq!((rh.va, rh.rkey), (0x7f00_1234_5678, 0x4321));
@@ -524,10 +534,11 @@ mod tests {
         assert!(!a.send && a.stream.is_none() && a.psn.is_none());
         let a = args(
             "--src 1.2.3.4 --dst 5.6.7.8 --qpn 18 --qkey 1 --send --peers 5 --repeat 2 \
-             --stream 9 --psn 0xffffff --rkey 3 --va 0x1000 --len 0",
+             --stream 9 --psn 0xffffff --rkey 3 --va 0x1000 --len 0 --peer-inc 0xfeed",
         )
         .unwrap();
         assert!(a.send);
+        assert_eq!(a.peer_inc, 0xfeed);
         assert_eq!((a.qpn, a.peers, a.repeat, a.stream), (18, 5, 2, Some(9)));
         assert_eq!(
             (a.psn, a.rkey, a.va, a.len),
@@ -540,6 +551,7 @@ mod tests {
             "--src 10.0.0.1 --dst 10.0.0.2 --qpn 1 --qkey 1 --peers 0",
             "--src 10.0.0.1 --dst 10.0.0.2 --qpn 1 --qkey 1 --stream 0",
             "--src 10.0.0.1 --dst 10.0.0.2 --qpn 1 --qkey 1 --sport 70000",
+            "--src 10.0.0.1 --dst 10.0.0.2 --qpn 1 --qkey 1 --peer-inc 0x100000000",
             "--src 10.0.0.1 --dst 10.0.0.2 --qpn 1 --qkey 1 --len",
             "--src 10.0.0.1 --dst 10.0.0.2 --qpn 1 --qkey 1 --bogus 1",
         ] {
