@@ -2,13 +2,16 @@
 # In-guest: runs several mutants' tests in one boot (tests/mutation.sh),
 # one after the other, each against its own build of the module:
 #   tests/mutant-lane.sh LIST
-# LIST has one mutant per line: NAME, KO and TEST, tab-separated (a file,
-# not arguments: the guest's command travels on the kernel command line,
-# which holds 2048 bytes). Each mutant's TAP stream and kernel log go to
-# $RXUD_OUT/NAME/ (the kernel log cleared in between, so each holds its
-# own run). A mutant whose module cannot be unloaded afterwards ends the
-# lane: the ones after it are not run, so they cannot be counted as
-# caught.
+# LIST has one mutant per line: NAME, KO, TEST and, for a mutant that
+# kmemleak is to catch, "scan", tab-separated (a file, not arguments: the
+# guest's command travels on the kernel command line, which holds 2048
+# bytes). Each mutant's TAP stream and kernel log go to $RXUD_OUT/NAME/
+# (the kernel log cleared in between, so each holds its own run), and for
+# "scan" kmemleak's findings: those of earlier runs are cleared first, so
+# a leak reported is the mutant's own (the lane boots with kmemleak=on;
+# the other mutants skip the scans, which take seconds each). A mutant
+# whose module cannot be unloaded afterwards ends the lane: the ones after
+# it are not run, so they cannot be counted as caught.
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 out=${RXUD_OUT:-/tmp}
@@ -37,10 +40,15 @@ cleanup() {
 
 list=${1:?usage: $0 LIST}
 # The list on fd 3: the tests must not read it from their stdin.
-while IFS=$'\t' read -r name ko test <&3; do
+while IFS=$'\t' read -r name ko test scan <&3; do
 	mkdir -p "$out/$name"
 	dmesg -C
-	RXUD_OUT=$out/$name RXUD_KO=$ko RXUD_FAIL_FAST=1 "$top/tests/guest-runner.sh" "$test" </dev/null >/dev/null 2>&1
+	if [ "$scan" = scan ]; then
+		mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug
+		echo clear >/sys/kernel/debug/kmemleak
+	fi
+	RXUD_OUT=$out/$name RXUD_KO=$ko RXUD_FAIL_FAST=1 RXUD_KMEMLEAK_SCAN=$([ "$scan" = scan ] && echo 1 || echo 0) \
+		"$top/tests/guest-runner.sh" "$test" </dev/null >/dev/null 2>&1
 	cleanup </dev/null
 	for _ in 1 2 3 4 5; do
 		[ -d /sys/module/rxud ] || break

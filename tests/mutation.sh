@@ -7,9 +7,9 @@
 # replacement, the test to run (with kmemleak on if the pattern is its
 # report), and a pattern that must
 # appear in that run's results (its TAP output, kmemleak's report or the
-# kernel log). The kmemleak mutants boot a VM each; the others share a
-# boot per lane (tests/mutant-lane.sh): one lane beside the kmemleak
-# mutants, a second after them.
+# kernel log). Mutants share a boot per lane (tests/mutant-lane.sh), two
+# lanes side by side; the second boots with kmemleak on and runs the
+# kmemleak mutants first, each scanned for leaks of its own.
 #
 #   tests/mutation.sh              build and run every mutant
 #   tests/mutation.sh build DIR    only build them into DIR (make check does
@@ -61,56 +61,61 @@ mutant() {
 	printf '%s\t%s\t%s\n' "$name" "$test" "$want" >>"$work/mutants.tsv"
 }
 
-# The mutants of the second lane, which boots once the kmemleak mutants
-# (on the same side) are done: short ones, so that both sides end
-# together.
+# The mutants of the second lane besides the kmemleak ones: chosen so that
+# both lanes end together (the kmemleak lane pays for kmemleak's scans).
 LANE_B=" invalidate-noop mr-key-outlives-dereg xud-park-forgets xud-streams-merge "
 
-# lane_of I: the shared lane mutant I runs in.
-lane_of() { case $LANE_B in *" ${names[$1]} "*) echo lane-b ;; *) echo lane ;; esac; }
+# is_leak I: whether mutant I is caught by kmemleak.
+is_leak() { case ${wants[$1]} in *unreferenced*) return 0 ;; *) return 1 ;; esac; }
 
-# A mutant's results: its own VM's (kmemleak mutants), or its directory in
-# its shared lane's VM.
-result_dir() {
-	case ${wants[$1]} in
-	*unreferenced*) echo "$work/${names[$1]}/run/vm0" ;;
-	*) echo "$work/$(lane_of "$1")/vm0/${names[$1]}" ;;
-	esac
+# lane_of I: the lane mutant I runs in.
+lane_of() {
+	if is_leak "$1"; then
+		echo lane-b
+		return
+	fi
+	case $LANE_B in *" ${names[$1]} "*) echo lane-b ;; *) echo lane ;; esac
 }
 
-# A kmemleak mutant boots a VM of its own (a leak must be its own); only
-# they pay for kmemleak, which slows every allocation and adds its scans.
-run_alone() {
-	local src=$work/${names[$1]}
-	"$TOP/qemu/vm.sh" --append kmemleak=on --timeout 600 --out "$src/run" -- \
-		env RXUD_KO="$src/rxud.ko" RXUD_FAIL_FAST=1 "$TOP/tests/guest-runner.sh" "$TOP/${tests[$1]}" >/dev/null 2>&1
-}
+# A mutant's results: its directory in its lane's VM.
+result_dir() { echo "$work/$(lane_of "$1")/vm0/${names[$1]}"; }
 
-# The others share a boot per lane (tests/mutant-lane.sh), the lockdep one
-# last: lockdep turns itself off after its first report.
-run_lane() { # LANE
-	local lane=$1 i line last=()
+# run_lane LANE [VM.SH OPTIONS]: the lane's mutants in one boot
+# (tests/mutant-lane.sh). The kmemleak ones first, each scanned (a leak
+# must be its own: the lane clears kmemleak's findings before each, and
+# scans after it); the lockdep one last, as lockdep turns itself off
+# after its first report.
+run_lane() {
+	local lane=$1 i line first=() last=()
+	shift
 	: >"$work/$lane.tsv"
 	for i in "${!names[@]}"; do
 		[ "$(lane_of "$i")" = "$lane" ] || continue
 		line=$(printf '%s\t%s\t%s' "${names[$i]}" "$work/${names[$i]}/rxud.ko" "$TOP/${tests[$i]}")
+		if is_leak "$i"; then
+			first+=("$line"$'\tscan')
+			continue
+		fi
 		case ${wants[$i]} in
-		*unreferenced*) ;;
 		*"lock state"*) last+=("$line") ;;
 		*) echo "$line" >>"$work/$lane.tsv" ;;
 		esac
 	done
-	[ ${#last[@]} -eq 0 ] || printf '%s\n' "${last[@]}" >>"$work/$lane.tsv"
-	[ -s "$work/$lane.tsv" ] || return 0
-	"$TOP/qemu/vm.sh" --timeout 600 --out "$work/$lane" -- \
-		"$TOP/tests/mutant-lane.sh" "$work/$lane.tsv" >"$work/$lane.log" 2>&1
+	{
+		[ ${#first[@]} -eq 0 ] || printf '%s\n' "${first[@]}"
+		cat "$work/$lane.tsv"
+		[ ${#last[@]} -eq 0 ] || printf '%s\n' "${last[@]}"
+	} >"$work/$lane.list"
+	[ -s "$work/$lane.list" ] || return 0
+	"$TOP/qemu/vm.sh" "$@" --timeout 600 --out "$work/$lane" -- \
+		"$TOP/tests/mutant-lane.sh" "$work/$lane.list" >"$work/$lane.log" 2>&1
 }
 
 judge() {
 	local name=${names[$1]} out
 	out=$(result_dir "$1")
 	if [ ! -s "$out/tap.txt" ]; then
-		echo "not ok - mutant $name was not run: no results in $out (see $work/$(lane_of "$1").log or $work/$name/run)"
+		echo "not ok - mutant $name was not run: no results in $out (see $work/$(lane_of "$1").log)"
 		failed=1
 		return
 	fi
@@ -218,14 +223,11 @@ if [ "$mode" = run ]; then
 		names+=("$n") tests+=("$t") wants+=("$w")
 	done <"$work/mutants.tsv"
 fi
-# Two sides at once: the shared lane; and the kmemleak mutants one after
-# the other, then the second shared lane.
+# The two lanes at once (each VM has one vCPU, the machine two cores);
+# only the second pays for kmemleak, which slows every allocation.
 run_lane lane &
 lane=$!
-for i in "${!names[@]}"; do
-	case ${wants[$i]} in *unreferenced*) run_alone "$i" ;; esac
-done
-run_lane lane-b
+run_lane lane-b --append kmemleak=on
 wait $lane
 for i in "${!names[@]}"; do
 	judge "$i"
