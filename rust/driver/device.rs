@@ -12,7 +12,7 @@ use super::pd::RxudPd;
 use super::qp::{QpTable, RxudQp};
 use super::rx::RxPort;
 use super::srq::RxudSrq;
-use super::table::IndexTable;
+use super::table::{IndexTable, Start};
 use super::transport::{Attachment, Transports};
 use super::Registry;
 use crate::ib::{
@@ -113,7 +113,7 @@ impl RxudDevice {
         ndev: &NetDevice,
     ) -> Result<Self> {
         let qps = QpTable::new(MAX_QP)?;
-        let mr_keys = IndexTable::new_rcu(1, MAX_MR)?;
+        let mr_keys = IndexTable::new_rcu(1, MAX_MR, Start::Base)?;
         let rx = RxPort::new(qps.clone(), mr_keys.clone())?;
         let transport = transports.attach(ndev, rx.clone())?;
         Ok(Self {

@@ -14,7 +14,7 @@ use super::rc::{self, Path, RcAttrs, RcState};
 use super::ring::{Ring, WorkQueue};
 use super::rx::RxPort;
 use super::srq::SrqCore;
-use super::table::{IndexTable, Reservation};
+use super::table::{IndexTable, Reservation, Start};
 use super::xud::XudState;
 use crate::abi::{
     create_qp, opcode, recv_wqe_slot_size, send_flags, send_wqe_slot_size, status, wc_opcode, Cqe,
@@ -27,7 +27,7 @@ use crate::ib::{
     QpQuery, QpState, QpType, UData,
 };
 use crate::net::NetDeviceRef;
-use crate::proto::{mtu::IbMtu, psn::Psn, wire::QPN_MASK};
+use crate::proto::{mtu::IbMtu, psn::Psn, wire::QPN_MASK, xud};
 use crate::sync::{new_spinlock_bh, new_spinlock_irq, SpinLockBh, SpinLockIrq};
 use crate::timer::{impl_has_timer, Timer};
 use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -131,8 +131,8 @@ impl QpTable {
     pub(crate) fn new(max: u32) -> Result<Arc<Self>> {
         Ok(Arc::new(
             Self {
-                gsi: IndexTable::new_rcu(GSI_QPN, 1)?,
-                numbered: IndexTable::new_rcu(FIRST_QPN, max)?,
+                gsi: IndexTable::new_rcu(GSI_QPN, 1, Start::Base)?,
+                numbered: IndexTable::new_rcu(FIRST_QPN, max, Start::Random)?,
             },
             GFP_KERNEL,
         )?)
@@ -160,8 +160,14 @@ impl QpTable {
         self.table(qpn).get(qpn)
     }
 
-    fn remove(&self, qpn: u32) -> Option<Arc<QpCore>> {
-        self.table(qpn).remove(qpn)
+    /// Takes the QP numbered `qpn` out. An XUD QP's number is held for
+    /// [`xud::QPN_HOLD_NS`] (xud.rst, rule 5: no peer may still hold a
+    /// stream for it when another QP gets it).
+    fn remove(&self, qpn: u32, ty: QpType) -> Option<Arc<QpCore>> {
+        match ty {
+            QpType::Xud => self.table(qpn).remove_held(qpn, xud::QPN_HOLD_NS),
+            _ => self.table(qpn).remove(qpn),
+        }
     }
 
     /// Most QPs other than the GSI QP.
@@ -449,7 +455,7 @@ impl Drop for RxudQp {
         // table's removal waits for a grace period after unpublishing it:
         // none is still using it (or its CQs, which ib_core may destroy
         // once this returns).
-        drop(self.table.remove(self.core.qpn));
+        drop(self.table.remove(self.core.qpn, self.core.qp_type()));
         // No receive can arm the timer now, nor a doorbell (ib_core does
         // not post to a QP being destroyed). The wake-up goes first: it
         // runs the sender, which may arm the timer; the timer's sender

@@ -6,23 +6,53 @@
 //! back to the objects.
 //!
 //! A number is reserved first and filled later, so an object can be built
-//! knowing its own number. Numbers are allocated round-robin, not
-//! lowest-free: a number freed now is reused as late as possible, so late
-//! packets for a destroyed QP do not reach its successor.
+//! knowing its own number. Which number comes next is
+//! [`crate::proto::numbers`]'s policy: round robin, not lowest-free, so a
+//! number freed now is reused as late as possible and late packets for a
+//! destroyed QP do not reach its successor; a number removed with
+//! [`IndexTable::remove_held`] is not handed out again before a deadline
+//! (XUD's QPs, xud.rst rule 5); a table made with [`Start::Random`] starts
+//! at a random number.
 //!
 //! Lookups take the table's lock, or none in a table made with
 //! [`IndexTable::new_rcu`] (QPs and MRs, looked up for every packet):
 //! there the objects are also published under RCU ([`RcuSlots`]), and
 //! removing one waits for a grace period.
 
+use crate::proto::numbers;
 use crate::rcu::RcuSlots;
 use crate::sync::{new_spinlock_irq, SpinLockIrq};
+use crate::timer::now_ns;
 use kernel::{prelude::*, sync::Arc};
 
 enum Slot<T> {
     Free,
+    /// Free, but not to be handed out before this time (`now_ns`).
+    Held(u64),
     Reserved,
     Used(Arc<T>),
+}
+
+impl<T> Slot<T> {
+    fn policy(&self) -> numbers::Slot {
+        match self {
+            Slot::Free => numbers::Slot::Free,
+            Slot::Held(until_ns) => numbers::Slot::Held {
+                until_ns: *until_ns,
+            },
+            Slot::Reserved | Slot::Used(_) => numbers::Slot::Taken,
+        }
+    }
+}
+
+/// Where a table's numbers start.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Start {
+    /// At the base, counting up.
+    Base,
+    /// At a random number (QPNs: a reloaded module rarely hands out a
+    /// number a peer still holds state for).
+    Random,
 }
 
 struct Slots<T> {
@@ -31,7 +61,8 @@ struct Slots<T> {
     entries: KVVec<Slot<T>>,
     /// Where the next search starts.
     cursor: usize,
-    /// Reserved or used slots.
+    /// Reserved or used slots (held ones are not counted: they are free
+    /// once their time is up).
     taken: u32,
 }
 
@@ -58,20 +89,34 @@ pub(crate) struct Reservation<'a, T: Send + Sync> {
 impl<T: Send + Sync> IndexTable<T> {
     /// A table whose lookups take its lock. Context: process.
     pub(crate) fn new(base: u32, max: u32) -> Result<Arc<Self>> {
-        Self::with(base, max, None)
+        Self::with(base, max, None, Start::Base)
     }
 
     /// A table whose lookups take no lock (RCU); removing an object from
     /// it sleeps. Context: process.
-    pub(crate) fn new_rcu(base: u32, max: u32) -> Result<Arc<Self>> {
-        Self::with(base, max, Some(RcuSlots::new(max as usize)?))
+    pub(crate) fn new_rcu(base: u32, max: u32, start: Start) -> Result<Arc<Self>> {
+        Self::with(base, max, Some(RcuSlots::new(max as usize)?), start)
     }
 
-    fn with(base: u32, max: u32, published: Option<RcuSlots<T>>) -> Result<Arc<Self>> {
-        let entries = KVVec::with_capacity(max as usize, GFP_KERNEL)?;
+    fn with(
+        base: u32,
+        max: u32,
+        published: Option<RcuSlots<T>>,
+        start: Start,
+    ) -> Result<Arc<Self>> {
+        let mut entries = KVVec::with_capacity(max as usize, GFP_KERNEL)?;
+        let mut cursor = 0;
+        if start == Start::Random && max > 0 {
+            // Every slot exists from the start, so the search can begin
+            // anywhere (the capacity is there already: no allocation).
+            for _ in 0..max {
+                entries.push(Slot::Free, GFP_KERNEL)?;
+            }
+            cursor = (crate::random::u64() % u64::from(max)) as usize;
+        }
         Arc::pin_init(
             pin_init!(Self {
-                slots <- new_spinlock_irq!(Slots { entries, cursor: 0, taken: 0 }, "rxud:index_table"),
+                slots <- new_spinlock_irq!(Slots { entries, cursor, taken: 0 }, "rxud:index_table"),
                 published,
                 base,
                 max,
@@ -100,11 +145,8 @@ impl<T: Send + Sync> IndexTable<T> {
             s.entries.push(Slot::Free, GFP_ATOMIC)?;
             len
         } else {
-            let start = s.cursor;
-            (0..len)
-                .map(|i| (start + i) % len)
-                .find(|&i| matches!(s.entries[i], Slot::Free))
-                .ok_or(ENOMEM)?
+            let entries = &s.entries;
+            numbers::next_free(len, s.cursor, now_ns(), |i| entries[i].policy()).ok_or(ENOMEM)?
         };
         s.entries[index] = Slot::Reserved;
         s.cursor = index + 1;
@@ -116,6 +158,16 @@ impl<T: Send + Sync> IndexTable<T> {
     /// again. In an RCU table, returns once no lookup can still find the
     /// object (after a grace period): context process.
     pub(crate) fn remove(&self, id: u32) -> Option<Arc<T>> {
+        self.take_out(id, None)
+    }
+
+    /// [`IndexTable::remove`], but the number is not handed out again for
+    /// `hold_ns` nanoseconds.
+    pub(crate) fn remove_held(&self, id: u32, hold_ns: u64) -> Option<Arc<T>> {
+        self.take_out(id, Some(hold_ns))
+    }
+
+    fn take_out(&self, id: u32, hold_ns: Option<u64>) -> Option<Arc<T>> {
         let index = id.checked_sub(self.base)? as usize;
         let v = {
             let mut s = self.slots.lock();
@@ -135,7 +187,10 @@ impl<T: Send + Sync> IndexTable<T> {
             drop(p.unpublish(index));
         }
         let mut s = self.slots.lock();
-        s.entries[index] = Slot::Free;
+        s.entries[index] = match hold_ns {
+            Some(ns) => Slot::Held(now_ns().saturating_add(ns)),
+            None => Slot::Free,
+        };
         s.taken -= 1;
         // Dropped by the caller, outside the lock.
         Some(v)

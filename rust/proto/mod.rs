@@ -10,6 +10,7 @@
 
 pub mod guid;
 pub mod mtu;
+pub mod numbers;
 pub mod psn;
 pub mod rc;
 pub mod uc;

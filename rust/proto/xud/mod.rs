@@ -57,6 +57,11 @@ pub const QUIET_NS: u64 = RETRY_SPAN_NS + LIFETIME_NS;
 /// in flight (by then the receiver has dropped its side).
 pub const SENDER_IDLE_NS: u64 = QUIET_NS + LIFETIME_NS;
 
+/// How long a destroyed XUD QP's number is held before another QP gets it
+/// (rule 5): by then every peer has reclaimed its receiving state for the
+/// old QP (`QUIET_NS`) and no packet of it is left in the network.
+pub const QPN_HOLD_NS: u64 = QUIET_NS + LIFETIME_NS;
+
 /// Bytes of GRH at the start of a SEND's receive buffer, as UD.
 pub const GRH_LEN: u32 = 40;
 
