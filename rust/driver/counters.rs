@@ -72,9 +72,12 @@ pub(crate) enum RxCounter {
     XudPeersReclaimed = 23,
     /// XUD streams parked: at rest, their message tables freed.
     XudStreamsParked = 24,
+    /// Passes over an XUD QP's destinations that held new packets back at
+    /// the QP's cap on packets in flight (`xud::MAX_QP_IN_FLIGHT`).
+    XudQpCapWaits = 25,
 }
 
-const RX_COUNTERS: usize = 25;
+const RX_COUNTERS: usize = 26;
 
 /// Counter names, as `rdma statistic` shows them.
 pub(crate) static RX_COUNTER_DESCS: [CounterDesc; RX_COUNTERS] = [
@@ -103,6 +106,7 @@ pub(crate) static RX_COUNTER_DESCS: [CounterDesc; RX_COUNTERS] = [
     CounterDesc::new(c_str!("xud_peers_added")),
     CounterDesc::new(c_str!("xud_peers_reclaimed")),
     CounterDesc::new(c_str!("xud_streams_parked")),
+    CounterDesc::new(c_str!("xud_qp_cap_waits")),
 ];
 
 /// The receive counters of one port.

@@ -659,7 +659,9 @@ fn find_or_add<'a>(
 
 /// Builds the packets the streams have due: round robin over the peers,
 /// starting after the one the last pass stopped at, at most
-/// `ack_every` packets (and at most a queue's worth) each.
+/// `ack_every` packets (and at most a queue's worth) each. New packets
+/// only while the QP's packets in flight are below
+/// [`xud::MAX_QP_IN_FLIGHT`]; resends and probes always.
 fn transmit(qp: &QpCore, st: &mut XudState, t: u64) {
     let Some(ndev) = qp.ud_netdev() else {
         return;
@@ -673,6 +675,12 @@ fn transmit(qp: &QpCore, st: &mut XudState, t: u64) {
         ..
     } = st;
     let after = *rr_after;
+    let mut in_flight: u32 = peers
+        .values()
+        .filter_map(Peer::send_ref)
+        .map(SendStream::in_network)
+        .sum();
+    let mut capped = false;
     // Those after the last one served first, then the rest.
     for pass in [true, false] {
         for (key, peer) in peers.iter_mut() {
@@ -687,9 +695,14 @@ fn transmit(qp: &QpCore, st: &mut XudState, t: u64) {
                 let Some(s) = peer.send_active() else {
                     break;
                 };
-                let Some(p) = s.next_packet(t) else {
+                let room = in_flight < xud::MAX_QP_IN_FLIGHT;
+                let Some(p) = s.next_packet_if(t, room) else {
+                    capped |= !room && s.has_new();
                     break;
                 };
+                if !p.retransmit {
+                    in_flight += 1;
+                }
                 burst += 1;
                 if p.retransmit {
                     qp.port.counters.add(RxCounter::XudRetransmits, 1);
@@ -707,6 +720,9 @@ fn transmit(qp: &QpCore, st: &mut XudState, t: u64) {
             }
             complete_sends(qp, peer, wqes);
         }
+    }
+    if capped {
+        qp.port.counters.add(RxCounter::XudQpCapWaits, 1);
     }
 }
 

@@ -8,15 +8,18 @@
 # duplicating 5% and reordering 25% of the packets each way, where the
 # counters must show retransmissions and duplicates suppressed. Also RNR
 # (receives posted late), RDMA WRITEs to a deregistered MR failing alone
-# with REM_ACCESS_ERR, and rxud-perf (bandwidth and latency, one QP to
-# four peers).
+# with REM_ACCESS_ERR, an MR deregistered while WRITEs into it are under
+# way (nothing placed after the dereg; the QP goes on), and rxud-perf
+# (bandwidth and latency, one QP to four peers; one QP to 16 peers over a
+# link with 200 ms of delay, where the QP's cap on packets in flight
+# holds new packets back).
 #
 # The seed is printed; RXUD_XUD_SEED=N replays a run.
 . "$(dirname "$0")/../lib/tap.sh"
 . "$(dirname "$0")/../lib/rxud.sh"
 . "$(dirname "$0")/../lib/traffic.sh"
 XD=$RXUD_TOP/tests/verbs/xud-data
-TAP_PLANNED=13
+TAP_PLANNED=16
 tap_begin $TAP_PLANNED
 export RDMAV_DRIVERS=$RXUD_TOP/rdma-core-provider/build/librxud
 
@@ -57,14 +60,16 @@ xud_data "xud-data with the receives posted 300 ms late (RNR) and WRITEs to a de
 	-s $((SEED + 4)) -n 100 -m 65536 -r 300 -x
 rnr=$(($(hwc rxud0 xud_rnr_naks_sent) + $(hwc rxud1 xud_rnr_naks_sent) - rnr0))
 check "SENDs that found no receive were RNR NAKed, then delivered (xud_rnr_naks_sent +$rnr)" test "$rnr" -gt 0
+xud_data "xud-data -X: the target MR deregistered while 6 RDMA WRITEs of 2 MB into it are under way: nothing placed after the dereg, each WRITE succeeds or fails REM_ACCESS_ERR, the QP goes on" \
+	-X -m 2097152
 
 # rxud-perf (XUD's perftest): rxud1's one QP to four QPs of rxud0, over
 # TCP for the setup as perftest; the server checks every SEND's bytes.
-# rxud_perf DESC CLIENT_ARGS...
+# [PEERS=N] rxud_perf DESC CLIENT_ARGS... (N server QPs, 4 by default)
 rxud_perf() {
 	local desc=$1 srv cli t=$SECONDS
 	shift
-	inns xa timeout 120 "$RP" -d rxud0 -x "${g0:-0}" -q 4 -p 18517 >/tmp/17-perf.srv 2>&1 &
+	inns xa timeout 120 "$RP" -d rxud0 -x "${g0:-0}" -q "${PEERS:-4}" -p 18517 >/tmp/17-perf.srv 2>&1 &
 	local spid=$!
 	cli=$(inns xb timeout 120 "$RP" -d rxud1 -x "${g1:-0}" -p 18517 "$@" "$SIP" 2>&1)
 	local rc=$?
@@ -78,6 +83,25 @@ RP=$RXUD_TOP/tests/verbs/rxud-perf
 rxud_perf "rxud-perf SEND bandwidth, 64 KB x 300, one QP to 4 peers" -t bw -o send -s 65536 -n 300
 rxud_perf "rxud-perf RDMA WRITE bandwidth, 64 KB x 300, one QP to 4 peers" -t bw -o write -s 65536 -n 300
 rxud_perf "rxud-perf SEND latency, 64 B x 300" -t lat -s 64 -n 300
+
+# The QP's cap on packets in flight (1024 over all its streams; xud.rst,
+# "Limits, per QP"): one QP to 16 peers, each stream with its window of
+# 128, over a link that delays the data 200 ms, so that the streams
+# would have 2048 packets out. The cap holds new packets back
+# (xud_qp_cap_waits) and every message arrives. (-T 18: a retransmit
+# timeout of 1 s, above the round trip.)
+if inns xb tc qdisc add dev xv1 root netem delay 200ms limit 10000 2>/dev/null; then
+	cw0=$(hwc rxud1 xud_qp_cap_waits)
+	PEERS=16 rxud_perf "rxud-perf SEND, 64 KB x 200, one QP to 16 peers, 200 ms of delay" \
+		-t bw -o send -s 65536 -n 200 -T 18
+	inns xb tc qdisc del dev xv1 root
+	cw=$(($(hwc rxud1 xud_qp_cap_waits) - cw0))
+	check "the QP's cap on packets in flight held new packets back (xud_qp_cap_waits +$cw)" \
+		test "$cw" -gt 0
+else
+	tap_ok "rxud-perf to 16 peers over a delay # SKIP no netem qdisc"
+	tap_ok "the QP's cap # SKIP no netem qdisc"
+fi
 
 NETEM="loss 5% duplicate 5% delay 1ms reorder 25%"
 re0=$(($(hwc rxud0 xud_retransmits) + $(hwc rxud1 xud_retransmits)))

@@ -8,7 +8,7 @@
  *   server: rxud-perf -d DEV -x GIDINDEX [-q NQP] [-p PORT]
  *   client: rxud-perf -d DEV -x GIDINDEX [-t bw|lat] [-o send|write]
  *                     [-s SIZE] [-n ITERS] [-D TX_DEPTH] [-a ACK_EVERY]
- *                     [-p PORT] SERVER
+ *                     [-T TIMEOUT] [-p PORT] SERVER
  *
  * bw: the client posts -n messages of -s bytes round robin over the
  * server's QPs, at most -D at once, and reports as ib_send_bw does
@@ -54,6 +54,9 @@ static struct ibv_context *ctx;
 static struct ibv_pd *pd;
 static struct ibv_cq *cq;
 static int gid_idx, ack_every;
+/* -T: the QPs' local ACK timeout attribute (4.096 us << T), for links
+ * slower than the default's 67 ms (14); -1: the default. */
+static int ack_timeout = -1;
 static union ibv_gid my_gid;
 
 static long long now_ns(void)
@@ -123,7 +126,9 @@ static struct ibv_qp *xud_qp(int depth)
 	if (ibv_modify_qp(qp, &qa, IBV_QP_STATE))
 		die("modify RTR");
 	qa.qp_state = IBV_QPS_RTS;
-	if (ibv_modify_qp(qp, &qa, IBV_QP_STATE | IBV_QP_SQ_PSN))
+	qa.timeout = ack_timeout < 0 ? 0 : ack_timeout;
+	if (ibv_modify_qp(qp, &qa, IBV_QP_STATE | IBV_QP_SQ_PSN |
+			  (ack_timeout < 0 ? 0 : IBV_QP_TIMEOUT)))
 		die("modify RTS");
 	return qp;
 }
@@ -420,7 +425,7 @@ int main(int argc, char **argv)
 	int c, port = 18515, nqp = 1, lat = 0, write = 0, depth = 64;
 	uint32_t size = 65536, iters = 1000;
 
-	while ((c = getopt(argc, argv, "d:x:q:p:t:o:s:n:D:a:")) != -1) {
+	while ((c = getopt(argc, argv, "d:x:q:p:t:o:s:n:D:a:T:")) != -1) {
 		switch (c) {
 		case 'd': dev = optarg; break;
 		case 'x': gid_idx = atoi(optarg); break;
@@ -432,18 +437,20 @@ int main(int argc, char **argv)
 		case 'n': iters = strtoul(optarg, NULL, 0); break;
 		case 'D': depth = atoi(optarg); break;
 		case 'a': ack_every = atoi(optarg); break;
+		case 'T': ack_timeout = atoi(optarg); break;
 		default:
 			fprintf(stderr, "usage: %s -d DEV -x GID [-q NQP] [-p PORT] (server)\n"
 				"       %s -d DEV -x GID [-t bw|lat] [-o send|write] [-s SIZE] "
-				"[-n ITERS] [-D DEPTH] [-a ACK_EVERY] [-p PORT] SERVER\n",
+				"[-n ITERS] [-D DEPTH] [-a ACK_EVERY] [-T TIMEOUT] [-p PORT] SERVER\n",
 				argv[0], argv[0]);
 			return 2;
 		}
 	}
 	if (!dev || nqp < 1 || nqp > MAX_QP || size < 4 || size > RXUDV_MAX_MSG_SZ || !iters ||
-	    depth < 1 || depth > 1024 || (lat && write)) {
+	    depth < 1 || depth > 1024 || (lat && write) || ack_timeout > 31) {
 		fprintf(stderr, "rxud-perf: needs -d; -q 1 to %d, -s 4 (the message number each "
-			"message carries) to %u, -n 1 or more, -D 1 to 1024, no -o write with -t lat\n",
+			"message carries) to %u, -n 1 or more, -D 1 to 1024, -T 0 to 31, no -o write "
+			"with -t lat\n",
 			MAX_QP, RXUDV_MAX_MSG_SZ);
 		return 2;
 	}

@@ -27,6 +27,16 @@
  * ms), then delivered. -x: every eighth message is an RDMA WRITE to the
  * rkey of an MR registered and deregistered at the start, and must fail
  * with IBV_WC_REM_ACCESS_ERR while every other message succeeds.
+ *
+ * -X: instead, an MR deregistered while RDMA WRITEs into it are under way
+ * (xud.rst, "Error model"): A writes DEREG_MSGS messages of -m bytes
+ * (at least 64 KB) into an MR of B's; as soon as the first of their bytes
+ * shows in B's memory, B deregisters the MR. Checked: the dereg succeeds
+ * with the WRITEs in flight; the first message was cut in the middle (some
+ * of its bytes placed, not all); every WRITE completes with success or
+ * IBV_WC_REM_ACCESS_ERR, and at least one with the latter; no byte of the
+ * memory changes once ibv_dereg_mr has returned; and A's QP still serves
+ * B afterwards (a SEND and a WRITE to B's other MR succeed).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -81,7 +91,7 @@ static int n_msgs, max_len = 1 << 20, in_flight = 4, ack_every;
 /* -r: receives posted this late (RNR NAKs meanwhile); -x: every eighth
  * message is a WRITE to a deregistered MR's rkey and must fail
  * REM_ACCESS_ERR. */
-static int recv_delay_ms, bad_rkeys, refused;
+static int recv_delay_ms, bad_rkeys, refused, dereg_mid_write;
 static unsigned int seed;
 
 static const char *op_name(enum ibv_wr_opcode op)
@@ -376,6 +386,164 @@ static uint32_t pick_len(enum ibv_wr_opcode op)
 	return len;
 }
 
+#define DEREG_MSGS	6
+#define UNTOUCHED	0xa5	/* the victim MR's bytes before any WRITE */
+#define CHUNK		256	/* placed or not, counted by chunks of this */
+
+/* Chunks of @p (@len bytes) that differ from UNTOUCHED. */
+static size_t chunks_placed(const uint8_t *p, size_t len)
+{
+	size_t n = 0;
+
+	for (size_t at = 0; at < len; at += CHUNK) {
+		size_t end = at + CHUNK < len ? at + CHUNK : len;
+
+		for (size_t i = at; i < end; i++)
+			if (p[i] != UNTOUCHED) {
+				n++;
+				break;
+			}
+	}
+	return n;
+}
+
+/* Polls @s's CQ for one completion until @deadline (now_ms()); 1 if one
+ * came (in @wc), 0 at the deadline, -1 on a polling error. */
+static int poll_one(struct side *s, struct ibv_wc *wc, long long deadline)
+{
+	while (now_ms() < deadline) {
+		int n = ibv_poll_cq(s->cq, 1, wc);
+
+		if (n)
+			return n;
+	}
+	return 0;
+}
+
+/* -X: see the comment at the top. */
+static void run_dereg_mid_write(void)
+{
+	struct side *a = &side[0], *b = &side[1];
+	size_t len = max_len, total = (size_t)DEREG_MSGS * len;
+	uint8_t *src = malloc(len), *victim = malloc(total), *snap = malloc(total);
+	struct ibv_mr *src_mr = NULL, *victim_mr = NULL;
+	int ok = 0, refused_n = 0, other = 0, done = 0, rc;
+	struct ibv_wc wc;
+	long long t;
+
+	if (!src || !victim || !snap) {
+		check(0, "memory for -X");
+		goto out;
+	}
+	fill(src, len, 11);
+	memset(victim, UNTOUCHED, total);
+	src_mr = ibv_reg_mr(a->pd, src, len, IBV_ACCESS_LOCAL_WRITE);
+	victim_mr = ibv_reg_mr(b->pd, victim, total, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	if (!src_mr || !victim_mr) {
+		check(0, "register the source and target MRs");
+		goto out;
+	}
+	for (int i = 0; i < DEREG_MSGS; i++) {
+		ibv_wr_start(a->qpx);
+		a->qpx->wr_id = i;
+		a->qpx->wr_flags = IBV_SEND_SIGNALED;
+		ibv_wr_rdma_write(a->qpx, victim_mr->rkey, (uintptr_t)(victim + (size_t)i * len));
+		ibv_wr_set_ud_addr(a->qpx, a->ah, b->qp->qp_num, QKEY);
+		ibv_wr_set_sge(a->qpx, src_mr->lkey, (uintptr_t)src, len);
+		if (ibv_wr_complete(a->qpx)) {
+			check(0, "post RDMA WRITE %d of %zu bytes", i, len);
+			goto out;
+		}
+	}
+	/* The first bytes of the first message (packets mostly arrive in
+	 * order): the WRITEs are under way. */
+	t = now_ms();
+	while (chunks_placed(victim, CHUNK) == 0 && now_ms() - t < 20000)
+		;
+	rc = ibv_dereg_mr(victim_mr);
+	if (!rc)
+		victim_mr = NULL;
+	memcpy(snap, victim, total);
+	size_t placed = chunks_placed(victim, len), all = (len + CHUNK - 1) / CHUNK;
+
+	check(rc == 0, "ibv_dereg_mr of the target MR with %d WRITEs of %zu bytes under way: %s",
+	      DEREG_MSGS, len, rc ? strerror(rc) : "success");
+	check(placed > 0 && placed < all, "the first WRITE was cut in the middle: %zu of its %zu "
+	      "chunks of %d bytes were placed when the MR went", placed, all, CHUNK);
+	t = now_ms();
+	while (done < DEREG_MSGS) {
+		int n = poll_one(a, &wc, t + POLL_MS);
+
+		if (n <= 0)
+			break;
+		done++;
+		if (wc.status == IBV_WC_SUCCESS)
+			ok++;
+		else if (wc.status == IBV_WC_REM_ACCESS_ERR)
+			refused_n++;
+		else {
+			other++;
+			printf("# WRITE %llu completed with %s\n", (unsigned long long)wc.wr_id,
+			       ibv_wc_status_str(wc.status));
+		}
+	}
+	printf("# WRITEs: %d succeeded, %d REM_ACCESS_ERR, %d otherwise, in %lld ms\n", ok,
+	       refused_n, other, now_ms() - t);
+	check(done == DEREG_MSGS && other == 0 && refused_n > 0,
+	      "every WRITE completed with success or REM_ACCESS_ERR, at least one with the latter "
+	      "(%d of %d completed)", done, DEREG_MSGS);
+	/* Late copies of packets would show now. */
+	t = now_ms();
+	while (now_ms() - t < 300)
+		;
+	check(!memcmp(snap, victim, total), "no byte of the MR's memory changed after "
+	      "ibv_dereg_mr returned");
+	/* The peer is not wedged: a SEND (into a receive setup() posted) and
+	 * a WRITE into B's other MR. */
+	{
+		int sent = 0, recvd = 0, bad = 0;
+
+		fill(write_slot(a, 0), 4096, 12);
+		ibv_wr_start(a->qpx);
+		a->qpx->wr_id = 100;
+		a->qpx->wr_flags = IBV_SEND_SIGNALED;
+		ibv_wr_send(a->qpx);
+		ibv_wr_set_ud_addr(a->qpx, a->ah, b->qp->qp_num, QKEY);
+		ibv_wr_set_sge(a->qpx, a->mr->lkey, (uintptr_t)write_slot(a, 0), 4096);
+		a->qpx->wr_id = 101;
+		ibv_wr_rdma_write(a->qpx, b->mr->rkey, (uintptr_t)write_slot(b, 0));
+		ibv_wr_set_ud_addr(a->qpx, a->ah, b->qp->qp_num, QKEY);
+		ibv_wr_set_sge(a->qpx, a->mr->lkey, (uintptr_t)write_slot(a, 0), 4096);
+		if (ibv_wr_complete(a->qpx)) {
+			check(0, "post a SEND and a WRITE after the dereg");
+			goto out;
+		}
+		t = now_ms();
+		while ((sent < 2 || recvd < 1) && now_ms() - t < POLL_MS) {
+			if (ibv_poll_cq(a->cq, 1, &wc) == 1) {
+				sent++;
+				bad += wc.status != IBV_WC_SUCCESS;
+			}
+			if (ibv_poll_cq(b->cq, 1, &wc) == 1) {
+				recvd++;
+				bad += wc.status != IBV_WC_SUCCESS || wc.byte_len != GRH + 4096 ||
+				       !same(recv_slot(b, wc.wr_id & 0xffff) + GRH, 4096, 12);
+			}
+		}
+		check(sent == 2 && recvd == 1 && !bad && same(write_slot(b, 0), 4096, 12),
+		      "then a SEND and a WRITE to B's other MR succeed, data right (%d sends, %d "
+		      "receives completed, %d wrong)", sent, recvd, bad);
+	}
+out:
+	if (victim_mr)
+		ibv_dereg_mr(victim_mr);
+	if (src_mr)
+		ibv_dereg_mr(src_mr);
+	free(src);
+	free(victim);
+	free(snap);
+}
+
 int main(int argc, char **argv)
 {
 	const char *dev[2] = { NULL, NULL };
@@ -386,7 +554,7 @@ int main(int argc, char **argv)
 	};
 
 	seed = (unsigned int)time(NULL);
-	while ((c = getopt(argc, argv, "d:g:D:G:s:n:m:k:a:r:x")) != -1) {
+	while ((c = getopt(argc, argv, "d:g:D:G:s:n:m:k:a:r:xX")) != -1) {
 		switch (c) {
 		case 'd': dev[0] = optarg; break;
 		case 'g': side[0].gid_idx = atoi(optarg); break;
@@ -399,16 +567,22 @@ int main(int argc, char **argv)
 		case 'a': ack_every = atoi(optarg); break;
 		case 'r': recv_delay_ms = atoi(optarg); break;
 		case 'x': bad_rkeys = 1; break;
+		case 'X': dereg_mid_write = 1; break;
 		default:
 			fprintf(stderr, "usage: %s -d DEV -g GID -D DEV2 -G GID2 [-s SEED] [-n MSGS] "
-				"[-m MAXLEN] [-k INFLIGHT] [-a ACK_EVERY]\n", argv[0]);
+				"[-m MAXLEN] [-k INFLIGHT] [-a ACK_EVERY] [-r DELAY_MS] [-x | -X]\n", argv[0]);
 			return 2;
 		}
 	}
-	if (!dev[0] || !dev[1] || max_len < 4 || in_flight < 1 || total < 1)
+	if (!dev[0] || !dev[1] || max_len < 4 || in_flight < 1 || total < 1 ||
+	    (dereg_mid_write && max_len < 65536))
 		return 2;
-	printf("# seed %u, %d messages up to %d bytes, %d in flight each way\n", seed, total,
-	       max_len, in_flight);
+	if (dereg_mid_write)
+		printf("# %d RDMA WRITEs of %d bytes into an MR deregistered under way\n",
+		       DEREG_MSGS, max_len);
+	else
+		printf("# seed %u, %d messages up to %d bytes, %d in flight each way\n", seed,
+		       total, max_len, in_flight);
 	for (int i = 0; i < 2; i++)
 		if (setup(&side[i], dev[i])) {
 			check(0, "set up an XUD QP on %s: %s", dev[i], strerror(errno));
@@ -417,6 +591,11 @@ int main(int argc, char **argv)
 		}
 	check(!make_ah(&side[0], &side[1]) && !make_ah(&side[1], &side[0]),
 	      "AHs between %s and %s", dev[0], dev[1]);
+	if (dereg_mid_write) {
+		run_dereg_mid_write();
+		total = 0;
+		goto out;
+	}
 	n_msgs = total;
 	msgs = calloc(total, sizeof(*msgs));
 	for (int m = 0; m < total; m++) {
@@ -507,11 +686,13 @@ out:;
 		}
 	}
 	sends_ok = !side[0].failures && !side[1].failures;
-	check(done, "every one of the %d messages completed once at its sender", total);
-	check(sends_ok, "every completion succeeded and every message's bytes are right "
-	      "(%d failures)", side[0].failures + side[1].failures);
-	check(once, "each SEND, SEND_WITH_IMM and RDMA_WRITE_WITH_IMM completed exactly one "
-	      "receive at its peer");
+	if (!dereg_mid_write) {
+		check(done, "every one of the %d messages completed once at its sender", total);
+		check(sends_ok, "every completion succeeded and every message's bytes are right "
+		      "(%d failures)", side[0].failures + side[1].failures);
+		check(once, "each SEND, SEND_WITH_IMM and RDMA_WRITE_WITH_IMM completed exactly "
+		      "one receive at its peer");
+	}
 	if (bad_rkeys) {
 		int bad = 0;
 

@@ -62,6 +62,11 @@ pub const SENDER_IDLE_NS: u64 = QUIET_NS + LIFETIME_NS;
 /// old QP (`QUIET_NS`) and no packet of it is left in the network.
 pub const QPN_HOLD_NS: u64 = QUIET_NS + LIFETIME_NS;
 
+/// Packets in flight over all of a QP's streams (each stream has its
+/// window of [`WINDOW`] besides): past it, new packets wait for ACKs to
+/// free room, and the streams take turns (xud.rst, "Limits, per QP").
+pub const MAX_QP_IN_FLIGHT: u32 = 1024;
+
 /// Bytes of GRH at the start of a SEND's receive buffer, as UD.
 pub const GRH_LEN: u32 = 40;
 

@@ -1058,15 +1058,7 @@ fn a_message_given_up_fails_its_receive_at_the_next_packet() {
 #[test]
 fn answers_of_another_stream_or_past_the_sent_psns_are_ignored() {
     let first = Psn::new(0xff_fffe);
-    let mut s = SendStream::new(42, first, sender::Config::DEFAULT, 0);
-    s.post(
-        Message {
-            wqe: 1,
-            len: 3 * MTU,
-            mtu: MTU,
-        },
-        0,
-    );
+    let mut s = stream_of_one_message(first, 3);
     for _ in 0..3 {
         s.next_packet(0).unwrap();
     }
@@ -1204,4 +1196,75 @@ fn a_late_stale_nak_or_old_ack_does_not_touch_messages_of_the_new_incarnation() 
         sender::AnswerOutcome::Taken
     );
     assert_eq!(s.next_completion(), Some((2, SendStatus::Success)));
+}
+
+/// Stream 42 from `first`, with one message (WQE 1) of `packets` MTUs
+/// posted.
+fn stream_of_one_message(first: Psn, packets: u32) -> SendStream {
+    let mut s = SendStream::new(42, first, sender::Config::DEFAULT, 0);
+    s.post(
+        Message {
+            wqe: 1,
+            len: packets * MTU,
+            mtu: MTU,
+        },
+        0,
+    );
+    s
+}
+
+/// The QP's cap on packets in flight (`MAX_QP_IN_FLIGHT`, applied by the
+/// driver over all streams): with new packets not allowed, a stream gives
+/// only resends; after a timeout it counts only its probe against the
+/// cap.
+#[test]
+fn the_qp_cap_holds_back_new_packets_only() {
+    let first = Psn::new(7);
+    let mut s = stream_of_one_message(first, 8);
+    assert!(s.has_new());
+    assert_eq!(
+        s.next_packet_if(0, false),
+        None,
+        "nothing to resend, nothing new"
+    );
+    for _ in 0..4 {
+        assert!(!s.next_packet_if(0, true).unwrap().retransmit);
+    }
+    assert_eq!((s.in_flight(), s.in_network()), (4, 4));
+    // Nothing answers: the timeout makes the oldest a probe.
+    let deadline = s.next_deadline().unwrap();
+    s.on_timer(deadline);
+    let probe = s.next_packet_if(deadline, false).unwrap();
+    assert_eq!(
+        (probe.psn, probe.retransmit),
+        (first, true),
+        "a resend goes at the cap"
+    );
+    assert_eq!(s.in_network(), 1, "only the probe counts while probing");
+    assert_eq!(s.next_packet_if(deadline, false), None);
+    // The probe's ACK ends the probing: the four are acknowledged, the
+    // rest of the message may go when allowed.
+    let ack = Answer {
+        stream: 42,
+        inc: 9,
+        base: first.add(4),
+        sack: 0,
+        nak: None,
+    };
+    assert_eq!(
+        s.on_answer(&ack, deadline + 1),
+        sender::AnswerOutcome::Taken
+    );
+    assert_eq!(
+        s.next_packet_if(deadline + 1, false),
+        None,
+        "held back at the cap"
+    );
+    assert!(s.has_new());
+    let p = s.next_packet_if(deadline + 1, true).unwrap();
+    assert_eq!((p.psn, p.retransmit), (first.add(4), false));
+    for _ in 0..3 {
+        s.next_packet(deadline + 1).unwrap();
+    }
+    assert!(!s.has_new(), "all 8 sent");
 }

@@ -272,6 +272,27 @@ impl SendStream {
         self.window.in_flight()
     }
 
+    /// What this stream counts against its QP's cap on packets in flight
+    /// ([`super::MAX_QP_IN_FLIGHT`]): its packets in flight, but only the
+    /// probe while one is out (after a timeout the others are taken for
+    /// lost until an answer comes), so that dead destinations hold one
+    /// packet each of the QP's cap.
+    pub fn in_network(&self) -> u32 {
+        if self.probing {
+            self.in_flight().min(1)
+        } else {
+            self.in_flight()
+        }
+    }
+
+    /// Whether a message has packets not sent yet (new packets, which
+    /// [`Self::next_packet_if`] holds back when told to).
+    pub fn has_new(&self) -> bool {
+        self.msgs
+            .iter()
+            .any(|m| m.state == MsgState::Active && m.sent < m.packets)
+    }
+
     /// Whether another message can start now (at most [`MAX_MSGS`] in
     /// flight, numbered within `msg_lag`'s range).
     pub fn can_post(&self) -> bool {
@@ -311,6 +332,12 @@ impl SendStream {
     /// in message order while the window has room. `None` while an RNR
     /// wait runs or only a probe may be in flight.
     pub fn next_packet(&mut self, now: u64) -> Option<TxPacket> {
+        self.next_packet_if(now, true)
+    }
+
+    /// [`Self::next_packet`], but with `new_allowed` false only resends
+    /// (and probes): the QP's cap on packets in flight is reached.
+    pub fn next_packet_if(&mut self, now: u64, new_allowed: bool) -> Option<TxPacket> {
         if self.rnr_until.is_some_and(|t| now < t) {
             return None;
         }
@@ -318,7 +345,7 @@ impl SendStream {
         if let Some(p) = self.next_resend(now) {
             return Some(p);
         }
-        if self.probing {
+        if self.probing || !new_allowed {
             return None;
         }
         self.next_new(now)
