@@ -4,8 +4,15 @@
 # traffic, then RDMA traffic over rxud (ibv_ud_pingpong, ibv_rc_pingpong,
 # ib_write_bw, rping over rdma_cm, and XUD with rxud-perf: vm0 serves, vm1
 # connects) and show the port counters.
+#   qemu/demo-guest.sh [--tests]: --tests runs the two-VM test suite
+#   (tests/guest-pair) first, and saves the kernel log at the end.
 set -e
 top=$(cd "$(dirname "$0")/.." && pwd)
+if [ "${1:-}" = --tests ]; then
+	# The suite's result is in its TAP; the demo runs whatever it says.
+	"$top/tests/guest-runner.sh" "$top/tests/guest-pair" || true
+	trap 'dmesg >"$RXUD_OUT/dmesg.txt"' EXIT
+fi
 modprobe -a udp_tunnel ip6_udp_tunnel # rxud.ko needs them; insmod does not load them
 insmod "$top/rxud.ko"
 rdma link add rxud0 type rxud netdev "$RXUD_IF"
