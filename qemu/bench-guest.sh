@@ -199,9 +199,10 @@ kobj() {
 
 # xud_mem: kernel memory per XUD peer. vm1 makes an XUD QP
 # (tests/verbs/xud-sink, max_peers 16384), vm0 sends it one RDMA WRITE
-# from each of N source QPNs (tests/xud-forge, paced so that vm1 keeps up;
-# what the link drops makes fewer peers, and the figures divide by the
-# peers made, xud_peers_added). The slab objects grow by the peers'
+# from each of N source QPNs (tests/xud-forge, paced so that vm1 keeps up:
+# 400 us apart, 100 us for more than 1000 peers, so that the step ends
+# within the quiet period; what the link drops makes fewer peers, and the
+# figures divide by the peers made, xud_peers_added). The slab objects grow by the peers'
 # entries and, while in use, by their streams; at rest (1 s, then the next
 # reclaim scan, within 3.5 s) the streams park and only the entries stay.
 # Read right after the peers are made (streams parked by then are
@@ -231,7 +232,8 @@ xud_mem() {
 			read -r _ qpn _ rkey _ va _ qkey <"$peer_out/sink-$n"
 			timeout 120 "$top/tests/xud-forge/target/release/xud-forge" --src "$RXUD_SELF_IP" \
 				--dst "$RXUD_PEER_IP" --qpn "$qpn" --qkey "$qkey" --rkey "$rkey" --va "$va" \
-				--len 64 --peers "$n" --first-src-qpn $((k << 16)) --gap-us 400 >"$RXUD_OUT/forge-$n" 2>&1
+				--len 64 --peers "$n" --first-src-qpn $((k << 16)) --gap-us $((n > 1000 ? 100 : 400)) \
+				>"$RXUD_OUT/forge-$n" 2>&1
 		fi
 		step "xudmem-$n-forged"
 		if [ "$RXUD_VM" = 1 ]; then

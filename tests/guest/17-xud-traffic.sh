@@ -11,8 +11,8 @@
 # with REM_ACCESS_ERR, an MR deregistered while WRITEs into it are under
 # way (nothing placed after the dereg; the QP goes on), and rxud-perf
 # (bandwidth and latency, one QP to four peers; one QP to 16 peers over a
-# link with 200 ms of delay, where the QP's cap on packets in flight
-# holds new packets back).
+# link with 1 s of delay, where the QP's cap on packets in flight holds
+# new packets back).
 #
 # The seed is printed; RXUD_XUD_SEED=N replays a run.
 . "$(dirname "$0")/../lib/tap.sh"
@@ -85,15 +85,17 @@ rxud_perf "rxud-perf RDMA WRITE bandwidth, 64 KB x 300, one QP to 4 peers" -t bw
 rxud_perf "rxud-perf SEND latency, 64 B x 300" -t lat -s 64 -n 300
 
 # The QP's cap on packets in flight (1024 over all its streams; xud.rst,
-# "Limits, per QP"): one QP to 16 peers, each stream with its window of
-# 128, over a link that delays the data 200 ms, so that the streams
-# would have 2048 packets out. The cap holds new packets back
-# (xud_qp_cap_waits) and every message arrives. (-T 18: a retransmit
-# timeout of 1 s, above the round trip.)
-if inns xb tc qdisc add dev xv1 root netem delay 200ms limit 10000 2>/dev/null; then
+# "Limits, per QP"): one QP to 16 peers, 4 messages of 64 packets each,
+# each stream with its window of 128, over a link that delays the data 1
+# s: the streams would have 2048 packets out before the first ACK came
+# back, however slowly the guest sends (1024 packets take well under a
+# second here). The cap holds new packets back (xud_qp_cap_waits) and
+# every message arrives. (-T 20: a retransmit timeout of 4.3 s, above
+# the round trip.)
+if inns xb tc qdisc add dev xv1 root netem delay 1000ms limit 10000 2>/dev/null; then
 	cw0=$(hwc rxud1 xud_qp_cap_waits)
-	PEERS=16 rxud_perf "rxud-perf SEND, 64 KB x 200, one QP to 16 peers, 200 ms of delay" \
-		-t bw -o send -s 65536 -n 200 -T 18
+	PEERS=16 rxud_perf "rxud-perf SEND, 64 KB x 64, one QP to 16 peers, 1 s of delay" \
+		-t bw -o send -s 65536 -n 64 -T 20
 	inns xb tc qdisc del dev xv1 root
 	cw=$(($(hwc rxud1 xud_qp_cap_waits) - cw0))
 	check "the QP's cap on packets in flight held new packets back (xud_qp_cap_waits +$cw)" \
