@@ -76,9 +76,14 @@ pub const MAX_MSG_LEN: u32 = 1 << 24;
 
 /// A hole in a stream is resent without waiting for the timer once PSNs
 /// this far past it are acknowledged and it is still a hole a reorder
-/// delay later (a sixteenth of the timeout, at least
+/// delay later (a sixty-fourth of the timeout, at least
 /// [`REORDER_DELAY_MIN_NS`]): reordering beyond both is taken as loss.
 pub const REORDER: u32 = 3;
+
+/// A hole this many PSNs behind the highest acknowledged one (an ACK
+/// interval: the sender asks for an ACK every 16 packets by default) is
+/// resent at once, without the reorder delay.
+pub const REORDER_DEEP: u32 = 16;
 
 /// The shortest reorder delay.
 pub const REORDER_DELAY_MIN_NS: u64 = 1_000_000;

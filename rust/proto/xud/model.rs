@@ -111,22 +111,32 @@ struct Net {
     /// Delay: uniform up to this, and rarely up to LIFETIME.
     delay_ns: u64,
     long_delay: u64,
+    /// Added to every packet's delay (the goodput runs' link).
+    base_ns: u64,
+    /// Whether `loss` and `dup` hit answers too, or data packets only
+    /// (netem on the data's way, as `make bench` has it).
+    lossy_answers: bool,
     in_flight: Vec<(u64, Wire)>,
 }
 
 impl Net {
     fn send(&mut self, now: u64, w: Wire) {
-        if self.rng.chance(self.loss) {
+        let exposed = self.lossy_answers || matches!(w.payload, Payload::Data { .. });
+        if exposed && self.rng.chance(self.loss) {
             return;
         }
-        let copies = if self.rng.chance(self.dup) { 2 } else { 1 };
+        let copies = if exposed && self.rng.chance(self.dup) {
+            2
+        } else {
+            1
+        };
         for _ in 0..copies {
             let delay = if self.rng.chance(self.long_delay) {
                 self.rng.draw(LIFETIME_NS)
             } else {
                 self.rng.draw(self.delay_ns.max(1))
             };
-            self.in_flight.push((now + delay, w));
+            self.in_flight.push((now + self.base_ns + delay, w));
         }
     }
 }
@@ -148,6 +158,16 @@ struct Model {
     /// one back when it is used), so any state parking lost shows here.
     parking: bool,
     parked: u32,
+    /// Data packets the senders may send per second together (0: no
+    /// limit): a sender whose CPU is the bottleneck, as in the VMs.
+    rate_pps: u64,
+    /// Sending time saved up, in ns (at most two steps' worth).
+    rate_credit_ns: u64,
+    /// How long an owed ACK waits (the driver's ACK delay).
+    ack_delay_ns: u64,
+    /// Data packets sent again, and retransmit timeouts.
+    retransmitted: u64,
+    timeouts: u64,
 }
 
 fn pattern(id: usize, offset: u32) -> u8 {
@@ -182,6 +202,8 @@ impl Model {
                 dup: 0,
                 delay_ns: 200_000,
                 long_delay: 0,
+                base_ns: 0,
+                lossy_answers: true,
                 in_flight: Vec::new(),
             },
             stream_seed: seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1,
@@ -192,6 +214,11 @@ impl Model {
             reclaimed: 0,
             parking: false,
             parked: 0,
+            rate_pps: 0,
+            rate_credit_ns: 0,
+            ack_delay_ns: 0,
+            retransmitted: 0,
+            timeouts: 0,
         }
     }
 
@@ -262,16 +289,30 @@ impl Model {
         }
     }
 
+    /// Sending time one data packet costs (0: no rate limit).
+    fn packet_cost_ns(&self) -> u64 {
+        1_000_000_000u64.checked_div(self.rate_pps).unwrap_or(0)
+    }
+
     fn transmit(&mut self) {
+        if self.rate_pps != 0 {
+            self.rate_credit_ns = (self.rate_credit_ns + STEP_NS).min(2 * STEP_NS);
+        }
         for src in 0..self.nodes.len() {
             let dsts: Vec<usize> = self.nodes[src].send.keys().copied().collect();
             for dst in dsts {
                 for _ in 0..64 {
+                    let cost = self.packet_cost_ns();
+                    if self.rate_credit_ns < cost {
+                        break;
+                    }
                     let now = self.now;
                     let s = self.nodes[src].send.get_mut(&dst).unwrap();
                     let Some(tx) = s.next_packet(now) else {
                         break;
                     };
+                    self.rate_credit_ns -= cost;
+                    self.retransmitted += u64::from(tx.retransmit);
                     let stream = s.stream();
                     let id = tx.wqe as usize;
                     let msg = &self.msgs[id];
@@ -559,9 +600,13 @@ impl Model {
             let dsts: Vec<usize> = self.nodes[node].send.keys().copied().collect();
             for dst in dsts {
                 let s = self.nodes[node].send.get_mut(&dst).unwrap();
-                if s.next_deadline().is_some_and(|t| t <= now)
-                    && s.on_timer(now) == TimerOutcome::DestinationFailed
-                {
+                let outcome = if s.next_deadline().is_some_and(|t| t <= now) {
+                    s.on_timer(now)
+                } else {
+                    TimerOutcome::Idle
+                };
+                self.timeouts += u64::from(outcome == TimerOutcome::Probe);
+                if outcome == TimerOutcome::DestinationFailed {
                     // The driver fails what it still queues for the
                     // destination.
                     let q: Vec<usize> = self.nodes[node]
@@ -578,7 +623,10 @@ impl Model {
             // Delayed ACKs.
             let srcs: Vec<usize> = self.nodes[node].recv.keys().copied().collect();
             for src in srcs {
-                if self.nodes[node].recv[&src].ack_owed().is_some() {
+                if self.nodes[node].recv[&src]
+                    .ack_owed()
+                    .is_some_and(|since| now >= since + self.ack_delay_ns)
+                {
                     self.ack(node, src, None);
                 }
             }
@@ -1213,6 +1261,134 @@ fn stream_of_one_message(first: Psn, packets: u32) -> SendStream {
     s
 }
 
+/// An ACK or NAK-free answer of stream 42's receiver (incarnation 9).
+fn answer_of(base: Psn, sack: u128) -> Answer {
+    Answer {
+        stream: 42,
+        inc: 9,
+        base,
+        sack,
+        nak: None,
+    }
+}
+
+/// Sends `n` packets of `s` at `now`: their PSNs and whether each was a
+/// resend.
+fn send_n(s: &mut SendStream, n: usize, now: u64) -> Vec<(Psn, bool)> {
+    (0..n)
+        .map(|_| s.next_packet(now).map(|p| (p.psn, p.retransmit)).unwrap())
+        .collect()
+}
+
+/// The reorder rule: a hole is resent once PSNs `REORDER` past it are
+/// acknowledged and the reorder delay has passed; when that resend is
+/// lost too, packets sent after it pass it by `REORDER`, and it goes a
+/// third time the same way, not after the retransmit timeout (which cost
+/// `make bench`'s lossy runs nearly half their goodput).
+#[test]
+fn a_resend_lost_again_goes_again_once_later_packets_pass_it() {
+    let first = Psn::new(1000);
+    let mut s = stream_of_one_message(first, 100);
+    let fresh = |from: u32, n: u32| {
+        (from..from + n)
+            .map(|i| (first.add(i), false))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(send_n(&mut s, 4, 0), fresh(0, 4));
+    // 1000 lost; 1001..=1003 placed: a hole, but not resent before the
+    // reorder delay (a new packet goes instead).
+    s.on_answer(&answer_of(first, 0b111), 1_000);
+    assert_eq!(send_n(&mut s, 1, 1_000), fresh(4, 1));
+    let due = s.next_deadline().unwrap();
+    // The reorder delay (a 64th of the timeout), not the tail probe (four
+    // of them) nor the timeout.
+    assert!(due - 1_000 < 67_000_000 / 32, "the reorder delay: {due}");
+    assert_eq!(s.on_timer(due), TimerOutcome::Resend);
+    assert_eq!(send_n(&mut s, 1, due), [(first, true)]);
+    // The resend is lost too. 1005..=1007 go after it, and an answer
+    // shows 1001..=1007 placed: the resend was passed by REORDER.
+    assert_eq!(send_n(&mut s, 3, due), fresh(5, 3));
+    let t = due + 1_000;
+    s.on_answer(&answer_of(first, 0b111_1111), t);
+    assert_eq!(
+        send_n(&mut s, 1, t),
+        fresh(8, 1),
+        "again after the reorder delay"
+    );
+    let due2 = s.next_deadline().unwrap();
+    assert!(
+        due2 - t < 67_000_000 / 32,
+        "the reorder delay again: {}",
+        due2 - t
+    );
+    assert_eq!(s.on_timer(due2), TimerOutcome::Resend);
+    assert_eq!(send_n(&mut s, 1, due2), [(first, true)]);
+    // Its ACK acknowledges all nine sent, without a timeout.
+    s.on_answer(&answer_of(first.add(9), 0), due2 + 1_000);
+    assert_eq!(s.in_flight(), 0);
+}
+
+/// A hole `REORDER_DEEP` (an ACK interval) behind the highest placed PSN
+/// is lost whatever the reorder delay says: it goes at once, and again
+/// at once if the resend is lost and as many pass it.
+#[test]
+fn a_deep_hole_goes_at_once() {
+    let first = Psn::new(50);
+    let mut s = stream_of_one_message(first, 100);
+    send_n(&mut s, 20, 0);
+    // 50 lost, 51..=69 placed: 19 behind the highest.
+    s.on_answer(&answer_of(first, (1 << 19) - 1), 1_000);
+    assert_eq!(send_n(&mut s, 1, 1_000), [(first, true)]);
+    send_n(&mut s, 16, 1_000);
+    // That resend lost; 70..=86 placed.
+    s.on_answer(&answer_of(first, (1 << 36) - 1), 2_000);
+    assert_eq!(send_n(&mut s, 1, 2_000), [(first, true)]);
+    // 40 past a hole that is not deep yet: 90 lost, 91..=100 placed.
+    send_n(&mut s, 14, 2_000);
+    s.on_answer(&answer_of(first.add(40), (1 << 10) - 1), 3_000);
+    assert!(!send_n(&mut s, 1, 3_000)[0].1, "a shallow hole waits");
+}
+
+/// A lost last packet has nothing after it to show the hole: it goes
+/// again at the tail probe, four reorder delays after the last progress,
+/// not at the retransmit timeout; once per stretch without progress
+/// (then the timeout, as before).
+#[test]
+fn a_lost_tail_goes_again_at_the_tail_probe() {
+    let first = Psn::new(7);
+    let mut s = stream_of_one_message(first, 8);
+    for _ in 0..8 {
+        s.next_packet(0).unwrap();
+    }
+    // The first seven placed, the last lost.
+    let t = 2_000_000;
+    s.on_answer(&answer_of(first.add(7), 0), t);
+    let due = s.next_deadline().unwrap();
+    assert!(
+        due > t && due - t < 67_000_000 / 8,
+        "the tail probe, not the timeout: {}",
+        due - t
+    );
+    assert_eq!(s.on_timer(due - 1), TimerOutcome::Idle);
+    assert_eq!(s.on_timer(due), TimerOutcome::Resend);
+    let p = s.next_packet(due).unwrap();
+    assert_eq!((p.psn, p.retransmit, p.ack_req), (first.add(7), true, true));
+    assert_eq!(s.next_packet(due), None);
+    // That resend lost as well: the next deadline is the timeout.
+    let rto = s.next_deadline().unwrap();
+    assert!(
+        rto - t >= 67_000_000,
+        "one tail probe per stretch: {}",
+        rto - t
+    );
+    assert_eq!(s.on_timer(rto), TimerOutcome::Probe);
+    let p = s.next_packet(rto).unwrap();
+    assert_eq!(p.psn, first.add(7));
+    s.on_answer(&answer_of(first.add(8), 0), rto + 1);
+    assert_eq!(s.in_flight(), 0);
+    assert_eq!(s.next_completion(), Some((1, SendStatus::Success)));
+}
+
 /// The QP's cap on packets in flight (`MAX_QP_IN_FLIGHT`, applied by the
 /// driver over all streams): with new packets not allowed, a stream gives
 /// only resends; after a timeout it counts only its probe against the
@@ -1231,9 +1407,18 @@ fn the_qp_cap_holds_back_new_packets_only() {
         assert!(!s.next_packet_if(0, true).unwrap().retransmit);
     }
     assert_eq!((s.in_flight(), s.in_network()), (4, 4));
-    // Nothing answers: the timeout makes the oldest a probe.
+    // Nothing answers: first the tail probe resends the oldest (a resend
+    // goes at the cap), then the timeout makes it a probe.
+    let tail = s.next_deadline().unwrap();
+    assert_eq!(s.on_timer(tail), TimerOutcome::Resend);
+    let resend = s.next_packet_if(tail, false).unwrap();
+    assert_eq!(
+        (resend.psn, resend.retransmit, resend.ack_req),
+        (first, true, true)
+    );
+    assert_eq!(s.next_packet_if(tail, false), None);
     let deadline = s.next_deadline().unwrap();
-    s.on_timer(deadline);
+    assert_eq!(s.on_timer(deadline), TimerOutcome::Probe);
     let probe = s.next_packet_if(deadline, false).unwrap();
     assert_eq!(
         (probe.psn, probe.retransmit),
@@ -1267,4 +1452,78 @@ fn the_qp_cap_holds_back_new_packets_only() {
         s.next_packet(deadline + 1).unwrap();
     }
     assert!(!s.has_new(), "all 8 sent");
+}
+
+/// The link `make bench` measures XUD over, as the model sees it: a
+/// sender whose CPU allows `RATE_PPS` data packets a second (rxud-perf's
+/// 1 MB WRITE moves about 13 MB/s in 1 KB packets), a one-way delay of
+/// `BASE_NS` plus up to `JITTER_NS`, the driver's 1 ms ACK delay, and
+/// netem's loss on the data's way only.
+const RATE_PPS: u64 = 13_000;
+const BASE_NS: u64 = 400_000;
+const JITTER_NS: u64 = 100_000;
+
+/// Goodput in packets per second of `msgs` WRITEs of `packets` packets
+/// each from one sender to one receiver, posted at once, with `loss`
+/// per mille of the data packets lost; with the retransmissions the
+/// sender made.
+fn goodput(seed: u64, loss: u64, msgs: usize, packets: u32) -> (u64, u64, u64) {
+    let mut m = Model::new(2, seed);
+    m.rate_pps = RATE_PPS;
+    m.ack_delay_ns = 1_000_000;
+    m.net.base_ns = BASE_NS;
+    m.net.delay_ns = JITTER_NS;
+    m.net.loss = loss;
+    m.net.lossy_answers = false;
+    let start = m.now;
+    for _ in 0..msgs {
+        m.post(0, 1, Op::Write, packets * MTU, false);
+    }
+    while m.msgs.iter().any(|x| x.status.is_none()) && m.now - start < 600_000_000_000 {
+        m.run_for(STEP_NS);
+    }
+    let took = m.now - start;
+    assert!(
+        m.msgs.iter().all(|x| x.status == Some(SendStatus::Success)),
+        "every WRITE succeeds"
+    );
+    let total = msgs as u64 * u64::from(packets);
+    (
+        total * 1_000_000_000 / took.max(1),
+        m.retransmitted,
+        m.timeouts,
+    )
+}
+
+/// Issue 10's target for XUD: at 1% loss at least 90% of the lossless
+/// goodput. `make bench`'s "1%" run loses about 2% of the data packets:
+/// the VM link drops some 1% by itself at full rate (the "lossless" 1 MB
+/// WRITE resends 1 to 1.7% of its packets), so both are asserted, as
+/// the mean over several seeds. A resend lost again used to wait for the
+/// retransmit timeout (67 ms and doubling): 70% at 2%.
+#[test]
+fn one_and_two_percent_loss_keep_nine_tenths_of_the_goodput() {
+    let (lossless, _, _) = goodput(1, 0, 40, 1024);
+    for loss in [10, 20] {
+        let seeds = 8;
+        let (mut sum, mut timeouts) = (0, 0);
+        for seed in 1..=seeds {
+            let (g, rtx, tmo) = goodput(seed * 7919, loss, 40, 1024);
+            std::println!(
+                "{loss} per mille, seed {seed}: {g} packets/s ({rtx} resent, {tmo} timeouts), \
+                 lossless {lossless}"
+            );
+            sum += g;
+            timeouts += tmo;
+        }
+        let mean = sum / seeds;
+        std::println!(
+            "{loss} per mille: mean {mean} of {lossless} packets/s ({}%), {timeouts} timeouts",
+            mean * 100 / lossless
+        );
+        assert!(
+            mean * 10 >= lossless * 9,
+            "{loss} per mille: {mean} of {lossless} packets/s"
+        );
+    }
 }

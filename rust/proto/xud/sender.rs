@@ -8,9 +8,11 @@
 //! Answers come as an ACK or NAK with the receiver's base and a `sack`
 //! bitmap ([`SendStream::on_answer`]); PSNs they show placed are never
 //! sent again. A hole is resent once PSNs [`REORDER`] past it are
-//! acknowledged (no timer needed), and on a retransmit timeout the stream
-//! sends one probe, its oldest unacknowledged PSN with AckReq, until an
-//! answer shows what else is missing. A message completes when every one
+//! acknowledged and a reorder delay has passed, and again the same way
+//! when packets sent after that resend pass it by [`REORDER`] (the resend
+//! was lost too). On a retransmit timeout the stream sends one probe,
+//! its oldest unacknowledged PSN with AckReq, until an answer shows what
+//! else is missing. A message completes when every one
 //! of its PSNs is acknowledged, or fails, when its PSNs are given up: they
 //! leave the window as acknowledged ones do, and `oldest_psn` and
 //! `msg_lag` in the next packet tell the receiver to stop waiting for
@@ -21,8 +23,8 @@ use super::super::rc::{local_ack_timeout_ns, rnr_timeout_ns};
 use super::super::window::{AckResult, SendWindow};
 use super::super::wire::xeth;
 use super::{
-    seq_before, SendStatus, MAX_MSGS, REORDER, REORDER_DELAY_MIN_NS, RETRY_SPAN_NS, SENDER_IDLE_NS,
-    WINDOW, WINDOW_WORDS,
+    seq_before, SendStatus, MAX_MSGS, REORDER, REORDER_DEEP, REORDER_DELAY_MIN_NS, RETRY_SPAN_NS,
+    SENDER_IDLE_NS, WINDOW, WINDOW_WORDS,
 };
 
 /// The QP attributes a sender uses.
@@ -208,11 +210,19 @@ pub struct SendStream {
     rtx_base: Psn,
     /// Holes before it were resent already by the reorder rule.
     recovered: Psn,
+    /// The first new PSN sent after those resends: once PSNs [`REORDER`]
+    /// past it are acknowledged, a hole before `recovered` is a resend
+    /// that was lost too, and the rule may resend it again.
+    recovery_end: Psn,
     /// Holes before this PSN were seen at this time; resent if they are
     /// still holes a reorder delay later.
     reorder_mark: Option<(Psn, u64)>,
     /// Retransmit deadline while anything is in flight.
     deadline: Option<u64>,
+    /// When the oldest unacknowledged PSN goes again if no answer has
+    /// acknowledged anything by then: armed with `deadline`, a fraction
+    /// of it, once per stretch without progress.
+    tail_probe: Option<u64>,
     /// Consecutive timeouts without progress.
     retries: u8,
     /// After a timeout: only the probe goes until an answer comes.
@@ -240,8 +250,10 @@ impl SendStream {
             rtx: 0,
             rtx_base: first,
             recovered: first,
+            recovery_end: first,
             reorder_mark: None,
             deadline: None,
+            tail_probe: None,
             retries: 0,
             probing: false,
             rnr_until: None,
@@ -477,10 +489,14 @@ impl SendStream {
                 .filter(|m| m.state == MsgState::Active && m.sent > 0)
                 .map(|m| m.first_tx.saturating_add(RETRY_SPAN_NS))
                 .min();
-            self.deadline = Some(match span_end {
+            let deadline = match span_end {
                 Some(end) => rto.min(end.max(now)),
                 None => rto,
-            });
+            };
+            self.deadline = Some(deadline);
+            self.tail_probe = (!self.probing)
+                .then(|| now.saturating_add(self.tail_probe_delay()))
+                .filter(|&t| t < deadline);
         }
     }
 
@@ -555,6 +571,7 @@ impl SendStream {
         if progress {
             self.retries = 0;
             self.deadline = None;
+            self.tail_probe = None;
             if self.window.in_flight() > 0 {
                 self.arm(now);
             }
@@ -569,8 +586,21 @@ impl SendStream {
             // if they are still holes once the reorder delay has passed
             // (the timer looks again then).
             let limit = h.add(1).add(0u32.wrapping_sub(REORDER));
+            if !limit.before(self.recovery_end) {
+                // Packets sent after the last resends overtook them by
+                // REORDER: what those resends have not filled was lost
+                // again, and is a hole like any other.
+                self.recovered = oldest;
+            }
             if self.reorder_mark.is_none() && self.has_holes_before(limit) {
                 self.reorder_mark = Some((limit, now));
+            }
+            // Holes a whole ACK interval behind are lost, whatever the
+            // delay says: they go now.
+            let deep = h.add(1).add(0u32.wrapping_sub(REORDER_DEEP));
+            if self.has_holes_before(deep) {
+                let from = self.reorder_from();
+                self.resend_range(from, deep);
             }
             self.resend_reordered(now);
         }
@@ -603,10 +633,16 @@ impl SendStream {
         false
     }
 
-    /// How long a hole may be reordering rather than lost: a sixteenth of
-    /// the timeout, at least [`REORDER_DELAY_MIN_NS`].
+    /// How long a hole may be reordering rather than lost: a
+    /// sixty-fourth of the timeout, at least [`REORDER_DELAY_MIN_NS`].
     fn reorder_delay(&self) -> u64 {
-        (self.cfg.rto_ns() / 16).max(REORDER_DELAY_MIN_NS)
+        (self.cfg.rto_ns() / 64).max(REORDER_DELAY_MIN_NS)
+    }
+
+    /// How long packets may be in flight with nothing acknowledged before
+    /// the oldest goes again (a tail probe): four reorder delays.
+    fn tail_probe_delay(&self) -> u64 {
+        self.reorder_delay() * 4
     }
 
     /// Resends the holes before the reorder mark once it has waited the
@@ -623,9 +659,15 @@ impl SendStream {
         if !from.before(mark) {
             return false;
         }
-        self.mark_unacked_range(from, mark);
-        self.recovered = mark;
+        self.resend_range(from, mark);
         true
+    }
+
+    /// Resends the holes in `from..end` by the reorder rule.
+    fn resend_range(&mut self, from: Psn, end: Psn) {
+        self.mark_unacked_range(from, end);
+        self.recovered = end;
+        self.recovery_end = self.window.oldest_unacked().add(self.window.in_flight());
     }
 
     fn on_nak(&mut self, nak: Nak, psn: Psn, now: u64) {
@@ -702,6 +744,7 @@ impl SendStream {
         self.msgs[m].state = MsgState::Done(status);
         if self.window.in_flight() == 0 {
             self.deadline = None;
+            self.tail_probe = None;
             self.probing = false;
             self.rnr_until = None;
             self.reorder_mark = None;
@@ -717,13 +760,13 @@ impl SendStream {
         }
     }
 
-    /// When [`Self::on_timer`] next has work: the retransmit deadline or
-    /// the end of an RNR wait.
+    /// When [`Self::on_timer`] next has work: the retransmit deadline,
+    /// the end of an RNR wait or of the reorder delay, or the tail probe.
     pub fn next_deadline(&self) -> Option<u64> {
         let reorder = self
             .reorder_mark
             .map(|(_, since)| since.saturating_add(self.reorder_delay()));
-        [self.deadline, self.rnr_until, reorder]
+        [self.deadline, self.rnr_until, reorder, self.tail_probe]
             .into_iter()
             .flatten()
             .min()
@@ -738,7 +781,20 @@ impl SendStream {
         if rnr_over {
             self.rnr_until = None;
         }
-        let due = rnr_over | self.resend_reordered(now);
+        // Nothing acknowledged for the tail probe delay: the oldest goes
+        // again with AckReq. A lost tail, or a lost resend with nothing
+        // sent after it (the window full behind it), is repaired here
+        // rather than at the timeout; its answer's sack shows the rest.
+        let mut tail = false;
+        if self.tail_probe.is_some_and(|t| now >= t) {
+            self.tail_probe = None;
+            if self.window.in_flight() > 0 && !self.probing {
+                let oldest = self.window.oldest_unacked();
+                self.mark_resend(oldest);
+                tail = true;
+            }
+        }
+        let due = rnr_over | self.resend_reordered(now) | tail;
         let not_timed_out = if due {
             TimerOutcome::Resend
         } else {
@@ -751,6 +807,7 @@ impl SendStream {
             return not_timed_out;
         }
         self.deadline = None;
+        self.tail_probe = None;
         if self.window.in_flight() == 0 {
             return TimerOutcome::Idle;
         }
@@ -884,6 +941,7 @@ impl SendStream {
             && self.in_use() == 0
             && self.window.in_flight() == 0
             && self.deadline.is_none()
+            && self.tail_probe.is_none()
             && self.rnr_until.is_none()
             && self.reorder_mark.is_none()
             && !self.probing;
