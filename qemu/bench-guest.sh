@@ -71,6 +71,7 @@ XUD_RUNS=(
 )
 # Peer counts for XUD's kernel memory per peer (forged sources).
 XUD_PEERS=(1 100 1000 10000)
+XUD_REAL_PEERS=(100 1000)
 # Rounds of RUNS for each provider: the table gives each figure's median.
 ROUNDS=3
 # RC QPs created at once for the memory figure, and their work requests.
@@ -267,6 +268,61 @@ xud_mem() {
 	done
 }
 
+# xud_real_peers: the XUD paper's Table 4 with real peers. vm0 makes N
+# XUD QPs (rxud-perf's server, -q N); vm1's one QP sends one 64 B SEND to
+# each and each answers with one (rxud-perf -t mem), so vm1's QP holds a
+# sending and a receiving state per peer, as each of the paper's
+# connections does. vm1's slab objects are read before the exchange
+# (QP, CQ, AH, receives posted: all made), right after it (every
+# direction in use but those parked already, counted), and once every
+# stream has parked (1 s idle, then the next reclaim scan). For each N of
+# XUD_REAL_PEERS.
+xud_real_peers() {
+	local n line s0 s1 s2 p0 p1 p2 a0 srv added
+	hw() { cat "/sys/class/infiniband/$dev/ports/1/hw_counters/$1"; }
+	grown() { [ $(($(hw "$1") - $2)) -ge "$3" ]; }
+	for n in "${XUD_REAL_PEERS[@]}"; do
+		if [ "$RXUD_VM" = 0 ]; then
+			timeout 300 "$top/tests/verbs/rxud-perf" -d "$dev" -x "$gid" -q "$n" -s 64 \
+				>"$RXUD_OUT/real-peers-$n.server" 2>&1 &
+			srv=$!
+			wait_for 30 serving "$srv" -
+			touch "$RXUD_OUT/serving-real-peers-$n"
+			wait $srv
+		else
+			wait_for 60 test -e "$peer_out/serving-real-peers-$n"
+			coproc MEM { timeout 300 "$top/tests/verbs/rxud-perf" -d "$dev" -x "$gid" -t mem \
+				-s 64 "$RXUD_PEER_IP" 2>&1; }
+			while read -r -t 200 line <&"${MEM[0]}" && [ "$line" != ready ]; do
+				echo "$line" >>"$RXUD_OUT/real-peers-$n.client"
+			done
+			sleep 3
+			read -r s0 _ < <(kobj)
+			p0=$(hw xud_streams_parked) a0=$(hw xud_peers_added)
+			echo go >&"${MEM[1]}"
+			read -r -t 200 line <&"${MEM[0]}"
+			echo "$line" >>"$RXUD_OUT/real-peers-$n.client"
+			read -r s1 _ < <(kobj)
+			p1=$(hw xud_streams_parked)
+			added=$(($(hw xud_peers_added) - a0))
+			wait_for 10 grown xud_streams_parked "$p0" $((2 * n))
+			read -r s2 _ < <(kobj)
+			p2=$(hw xud_streams_parked)
+			echo "real peers $n: $line; peers added $added; streams parked $((p1 - p0)) at the second reading, $((p2 - p0)) at the third; slab objects (bytes) $s0 -> $s1 -> $s2" \
+				>>"$RXUD_OUT/xud-mem.log"
+			echo go >&"${MEM[1]}"
+			cat <&"${MEM[0]}" >>"$RXUD_OUT/real-peers-$n.client"
+			wait "$MEM_PID"
+			if [[ $line == "exchanged $n "* ]] && [ "$added" = "$n" ] && [ "$s1" -gt "$s0" ]; then
+				record xud "real peers, send+recv, in use (slab)" "$n" $(((s1 - s0) / n)) B
+				[ $((p2 - p0)) -ge $((2 * n)) ] &&
+					record xud "real peers, send+recv, at rest (slab)" "$n" $(((s2 - s0) / n)) B
+			fi
+		fi
+		step "real-peers-$n-done"
+	done
+}
+
 # For the document: what ran.
 uname -r >"$RXUD_OUT/uname"
 echo "$QPS $QP_WRS" >"$RXUD_OUT/qp-mem.conf"
@@ -340,7 +396,7 @@ measure() {
 			record "$prov" "$what, total" "$QP_WRS/$QP_WRS WRs" "${slab:+$((slab + vmal))}" B
 		fi
 		step "mem-$prov"
-		[ "$prov" = rxud ] && xud_mem
+		[ "$prov" = rxud ] && { xud_mem; xud_real_peers; }
 	fi
 	for run in "${RUNS[@]}"; do
 		n=$((n + 1))

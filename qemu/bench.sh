@@ -264,6 +264,12 @@ sends one forged RDMA WRITE from each of N source QPNs (tests/xud-forge)
 to one XUD QP, over the peers made: "in use" right after, "idle" once the
 streams have parked (qemu/bench-guest.sh, xud_mem); with vmalloc's growth
 over the step, which peers do not use; beside rxud's per RC QP above.
+"real peers" is the XUD paper's Table 4: vm0 makes N XUD QPs, vm1's one
+QP sends one 64 B SEND to each and each answers with one (rxud-perf -t
+mem), so each peer has a sending and a receiving state at vm1: vm1's
+slab growth over N right after the exchange ("in use", streams that
+parked within it included, xud-mem.log counts them) and once every
+stream has parked ("at rest"; xud_real_peers).
 
 ::
 

@@ -53,7 +53,9 @@ use crate::proto::{
     xud::{
         self,
         receiver::{self, Check, DataPacket, ParkedRecv, RecvStream},
-        sender::{self, Answer, Message, Nak, ParkedSend, SendStream, TimerOutcome},
+        sender::{
+            self, Answer, Message, MsgTable, Nak, ParkedSend, SendMsg, SendStream, TimerOutcome,
+        },
         Op, RecvStatus, Refusal, SendStatus,
     },
 };
@@ -321,6 +323,9 @@ pub(crate) struct XudState {
     /// Where the last transmit pass stopped (round robin).
     rr_after: Option<PeerKey>,
     wqes: Pool,
+    /// The messages the streams are sending, at their WQEs' slots in
+    /// `wqes`: one table per QP, not 16 messages per stream.
+    msgs: KVVec<SendMsg>,
     recvs: Pool,
     txq: TxQueue,
     sending: bool,
@@ -369,6 +374,7 @@ impl XudState {
                 send_peers: 0,
                 rr_after: None,
                 wqes: Pool::new(send_depth.max(1), send_slot as usize)?,
+                msgs: KVVec::from_elem(SendMsg::FREE, send_depth.max(1) as usize, GFP_KERNEL)?,
                 recvs: Pool::new(recv_depth.max(1), MAX_RECV_SLOT)?,
                 txq: TxQueue::new(),
                 sending: false,
@@ -548,6 +554,7 @@ fn admit(qp: &QpCore, st: &mut XudState, t: u64) -> bool {
     let XudState {
         peers,
         wqes,
+        msgs,
         send_peers,
         starved,
         ..
@@ -583,7 +590,7 @@ fn admit(qp: &QpCore, st: &mut XudState, t: u64) -> bool {
             let w = SendWqe::decode(wqes.get(h));
             let len = check_wqe(qp, &w, wqes.get(h)).map(|(_, l)| l).unwrap_or(0);
             let m = Message { wqe: h, len, mtu };
-            if s.post(m, t).is_none() {
+            if s.post(msgs, m, t).is_none() {
                 break;
             }
             peer.queue.pop(wqes);
@@ -670,6 +677,7 @@ fn transmit(qp: &QpCore, st: &mut XudState, t: u64) {
     let XudState {
         peers,
         wqes,
+        msgs,
         txq,
         rr_after,
         ..
@@ -696,8 +704,8 @@ fn transmit(qp: &QpCore, st: &mut XudState, t: u64) {
                     break;
                 };
                 let room = in_flight < xud::MAX_QP_IN_FLIGHT;
-                let Some(p) = s.next_packet_if(t, room) else {
-                    capped |= !room && s.has_new();
+                let Some(p) = s.next_packet_if(msgs, t, room) else {
+                    capped |= !room && s.has_new(msgs);
                     break;
                 };
                 if !p.retransmit {
@@ -712,13 +720,13 @@ fn transmit(qp: &QpCore, st: &mut XudState, t: u64) {
                     // Not built (no memory): as if lost, resent later.
                     Err(None) => qp.port.counters.add(RxCounter::TxErrors, 1),
                     // The work request itself cannot go: it fails alone.
-                    Err(Some(st)) => s.fail_local(p.wqe, st),
+                    Err(Some(st)) => s.fail_local(msgs, p.wqe, st),
                 }
             }
             if burst > 0 {
                 *rr_after = Some(*key);
             }
-            complete_sends(qp, peer, wqes);
+            complete_sends(qp, peer, wqes, msgs);
         }
     }
     if capped {
@@ -728,11 +736,11 @@ fn transmit(qp: &QpCore, st: &mut XudState, t: u64) {
 
 /// Writes the completions of a destination's finished messages and frees
 /// their WQEs.
-fn complete_sends(qp: &QpCore, peer: &mut Peer, wqes: &mut Pool) {
+fn complete_sends(qp: &QpCore, peer: &mut Peer, wqes: &mut Pool, msgs: &mut MsgTable) {
     let Some(s) = peer.send_active() else {
         return;
     };
-    while let Some((h, st)) = s.next_completion() {
+    while let Some((h, st)) = s.next_completion(msgs) {
         let w = SendWqe::decode(wqes.get(h));
         let len = check_wqe(qp, &w, wqes.get(h)).map(|(_, l)| l).unwrap_or(0);
         qp.complete_send(&w, send_status(st), len);
@@ -901,13 +909,15 @@ fn build_answer(
 /// The timer's work: streams' deadlines, owed ACKs, the reclaim scan.
 fn on_timer(qp: &Arc<QpCore>, st: &mut XudState) {
     let t = now();
-    let XudState { peers, wqes, .. } = st;
+    let XudState {
+        peers, wqes, msgs, ..
+    } = st;
     for peer in peers.values_mut() {
         let Some(s) = peer.send_active() else {
             continue;
         };
         if s.next_deadline().is_some_and(|d| d <= t) {
-            match s.on_timer(t) {
+            match s.on_timer(msgs, t) {
                 TimerOutcome::Probe => qp.port.counters.add(RxCounter::XudTimeouts, 1),
                 TimerOutcome::Resend => {}
                 TimerOutcome::DestinationFailed => {
@@ -921,7 +931,7 @@ fn on_timer(qp: &Arc<QpCore>, st: &mut XudState) {
                 TimerOutcome::Idle => {}
             }
         }
-        complete_sends(qp, peer, wqes);
+        complete_sends(qp, peer, wqes, msgs);
     }
     flush_owed_acks(qp, st);
     if t >= st.next_reclaim {
@@ -1012,6 +1022,7 @@ pub(crate) fn flush(qp: &QpCore, st: &mut XudState) {
     let XudState {
         peers,
         wqes,
+        msgs,
         recvs,
         txq,
         ..
@@ -1023,8 +1034,8 @@ pub(crate) fn flush(qp: &QpCore, st: &mut XudState) {
             wqes.give(h);
         }
         if let Some(s) = peer.send_active() {
-            s.abort(SendStatus::RetryExceeded);
-            while let Some((h, _)) = s.next_completion() {
+            s.abort(msgs, SendStatus::RetryExceeded);
+            while let Some((h, _)) = s.next_completion(msgs) {
                 let w = SendWqe::decode(wqes.get(h));
                 qp.complete_send(&w, status::WR_FLUSH_ERR, 0);
                 wqes.give(h);
@@ -1138,7 +1149,9 @@ fn on_answer(qp: &QpCore, p: &RxPacket<'_>, key: PeerKey) -> core::result::Resul
     let mut g = qp.xud.lock();
     let st = g.as_deref_mut().ok_or(RxCounter::DropNoQp)?;
     let cfg = st.cfg;
-    let XudState { peers, wqes, .. } = st;
+    let XudState {
+        peers, wqes, msgs, ..
+    } = st;
     let peer = peers.get_mut(&key).ok_or(RxCounter::DropSequence)?;
     if let Some(Side::Parked(p)) = &peer.send {
         // Nothing is in flight: only a (late) answer of this stream can
@@ -1151,8 +1164,8 @@ fn on_answer(qp: &QpCore, p: &RxPacket<'_>, key: PeerKey) -> core::result::Resul
         .wake_send(cfg)
         .map_err(|_| RxCounter::DropNoMemory)?
         .ok_or(RxCounter::DropSequence)?;
-    let outcome = s.on_answer(&a, now());
-    complete_sends(qp, peer, wqes);
+    let outcome = s.on_answer(msgs, &a, now());
+    complete_sends(qp, peer, wqes, msgs);
     match outcome {
         sender::AnswerOutcome::Taken => Ok(()),
         sender::AnswerOutcome::Ignored => Err(RxCounter::DropSequence),

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Teardown with traffic in flight, both directions: the processes killed
 # (-9), the device deleted (rdma link delete), its netdev unregistered, and
-# rmmod, each while ibv_ud_pingpong (UD), ib_write_bw (RC WRITEs one way)
-# and rping (RC over an rdma_cm connection, the other way) run. The kernel must survive every one
+# rmmod, each while ibv_ud_pingpong (UD), ib_write_bw (RC WRITEs one way),
+# rping (RC over an rdma_cm connection, the other way) and rxud-perf (XUD
+# SENDs from one QP to two peers) run. The kernel must survive every one
 # (the runner fails on any oops, lockdep report or leak) and leave nothing
 # behind. rxud, like rxe, has no disassociate_ucontext, so ib_core finishes
 # removing a device only once the processes using it have closed it: the
@@ -32,7 +33,9 @@ teardown_ns() {
 
 # traffic: long runs between the two devices, in the background: a UD
 # ping-pong, RC WRITEs from rxud1 to rxud0, rping (rdma_cm) from rxud0 to
-# rxud1. Returns once packets flow both ways. The ping-pong waits for
+# rxud1, XUD SENDs of 64 KB from rxud1's QP to two of rxud0's (their
+# ACKs, retransmit timers and peer states live when the teardown comes).
+# Returns once packets flow both ways. The ping-pong waits for
 # completions with events (-e; rping always does), not by spinning on its
 # CQ: in a one-vCPU guest a spinning process slows the test's own steps.
 # (perftest offers no events for WRITEs.)
@@ -46,21 +49,29 @@ traffic() {
 	bw_server=$!
 	inns rxb rping -s -a 169.254.210.2 -C 1000000 \
 		>"$RXUD_OUT/rping-server.txt" 2>&1 </dev/null &
-	wait_for 20 bw_listening
+	bg_in rxa "$RXUD_TOP/tests/verbs/rxud-perf" -d rxud0 -x "$g0" -q 2 -p 18700 \
+		>"$RXUD_OUT/xud-server.txt" 2>&1 </dev/null
+	xud_server=$!
+	wait_for 20 bw_listening && wait_for 20 xud_listening
 	inns rxb ibv_ud_pingpong -e -d rxud1 -g "$g1" -s 512 -n 1000000 169.254.210.1 \
 		>"$RXUD_OUT/pp-client.txt" 2>&1 </dev/null &
 	inns rxb ib_write_bw -d rxud1 -x "$g1" -s 65536 -D 300 -p 18600 169.254.210.1 \
 		>"$RXUD_OUT/bw-client.txt" 2>&1 </dev/null &
 	inns rxa rping -c -a 169.254.210.2 -C 1000000 \
 		>"$RXUD_OUT/rping-client.txt" 2>&1 </dev/null &
+	inns rxb "$RXUD_TOP/tests/verbs/rxud-perf" -d rxud1 -x "$g1" -t bw -o send -s 65536 \
+		-n 10000000 -p 18700 169.254.210.1 >"$RXUD_OUT/xud-client.txt" 2>&1 </dev/null &
 	# Running once packets flow both ways, the perftest pair has
 	# connected (its TCP socket, port 18600 as the ping-pong has 18515,
 	# stays open while it runs) and so has rping
 	# (an rdma_cm id in the CONNECT state).
 	wait_for 30 received_more_than rxud0 200 && wait_for 30 received_more_than rxud1 200 &&
-		wait_for 30 bw_connected && wait_for 30 cm_connected
+		wait_for 30 bw_connected && wait_for 30 cm_connected && wait_for 30 xud_flowing
 }
 bw_listening() { tcp_socket "$bw_server" 18600; }
+xud_listening() { tcp_socket "$xud_server" 18700; }
+# XUD data has reached rxud0: its QPs have peers.
+xud_flowing() { [ "$(hwc rxud0 xud_peers_added)" -gt 0 ]; }
 bw_connected() { tcp_socket "$bw_server" 18600 01; }
 cm_connected() { rdma resource show cm_id | grep -q 'state CONNECT'; }
 
@@ -76,6 +87,7 @@ kill_traffic() {
 	pkill -9 -x ibv_ud_pingpong
 	pkill -9 -x ib_write_bw
 	pkill -9 -x rping
+	pkill -9 -x rxud-perf
 }
 
 # Open contexts hold the module (rxud has no disassociate_ucontext): rmmod

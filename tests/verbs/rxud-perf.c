@@ -6,7 +6,7 @@
  * the XUD paper's Table 4), out-of-band setup over TCP as perftest does.
  *
  *   server: rxud-perf -d DEV -x GIDINDEX [-q NQP] [-p PORT]
- *   client: rxud-perf -d DEV -x GIDINDEX [-t bw|lat] [-o send|write]
+ *   client: rxud-perf -d DEV -x GIDINDEX [-t bw|lat|mem] [-o send|write]
  *                     [-s SIZE] [-n ITERS] [-D TX_DEPTH] [-a ACK_EVERY]
  *                     [-T TIMEOUT] [-p PORT] SERVER
  *
@@ -14,7 +14,13 @@
  * server's QPs, at most -D at once, and reports as ib_send_bw does
  * (MB/s = 2^20 bytes/s). SEND needs the server's receives; WRITE goes to
  * each server QP's buffer. lat: SEND ping-pong with the server's first QP,
- * half the round trip reported as ib_send_lat does (usec). The server
+ * half the round trip reported as ib_send_lat does (usec). mem: the
+ * shape of the paper's Table 4 (memory per peer): the client sends one
+ * SEND of -s bytes to each server QP and each answers with one, so the
+ * client's one QP holds a sending and a receiving state per peer. It
+ * prints "ready" once set up and "exchanged N" after the exchange, each
+ * time then waiting for a line on its standard input (the caller
+ * measures the kernel's memory meanwhile). The server
  * checks the bytes of every SEND it receives and reports the count; a
  * message missing or received twice fails the run (exit 1).
  */
@@ -34,7 +40,7 @@
 
 #define QKEY		0x5eed5eed
 #define GRH		40
-#define MAX_QP		64
+#define MAX_QP		4096
 #define RECV_DEPTH	64
 #define POLL_NS		30000000000LL	/* 30 s without a completion: stuck */
 
@@ -104,14 +110,14 @@ static void open_dev(const char *name)
 		die("PD, CQ or GID");
 }
 
-static struct ibv_qp *xud_qp(int depth)
+static struct ibv_qp *xud_qp(int depth, int recv_depth)
 {
 	struct ibv_qp_init_attr_ex a = {
 		.qp_type = IBV_QPT_DRIVER,
 		.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
 		.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_WRITE,
 		.pd = pd, .send_cq = cq, .recv_cq = cq,
-		.cap = { .max_send_wr = depth, .max_recv_wr = RECV_DEPTH, .max_send_sge = 1,
+		.cap = { .max_send_wr = depth, .max_recv_wr = recv_depth, .max_send_sge = 1,
 			 .max_recv_sge = 1 },
 	};
 	struct rxudv_qp_init_attr x = { .ack_every = ack_every };
@@ -207,8 +213,8 @@ static void post_send(struct ibv_qp *qp, struct ibv_ah *ah, uint32_t qpn, int wr
 static int server(int port, int nqp)
 {
 	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port) };
-	struct peer_info info[MAX_QP];
-	struct ibv_qp *qps[MAX_QP];
+	struct peer_info *info = calloc(nqp, sizeof(*info));
+	struct ibv_qp **qps = calloc(nqp, sizeof(*qps));
 	struct setup su;
 	int one = 1, lfd = socket(AF_INET, SOCK_STREAM, 0), fd;
 
@@ -219,6 +225,13 @@ static int server(int port, int nqp)
 	if (fd < 0)
 		die("accept");
 	xfer(fd, &su, sizeof(su), 0);
+	/* mem: one message from and to each QP. */
+	int posts = su.iters ? RECV_DEPTH : 1;
+
+	if (!su.iters)
+		su.iters = nqp;
+	if (!info || !qps)
+		die("memory");
 	size_t slot = GRH + (size_t)su.size;
 	size_t len = (size_t)nqp * RECV_DEPTH * slot;
 	uint8_t *buf = calloc(1, len);
@@ -228,12 +241,12 @@ static int server(int port, int nqp)
 	if (!mr)
 		die("buffer");
 	for (int q = 0; q < nqp; q++) {
-		qps[q] = xud_qp(RECV_DEPTH);
+		qps[q] = xud_qp(RECV_DEPTH, RECV_DEPTH);
 		info[q] = (struct peer_info){ .qpn = qps[q]->qp_num, .rkey = mr->rkey,
 					      .addr = (uintptr_t)(buf + q * RECV_DEPTH * slot) };
 		memcpy(info[q].gid, my_gid.raw, 16);
-		for (int i = 0; i < RECV_DEPTH; i++)
-			post_recv(qps[q], buf + (q * RECV_DEPTH + i) * slot, slot, mr,
+		for (int i = 0; i < posts; i++)
+			post_recv(qps[q], buf + ((size_t)q * RECV_DEPTH + i) * slot, slot, mr,
 				  (uint64_t)q << 32 | i);
 	}
 	uint32_t n32 = nqp;
@@ -253,7 +266,7 @@ static int server(int port, int nqp)
 			if (wc.opcode != IBV_WC_RECV)
 				continue;
 			int q = wc.wr_id >> 32, i = wc.wr_id & 0xffffffff;
-			uint8_t *p = buf + (q * RECV_DEPTH + i) * slot + GRH;
+			uint8_t *p = buf + ((size_t)q * RECV_DEPTH + i) * slot + GRH;
 			uint32_t m;
 
 			memcpy(&m, p, 4);
@@ -278,9 +291,69 @@ static int server(int port, int nqp)
 	return bad ? 1 : 0;
 }
 
-static int client(const char *host, int port, int lat, int write, uint32_t size,
+/* Modes of the client (-t). */
+enum { BW, LAT, MEM };
+
+/* mem: see the comment at the top. */
+static void exchange_one_each(struct ibv_qp *qp, struct ibv_ah **ah, struct peer_info *info,
+			      int nqp, uint8_t *buf, size_t slot, struct ibv_mr *mr, uint32_t size,
+			      int depth)
+{
+	uint32_t *free_slot = calloc(depth, sizeof(*free_slot));
+	uint32_t posted = 0, sent = 0, recvd = 0, bad = 0, nfree = depth;
+	char line[64];
+	long long t0;
+
+	if (!free_slot)
+		die("memory");
+	for (int i = 0; i < depth; i++)
+		free_slot[i] = i;
+	for (int i = 0; i < nqp; i++)
+		post_recv(qp, buf + (size_t)(depth + i) * slot, slot, mr, i);
+	printf("ready\n");
+	fflush(stdout);
+	if (!fgets(line, sizeof(line), stdin))
+		die("standard input");
+	t0 = now_ns();
+	while (sent < (uint32_t)nqp || recvd < (uint32_t)nqp) {
+		while (posted < (uint32_t)nqp && nfree) {
+			uint32_t b = free_slot[--nfree];
+			uint8_t *p = buf + b * slot;
+
+			fill(p, size, posted);
+			memcpy(p, &posted, 4);
+			post_send(qp, ah[posted], info[posted].qpn, 0, 0, 0, p, size, mr,
+				  (uint64_t)b << 32 | posted);
+			posted++;
+		}
+		struct ibv_wc wc;
+
+		poll_one(&wc);
+		if (wc.opcode == IBV_WC_RECV) {
+			uint8_t *p = buf + (size_t)(depth + wc.wr_id) * slot + GRH;
+			uint32_t m;
+
+			memcpy(&m, p, 4);
+			bad += wc.byte_len != GRH + size || m >= (uint32_t)nqp || !same(p, 4, size, m);
+			recvd++;
+		} else {
+			free_slot[nfree++] = wc.wr_id >> 32;
+			sent++;
+		}
+	}
+	printf("exchanged %d in %.3f s, %u answers wrong\n", nqp, (now_ns() - t0) / 1e9, bad);
+	fflush(stdout);
+	if (bad)
+		exit(1);
+	if (!fgets(line, sizeof(line), stdin))
+		die("standard input");
+	free(free_slot);
+}
+
+static int client(const char *host, int port, int mode, int write, uint32_t size,
 		  uint32_t iters, int depth)
 {
+	int lat = mode == LAT;
 	struct addrinfo *ai, hints = { .ai_family = AF_INET, .ai_socktype = SOCK_STREAM };
 	char ps[16];
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -298,11 +371,17 @@ static int client(const char *host, int port, int lat, int write, uint32_t size,
 	 * (xud.rst, "Admission"): four times the depth lets all of it go to
 	 * one peer.
 	 */
-	struct ibv_qp *qp = xud_qp(4 * depth);
-	struct setup su = { .size = size, .iters = iters, .op = write, .lat = lat,
-			    .qpn = qp->qp_num };
-	struct peer_info info[MAX_QP];
+	int nrecv = mode == MEM ? MAX_QP : RECV_DEPTH;
+	struct ibv_qp *qp = xud_qp(4 * depth, nrecv);
+	/* The server answers each SEND in lat and mem; iters 0: one each. */
+	struct setup su = { .size = size, .iters = mode == MEM ? 0 : iters, .op = write,
+			    .lat = mode != BW, .qpn = qp->qp_num };
+	struct peer_info *info = calloc(MAX_QP, sizeof(*info));
+	struct ibv_ah **ah = calloc(MAX_QP, sizeof(*ah));
 	uint32_t got;
+
+	if (!info || !ah)
+		die("memory");
 
 	memcpy(su.gid, my_gid.raw, 16);
 	xfer(fd, &su, sizeof(su), 1);
@@ -316,24 +395,26 @@ static int client(const char *host, int port, int lat, int write, uint32_t size,
 	int nqp = n32;
 
 	xfer(fd, info, sizeof(info[0]) * nqp, 0);
-	struct ibv_ah *ah[MAX_QP];
-
+	/* One AH per GID (the server's QPs share one). */
 	for (int q = 0; q < nqp; q++)
-		ah[q] = ah_to(info[q].gid);
+		ah[q] = q && !memcmp(info[q].gid, info[0].gid, 16) ? ah[0] : ah_to(info[q].gid);
 	size_t slot = GRH + (size_t)size;
-	uint8_t *buf = calloc(depth + RECV_DEPTH, slot);
-	struct ibv_mr *mr = buf ? ibv_reg_mr(pd, buf, (depth + RECV_DEPTH) * slot,
+	uint8_t *buf = calloc(depth + nrecv, slot);
+	struct ibv_mr *mr = buf ? ibv_reg_mr(pd, buf, (depth + nrecv) * slot,
 					     IBV_ACCESS_LOCAL_WRITE) : NULL;
 
 	if (!mr)
 		die("buffer");
 	printf("---------------------------------------------------------------------------------------\n");
 	printf("                    XUD %s %s Test (rxud-perf)\n", write ? "RDMA Write" : "Send",
-	       lat ? "Latency" : "BW");
+	       mode == LAT ? "Latency" : mode == MEM ? "Memory" : "BW");
 	printf(" Device: %s  Server QPs: %d  Message size: %u  Iterations: %u  TX depth: %d\n",
-	       ibv_get_device_name(ctx->device), nqp, size, iters, lat ? 1 : depth);
+	       ibv_get_device_name(ctx->device), nqp, size, mode == MEM ? (uint32_t)nqp : iters,
+	       lat ? 1 : depth);
 	printf("---------------------------------------------------------------------------------------\n");
-	if (lat) {
+	if (mode == MEM) {
+		exchange_one_each(qp, ah, info, nqp, buf, slot, mr, size, depth);
+	} else if (lat) {
 		long long *t = calloc(iters, sizeof(*t));
 
 		for (int i = 0; i < RECV_DEPTH; i++)
@@ -422,7 +503,7 @@ static int client(const char *host, int port, int lat, int write, uint32_t size,
 int main(int argc, char **argv)
 {
 	const char *dev = NULL;
-	int c, port = 18515, nqp = 1, lat = 0, write = 0, depth = 64;
+	int c, port = 18515, nqp = 1, mode = BW, write = 0, depth = 64;
 	uint32_t size = 65536, iters = 1000;
 
 	while ((c = getopt(argc, argv, "d:x:q:p:t:o:s:n:D:a:T:")) != -1) {
@@ -431,7 +512,7 @@ int main(int argc, char **argv)
 		case 'x': gid_idx = atoi(optarg); break;
 		case 'q': nqp = atoi(optarg); break;
 		case 'p': port = atoi(optarg); break;
-		case 't': lat = !strcmp(optarg, "lat"); break;
+		case 't': mode = !strcmp(optarg, "lat") ? LAT : !strcmp(optarg, "mem") ? MEM : BW; break;
 		case 'o': write = !strcmp(optarg, "write"); break;
 		case 's': size = strtoul(optarg, NULL, 0); break;
 		case 'n': iters = strtoul(optarg, NULL, 0); break;
@@ -440,21 +521,21 @@ int main(int argc, char **argv)
 		case 'T': ack_timeout = atoi(optarg); break;
 		default:
 			fprintf(stderr, "usage: %s -d DEV -x GID [-q NQP] [-p PORT] (server)\n"
-				"       %s -d DEV -x GID [-t bw|lat] [-o send|write] [-s SIZE] "
+				"       %s -d DEV -x GID [-t bw|lat|mem] [-o send|write] [-s SIZE] "
 				"[-n ITERS] [-D DEPTH] [-a ACK_EVERY] [-T TIMEOUT] [-p PORT] SERVER\n",
 				argv[0], argv[0]);
 			return 2;
 		}
 	}
 	if (!dev || nqp < 1 || nqp > MAX_QP || size < 4 || size > RXUDV_MAX_MSG_SZ || !iters ||
-	    depth < 1 || depth > 1024 || (lat && write) || ack_timeout > 31) {
+	    depth < 1 || depth > 1024 || (mode != BW && write) || ack_timeout > 31) {
 		fprintf(stderr, "rxud-perf: needs -d; -q 1 to %d, -s 4 (the message number each "
 			"message carries) to %u, -n 1 or more, -D 1 to 1024, -T 0 to 31, no -o write "
-			"with -t lat\n",
+			"with -t lat or mem\n",
 			MAX_QP, RXUDV_MAX_MSG_SZ);
 		return 2;
 	}
 	open_dev(dev);
-	return optind < argc ? client(argv[optind], port, lat, write, size, iters, depth)
+	return optind < argc ? client(argv[optind], port, mode, write, size, iters, depth)
 			     : server(port, nqp);
 }

@@ -79,8 +79,10 @@ enum MsgState {
     Done(SendStatus),
 }
 
+/// A message being sent: one entry of its QP's [`MsgTable`], at its
+/// work request's handle.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct SendMsg {
+pub struct SendMsg {
     msg: Message,
     seq: u32,
     packets: u32,
@@ -94,8 +96,20 @@ struct SendMsg {
     state: MsgState,
 }
 
+/// The messages a QP's streams are sending, indexed by their work
+/// requests' handles ([`Message::wqe`]): one table per QP, as many entries
+/// as work requests it can hold, so that a stream keeps [`MAX_MSGS`]
+/// handles rather than [`MAX_MSGS`] messages (xud.rst, "Memory"). The
+/// stream that posted a message owns its entry until it hands out its
+/// completion.
+pub type MsgTable = [SendMsg];
+
+/// A stream's message slot that holds none.
+const NO_MSG: u32 = u32::MAX;
+
 impl SendMsg {
-    const FREE: SendMsg = SendMsg {
+    /// An entry no stream holds.
+    pub const FREE: SendMsg = SendMsg {
         msg: Message {
             wqe: 0,
             len: 0,
@@ -204,7 +218,9 @@ pub struct SendStream {
     next_msg: u32,
     /// The message sending its first transmissions.
     tx_msg: u32,
-    msgs: [SendMsg; MAX_MSGS as usize],
+    /// The handles of the messages it holds, message `seq` at
+    /// `seq % MAX_MSGS` ([`NO_MSG`]: none).
+    slots: [u32; MAX_MSGS as usize],
     /// PSNs to resend: bit `i` is `rtx_base + i`.
     rtx: u128,
     rtx_base: Psn,
@@ -246,7 +262,7 @@ impl SendStream {
             window: SendWindow::new(first),
             next_msg: 0,
             tx_msg: 0,
-            msgs: [SendMsg::FREE; MAX_MSGS as usize],
+            slots: [NO_MSG; MAX_MSGS as usize],
             rtx: 0,
             rtx_base: first,
             recovered: first,
@@ -271,12 +287,25 @@ impl SendStream {
         self.peer_inc
     }
 
+    /// Message slot `m`'s entry in the QP's table, if the slot holds one.
+    fn msg<'t>(&self, t: &'t MsgTable, m: usize) -> Option<&'t SendMsg> {
+        t.get(*self.slots.get(m)? as usize)
+    }
+
+    fn msg_mut<'t>(&self, t: &'t mut MsgTable, m: usize) -> Option<&'t mut SendMsg> {
+        t.get_mut(*self.slots.get(m)? as usize)
+    }
+
+    /// The slots holding a message that is still being sent.
+    fn active<'t>(&'t self, t: &'t MsgTable) -> impl Iterator<Item = (usize, &'t SendMsg)> + 't {
+        (0..MAX_MSGS as usize)
+            .filter_map(move |m| self.msg(t, m).map(|x| (m, x)))
+            .filter(|(_, x)| x.state == MsgState::Active)
+    }
+
     /// Messages posted and not yet completed (handed out).
     pub fn in_use(&self) -> u32 {
-        self.msgs
-            .iter()
-            .filter(|m| m.state != MsgState::Free)
-            .count() as u32
+        self.slots.iter().filter(|&&h| h != NO_MSG).count() as u32
     }
 
     /// Packets in flight (sent, neither acknowledged nor given up).
@@ -299,10 +328,8 @@ impl SendStream {
 
     /// Whether a message has packets not sent yet (new packets, which
     /// [`Self::next_packet_if`] holds back when told to).
-    pub fn has_new(&self) -> bool {
-        self.msgs
-            .iter()
-            .any(|m| m.state == MsgState::Active && m.sent < m.packets)
+    pub fn has_new(&self, t: &MsgTable) -> bool {
+        self.active(t).any(|(_, m)| m.sent < m.packets)
     }
 
     /// Whether another message can start now (at most [`MAX_MSGS`] in
@@ -312,19 +339,21 @@ impl SendStream {
         self.next_msg.wrapping_sub(oldest) < MAX_MSGS
     }
 
-    /// Starts `msg`, returning its number; `None` if [`Self::can_post`]
-    /// says no (the driver keeps it queued).
-    pub fn post(&mut self, msg: Message, now: u64) -> Option<u32> {
+    /// Starts `msg` in its entry of `t`, returning its number; `None` if
+    /// [`Self::can_post`] says no (the driver keeps it queued) or `t` has
+    /// no entry at its handle.
+    pub fn post(&mut self, t: &mut MsgTable, msg: Message, now: u64) -> Option<u32> {
         if !self.can_post() {
             return None;
         }
+        let entry = t.get_mut(msg.wqe as usize)?;
         let seq = self.next_msg;
         let packets = if msg.len == 0 || msg.mtu == 0 {
             1
         } else {
             (msg.len - 1) / msg.mtu + 1
         };
-        self.msgs[(seq % MAX_MSGS) as usize] = SendMsg {
+        *entry = SendMsg {
             msg,
             seq,
             packets,
@@ -335,6 +364,7 @@ impl SendStream {
             rnr_left: self.cfg.rnr_retry,
             state: MsgState::Active,
         };
+        self.slots[(seq % MAX_MSGS) as usize] = msg.wqe;
         self.next_msg = seq.wrapping_add(1);
         self.last_active = now;
         Some(seq)
@@ -343,27 +373,32 @@ impl SendStream {
     /// The next packet to send, if any: resends first, then new packets
     /// in message order while the window has room. `None` while an RNR
     /// wait runs or only a probe may be in flight.
-    pub fn next_packet(&mut self, now: u64) -> Option<TxPacket> {
-        self.next_packet_if(now, true)
+    pub fn next_packet(&mut self, t: &mut MsgTable, now: u64) -> Option<TxPacket> {
+        self.next_packet_if(t, now, true)
     }
 
     /// [`Self::next_packet`], but with `new_allowed` false only resends
     /// (and probes): the QP's cap on packets in flight is reached.
-    pub fn next_packet_if(&mut self, now: u64, new_allowed: bool) -> Option<TxPacket> {
-        if self.rnr_until.is_some_and(|t| now < t) {
+    pub fn next_packet_if(
+        &mut self,
+        t: &mut MsgTable,
+        now: u64,
+        new_allowed: bool,
+    ) -> Option<TxPacket> {
+        if self.rnr_until.is_some_and(|until| now < until) {
             return None;
         }
         self.rnr_until = None;
-        if let Some(p) = self.next_resend(now) {
+        if let Some(p) = self.next_resend(t, now) {
             return Some(p);
         }
         if self.probing || !new_allowed {
             return None;
         }
-        self.next_new(now)
+        self.next_new(t, now)
     }
 
-    fn next_resend(&mut self, now: u64) -> Option<TxPacket> {
+    fn next_resend(&mut self, t: &MsgTable, now: u64) -> Option<TxPacket> {
         self.rebase_rtx();
         while self.rtx != 0 {
             let i = self.rtx.trailing_zeros();
@@ -372,25 +407,27 @@ impl SendStream {
             if self.window.is_acked(psn) {
                 continue;
             }
-            let Some((m, k)) = self.find(psn) else {
+            let Some((m, k)) = self.find(t, psn) else {
                 continue;
             };
             let last = self.rtx == 0;
-            let pkt = self.packet(m, k, psn, self.probing || last, true);
-            self.arm(now);
+            let pkt = self.packet(t, m, k, psn, self.probing || last, true)?;
+            self.arm(t, now);
             return Some(pkt);
         }
         None
     }
 
-    fn next_new(&mut self, now: u64) -> Option<TxPacket> {
+    fn next_new(&mut self, t: &mut MsgTable, now: u64) -> Option<TxPacket> {
         loop {
             if self.tx_msg == self.next_msg {
                 return None;
             }
             let m = (self.tx_msg % MAX_MSGS) as usize;
-            let msg = &self.msgs[m];
-            if msg.seq != self.tx_msg || msg.state != MsgState::Active || msg.sent >= msg.packets {
+            let sends = self.msg(t, m).is_some_and(|msg| {
+                msg.seq == self.tx_msg && msg.state == MsgState::Active && msg.sent < msg.packets
+            });
+            if !sends {
                 self.tx_msg = self.tx_msg.wrapping_add(1);
                 continue;
             }
@@ -398,7 +435,8 @@ impl SendStream {
         }
         let m = (self.tx_msg % MAX_MSGS) as usize;
         let psn = self.window.send()?;
-        let msg = &mut self.msgs[m];
+        // The loop above found the entry.
+        let msg = self.msg_mut(t, m)?;
         if msg.sent == 0 {
             msg.first_psn = psn;
             msg.first_tx = now;
@@ -416,17 +454,25 @@ impl SendStream {
         if ack_req {
             self.since_req = 0;
         }
-        let pkt = self.packet(m, k, psn, ack_req, false);
-        self.arm(now);
+        let pkt = self.packet(t, m, k, psn, ack_req, false)?;
+        self.arm(t, now);
         self.last_active = now;
         Some(pkt)
     }
 
-    fn packet(&self, m: usize, k: u32, psn: Psn, ack_req: bool, retransmit: bool) -> TxPacket {
-        let msg = &self.msgs[m];
+    fn packet(
+        &self,
+        t: &MsgTable,
+        m: usize,
+        k: u32,
+        psn: Psn,
+        ack_req: bool,
+        retransmit: bool,
+    ) -> Option<TxPacket> {
+        let msg = self.msg(t, m)?;
         let (offset, len) = msg.chunk(k);
-        let oldest_msg = self.oldest_unfinished();
-        TxPacket {
+        let oldest_msg = self.oldest_unfinished(t);
+        Some(TxPacket {
             psn,
             wqe: msg.msg.wqe,
             xeth: xeth::Repr {
@@ -441,22 +487,21 @@ impl SendStream {
             msg_len: msg.msg.len,
             ack_req,
             retransmit,
-        }
+        })
     }
 
     /// The message (slot) and packet index of a PSN still tried.
-    fn find(&self, psn: Psn) -> Option<(usize, u32)> {
-        self.msgs
-            .iter()
-            .enumerate()
+    fn find(&self, t: &MsgTable, psn: Psn) -> Option<(usize, u32)> {
+        self.active(t)
             .find_map(|(m, msg)| msg.index_of(psn).map(|k| (m, k)))
     }
 
+    /// The oldest message number held (`next_msg` if none): a slot holds
+    /// one of the last [`MAX_MSGS`] numbers ([`Self::can_post`]).
     fn oldest_in_use(&self) -> u32 {
         let mut seq = self.next_msg.wrapping_sub(MAX_MSGS);
         while seq != self.next_msg {
-            let msg = &self.msgs[(seq % MAX_MSGS) as usize];
-            if msg.seq == seq && msg.state != MsgState::Free {
+            if self.slots[(seq % MAX_MSGS) as usize] != NO_MSG {
                 return seq;
             }
             seq = seq.wrapping_add(1);
@@ -464,11 +509,14 @@ impl SendStream {
         self.next_msg
     }
 
-    fn oldest_unfinished(&self) -> u32 {
+    fn oldest_unfinished(&self, t: &MsgTable) -> u32 {
         let mut seq = self.oldest_in_use();
         while seq != self.next_msg {
-            let msg = &self.msgs[(seq % MAX_MSGS) as usize];
-            if msg.seq == seq && msg.state == MsgState::Active {
+            let m = (seq % MAX_MSGS) as usize;
+            if self
+                .msg(t, m)
+                .is_some_and(|msg| msg.seq == seq && msg.state == MsgState::Active)
+            {
                 return seq;
             }
             seq = seq.wrapping_add(1);
@@ -480,14 +528,13 @@ impl SendStream {
     /// doubled for each timeout without progress, but never past the end
     /// of a started message's retry span (so a message fails within
     /// [`RETRY_SPAN_NS`] however the backoff grew).
-    fn arm(&mut self, now: u64) {
+    fn arm(&mut self, t: &MsgTable, now: u64) {
         if self.deadline.is_none() {
             let rto = now.saturating_add(self.cfg.rto_ns() << self.retries.min(16));
             let span_end = self
-                .msgs
-                .iter()
-                .filter(|m| m.state == MsgState::Active && m.sent > 0)
-                .map(|m| m.first_tx.saturating_add(RETRY_SPAN_NS))
+                .active(t)
+                .filter(|(_, m)| m.sent > 0)
+                .map(|(_, m)| m.first_tx.saturating_add(RETRY_SPAN_NS))
                 .min();
             let deadline = match span_end {
                 Some(end) => rto.min(end.max(now)),
@@ -496,7 +543,7 @@ impl SendStream {
             self.deadline = Some(deadline);
             self.tail_probe = (!self.probing)
                 .then(|| now.saturating_add(self.tail_probe_delay()))
-                .filter(|&t| t < deadline);
+                .filter(|&due| due < deadline);
         }
     }
 
@@ -521,7 +568,7 @@ impl SendStream {
     /// Takes an ACK or NAK. Answers with another `stream`, or a base past
     /// what was sent, are ignored. PSNs below the base or set in `sack`
     /// are acknowledged if still tried; PSNs given up stay failed.
-    pub fn on_answer(&mut self, a: &Answer, now: u64) -> AnswerOutcome {
+    pub fn on_answer(&mut self, t: &mut MsgTable, a: &Answer, now: u64) -> AnswerOutcome {
         if a.stream != self.stream || a.inc == 0 {
             return AnswerOutcome::Ignored;
         }
@@ -536,7 +583,7 @@ impl SendStream {
             // have received is lost with it; queued messages go on to its
             // successor.
             self.peer_inc = a.inc;
-            self.fail_started(SendStatus::RetryExceeded);
+            self.fail_started(t, SendStatus::RetryExceeded);
             return AnswerOutcome::Taken;
         }
         if self.peer_inc != 0 && a.inc != self.peer_inc {
@@ -553,7 +600,7 @@ impl SendStream {
         let mut progress = false;
         let mut p = oldest;
         while p.before(a.base) {
-            progress |= self.ack_psn(p);
+            progress |= self.ack_psn(t, p);
             p = p.next();
         }
         let mut highest = None;
@@ -566,14 +613,14 @@ impl SendStream {
                 break;
             }
             highest = Some(p);
-            progress |= self.ack_psn(p);
+            progress |= self.ack_psn(t, p);
         }
         if progress {
             self.retries = 0;
             self.deadline = None;
             self.tail_probe = None;
             if self.window.in_flight() > 0 {
-                self.arm(now);
+                self.arm(t, now);
             }
         }
         let was_probing = core::mem::replace(&mut self.probing, false);
@@ -605,7 +652,7 @@ impl SendStream {
             self.resend_reordered(now);
         }
         if let Some((nak, psn)) = a.nak {
-            self.on_nak(nak, psn, now);
+            self.on_nak(t, nak, psn, now);
         }
         AnswerOutcome::Taken
     }
@@ -670,8 +717,8 @@ impl SendStream {
         self.recovery_end = self.window.oldest_unacked().add(self.window.in_flight());
     }
 
-    fn on_nak(&mut self, nak: Nak, psn: Psn, now: u64) {
-        let Some((m, _)) = self.find(psn) else {
+    fn on_nak(&mut self, t: &mut MsgTable, nak: Nak, psn: Psn, now: u64) {
+        let Some((m, _)) = self.find(t, psn) else {
             // About a PSN no longer tried: the base and sack were all.
             return;
         };
@@ -680,9 +727,11 @@ impl SendStream {
         }
         match nak {
             Nak::ReceiverNotReady(code) => {
-                let msg = &mut self.msgs[m];
+                let Some(msg) = self.msg_mut(t, m) else {
+                    return;
+                };
                 if msg.rnr_left == 0 || now.saturating_sub(msg.first_tx) >= RETRY_SPAN_NS {
-                    self.fail(m, SendStatus::RnrRetryExceeded);
+                    self.fail(t, m, SendStatus::RnrRetryExceeded);
                     return;
                 }
                 // One RNR wait per round: the other packets of a message
@@ -693,21 +742,23 @@ impl SendStream {
                 }
                 self.mark_resend(psn);
             }
-            Nak::RemoteAccess => self.fail(m, SendStatus::RemoteAccess),
-            Nak::InvalidRequest => self.fail(m, SendStatus::RemoteInvalidRequest),
+            Nak::RemoteAccess => self.fail(t, m, SendStatus::RemoteAccess),
+            Nak::InvalidRequest => self.fail(t, m, SendStatus::RemoteInvalidRequest),
             Nak::StaleIncarnation => {}
         }
     }
 
     /// Acknowledges `psn` if still tried; true if that was news.
-    fn ack_psn(&mut self, psn: Psn) -> bool {
-        let Some((m, _)) = self.find(psn) else {
+    fn ack_psn(&mut self, t: &mut MsgTable, psn: Psn) -> bool {
+        let Some((m, _)) = self.find(t, psn) else {
             return false;
         };
         if self.window.ack(psn) != AckResult::New {
             return false;
         }
-        let msg = &mut self.msgs[m];
+        let Some(msg) = self.msg_mut(t, m) else {
+            return true;
+        };
         msg.acked += 1;
         if msg.acked == msg.packets {
             msg.state = MsgState::Done(SendStatus::Success);
@@ -733,15 +784,18 @@ impl SendStream {
     /// Fails message `m`: its sent PSNs not acknowledged are given up
     /// (they leave the window as acknowledged ones do), its unsent ones
     /// never go.
-    fn fail(&mut self, m: usize, status: SendStatus) {
-        let msg = self.msgs[m];
+    fn fail(&mut self, t: &mut MsgTable, m: usize, status: SendStatus) {
+        let Some(msg) = self.msg_mut(t, m) else {
+            return;
+        };
         if msg.state != MsgState::Active {
             return;
         }
-        for k in 0..msg.sent {
-            let _ = self.window.ack(msg.first_psn.add(k));
+        msg.state = MsgState::Done(status);
+        let (first, sent) = (msg.first_psn, msg.sent);
+        for k in 0..sent {
+            let _ = self.window.ack(first.add(k));
         }
-        self.msgs[m].state = MsgState::Done(status);
         if self.window.in_flight() == 0 {
             self.deadline = None;
             self.tail_probe = None;
@@ -752,10 +806,13 @@ impl SendStream {
     }
 
     /// Fails every message that has sent a packet.
-    fn fail_started(&mut self, status: SendStatus) {
-        for m in 0..self.msgs.len() {
-            if self.msgs[m].state == MsgState::Active && self.msgs[m].sent > 0 {
-                self.fail(m, status);
+    fn fail_started(&mut self, t: &mut MsgTable, status: SendStatus) {
+        for m in 0..MAX_MSGS as usize {
+            if self
+                .msg(t, m)
+                .is_some_and(|x| x.state == MsgState::Active && x.sent > 0)
+            {
+                self.fail(t, m, status);
             }
         }
     }
@@ -775,9 +832,9 @@ impl SendStream {
     /// The timer fired. A message past its retry span, or a stream out
     /// of retries, fails; otherwise the oldest unacknowledged PSN goes
     /// again as a probe and new packets wait for its answer.
-    pub fn on_timer(&mut self, now: u64) -> TimerOutcome {
+    pub fn on_timer(&mut self, t: &mut MsgTable, now: u64) -> TimerOutcome {
         // An RNR wait over, or holes that waited out the reorder delay.
-        let rnr_over = self.rnr_until.is_some_and(|t| now >= t);
+        let rnr_over = self.rnr_until.is_some_and(|due| now >= due);
         if rnr_over {
             self.rnr_until = None;
         }
@@ -786,7 +843,7 @@ impl SendStream {
         // sent after it (the window full behind it), is repaired here
         // rather than at the timeout; its answer's sack shows the rest.
         let mut tail = false;
-        if self.tail_probe.is_some_and(|t| now >= t) {
+        if self.tail_probe.is_some_and(|due| now >= due) {
             self.tail_probe = None;
             if self.window.in_flight() > 0 && !self.probing {
                 let oldest = self.window.oldest_unacked();
@@ -811,19 +868,12 @@ impl SendStream {
         if self.window.in_flight() == 0 {
             return TimerOutcome::Idle;
         }
-        let mut expired = false;
-        for m in 0..self.msgs.len() {
-            let msg = &self.msgs[m];
-            if msg.state == MsgState::Active
-                && msg.sent > 0
-                && now.saturating_sub(msg.first_tx) >= RETRY_SPAN_NS
-            {
-                expired = true;
-            }
-        }
+        let expired = self
+            .active(t)
+            .any(|(_, msg)| msg.sent > 0 && now.saturating_sub(msg.first_tx) >= RETRY_SPAN_NS);
         if expired || self.retries >= self.cfg.retry_cnt {
-            self.fail_started(SendStatus::RetryExceeded);
-            self.fail_queued(SendStatus::RetryExceeded);
+            self.fail_started(t, SendStatus::RetryExceeded);
+            self.fail_queued(t, SendStatus::RetryExceeded);
             self.retries = 0;
             self.probing = false;
             return TimerOutcome::DestinationFailed;
@@ -835,15 +885,17 @@ impl SendStream {
         self.reorder_mark = None;
         let oldest = self.window.oldest_unacked();
         self.mark_resend(oldest);
-        self.arm(now);
+        self.arm(t, now);
         TimerOutcome::Probe
     }
 
     /// Fails the messages that have not sent a packet yet.
-    fn fail_queued(&mut self, status: SendStatus) {
-        for m in 0..self.msgs.len() {
-            if self.msgs[m].state == MsgState::Active && self.msgs[m].sent == 0 {
-                self.msgs[m].state = MsgState::Done(status);
+    fn fail_queued(&mut self, t: &mut MsgTable, status: SendStatus) {
+        for m in 0..MAX_MSGS as usize {
+            if let Some(msg) = self.msg_mut(t, m) {
+                if msg.state == MsgState::Active && msg.sent == 0 {
+                    msg.state = MsgState::Done(status);
+                }
             }
         }
     }
@@ -851,13 +903,19 @@ impl SendStream {
     /// A finished message's work request and status, each once, oldest
     /// first among those ready (completions may come out of posting
     /// order).
-    pub fn next_completion(&mut self) -> Option<(u32, SendStatus)> {
+    /// The entry goes back to `t` (free for the next message at that
+    /// handle).
+    pub fn next_completion(&mut self, t: &mut MsgTable) -> Option<(u32, SendStatus)> {
         let mut seq = self.oldest_in_use();
         while seq != self.next_msg {
             let m = (seq % MAX_MSGS) as usize;
-            if let MsgState::Done(status) = self.msgs[m].state {
-                self.msgs[m].state = MsgState::Free;
-                return Some((self.msgs[m].msg.wqe, status));
+            if let Some(msg) = self.msg_mut(t, m) {
+                if let MsgState::Done(status) = msg.state {
+                    *msg = SendMsg::FREE;
+                    let wqe = self.slots[m];
+                    self.slots[m] = NO_MSG;
+                    return Some((wqe, status));
+                }
             }
             seq = seq.wrapping_add(1);
         }
@@ -878,21 +936,17 @@ impl SendStream {
     /// The work request `wqe` cannot be sent for a local reason (its
     /// memory, its address): its message fails with `status` alone, its
     /// packets sent are given up, the other messages go on.
-    pub fn fail_local(&mut self, wqe: u32, status: SendStatus) {
-        if let Some(m) = self
-            .msgs
-            .iter()
-            .position(|m| m.state == MsgState::Active && m.msg.wqe == wqe)
-        {
-            self.fail(m, status);
+    pub fn fail_local(&mut self, t: &mut MsgTable, wqe: u32, status: SendStatus) {
+        if let Some(m) = self.slots.iter().position(|&h| h == wqe && h != NO_MSG) {
+            self.fail(t, m, status);
         }
     }
 
     /// The QP is going to the error state or away: every message fails
     /// (their work requests are flushed by the caller).
-    pub fn abort(&mut self, status: SendStatus) {
-        self.fail_started(status);
-        self.fail_queued(status);
+    pub fn abort(&mut self, t: &mut MsgTable, status: SendStatus) {
+        self.fail_started(t, status);
+        self.fail_queued(t, status);
     }
 }
 
