@@ -65,10 +65,10 @@ pub(crate) fn post_send(qp: &QpCore, wr: &SendWr<'_, RxudDevice>) -> Result {
         // Not yet RTS (an error state flushes what is posted instead).
         return Err(EINVAL);
     }
-    // XUD requests are addressed as UD ones; WRITEs need a remote address
-    // too, which no kernel work request carries beside an AH: a kernel
-    // consumer's XUD QP takes SEND and SEND_WITH_IMM (the others are
-    // `SendOp::Unsupported` on it).
+    // XUD requests are addressed as UD ones; a WRITE carries its remote
+    // memory besides (`struct rxud_xud_rdma_wr`, rust/ffi/rxud_kernel.h).
+    // A kernel consumer's XUD QP takes SEND, SEND_WITH_IMM, RDMA_WRITE and
+    // RDMA_WRITE_WITH_IMM (the others are `SendOp::Unsupported` on it).
     let xud = qp.qp_type() == QpType::Xud;
     let ud = matches!(qp.qp_type(), QpType::Ud | QpType::Gsi) || xud;
     let mut w = SendWqe {
@@ -145,12 +145,16 @@ pub(crate) fn post_send(qp: &QpCore, wr: &SendWr<'_, RxudDevice>) -> Result {
             if total > u64::from(xud::MAX_MSG_SZ) {
                 return Err(EINVAL);
             }
+            let (rkey, remote_addr) = match &wr.op {
+                SendOp::Write(r) | SendOp::WriteImm(r, _) => (r.rkey, r.addr),
+                _ => (0, 0),
+            };
             XudOp {
                 ah_num: to.ah_num,
                 remote_qpn: to.remote_qpn,
                 remote_qkey: to.remote_qkey,
-                rkey: 0,
-                remote_addr: 0,
+                rkey,
+                remote_addr,
             }
             .encode()
         } else {

@@ -17,3 +17,4 @@
 #include <rdma/ib_umem.h>
 #include <rdma/rdma_netlink.h>
 #include "helpers.h"
+#include "rxud_kernel.h"

@@ -9,7 +9,7 @@ use super::device::{to_c, Adapter, Device, DeviceOps, Object};
 use super::flags::flag_set;
 use super::mr::AccessFlags;
 use super::udata::UData;
-use super::wr::{QpHandle, RecvWr, SendWr};
+use super::wr::{Addressing, QpHandle, RecvWr, SendWr};
 use crate::ffi::bindings;
 use crate::proto::mtu::IbMtu;
 use kernel::prelude::*;
@@ -454,15 +454,17 @@ impl<T: DeviceOps> Adapter<T> {
         bad_wr: *mut *const bindings::ib_send_wr,
     ) -> kernel::ffi::c_int {
         // SAFETY: per the function's contract.
-        let (dev, data, ud) = unsafe {
+        let (dev, data, to) = unsafe {
             (
                 Device::<T>::from_raw((*qp).device),
                 Object::<bindings::ib_qp, T::Qp>::data_of(qp),
-                // XUD requests are addressed as UD ones (`ib_ud_wr`).
-                matches!(
-                    (*qp).qp_type,
-                    bindings::IB_QPT_UD | bindings::IB_QPT_GSI | bindings::IB_QPT_DRIVER
-                ),
+                // XUD (rxud's one driver QP type) requests are addressed
+                // as UD ones, its WRITEs with remote memory besides.
+                match (*qp).qp_type {
+                    bindings::IB_QPT_UD | bindings::IB_QPT_GSI => Addressing::Datagram,
+                    bindings::IB_QPT_DRIVER => Addressing::Xud,
+                    _ => Addressing::Connected,
+                },
             )
         };
         if wr.is_null() {
@@ -488,7 +490,7 @@ impl<T: DeviceOps> Adapter<T> {
                 wr,
                 bad_wr,
                 |w| w.next,
-                |w| T::post_send(dev, data, &SendWr::<T>::from_raw(w, ud)),
+                |w| T::post_send(dev, data, &SendWr::<T>::from_raw(w, to)),
             )
         };
         // What was queued before a failure goes out too.

@@ -120,13 +120,26 @@ pub(crate) struct UdDest<'a, T: DeviceOps> {
     pub(crate) remote_qkey: u32,
 }
 
+/// How a QP's work requests are addressed, which decides the container
+/// struct of each.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Addressing {
+    /// RC, UC: the opcode's container (`ib_rdma_wr`, `ib_atomic_wr`, ...).
+    Connected,
+    /// UD, GSI: `ib_ud_wr`.
+    Datagram,
+    /// XUD: `ib_ud_wr`, and for RDMA WRITEs `struct rxud_xud_rdma_wr`
+    /// (rust/ffi/rxud_kernel.h).
+    Xud,
+}
+
 /// One send work request of a kernel consumer.
 pub(crate) struct SendWr<'a, T: DeviceOps> {
     pub(crate) wr_id: u64,
     pub(crate) op: SendOp<'a, T>,
     pub(crate) flags: SendFlags,
     pub(crate) sges: SgeList<'a>,
-    /// Set for UD and GSI QPs (`None` there: no AH given).
+    /// Set for UD, GSI and XUD QPs (`None` there: no AH given).
     pub(crate) ud: Option<UdDest<'a, T>>,
 }
 
@@ -134,10 +147,13 @@ impl<'a, T: DeviceOps> SendWr<'a, T> {
     /// # Safety
     ///
     /// `wr` is a valid work request for `'a`, posted to a QP of ours; it
-    /// is the `wr` member of an `ib_ud_wr` if `ud`, and otherwise of the
-    /// container its opcode calls for (ib_core's contract with ULPs). The
-    /// AH and MR it names are live objects of ours for the call.
-    pub(super) unsafe fn from_raw(wr: &'a bindings::ib_send_wr, ud: bool) -> Self {
+    /// is the `wr` member of the container `to` and its opcode call for:
+    /// an `ib_ud_wr` on a datagram QP, on an XUD QP too but for RDMA
+    /// WRITEs (the `ud.wr` of a `rxud_xud_rdma_wr`), the opcode's own on a
+    /// connected QP (ib_core's contract with ULPs, and rxud_kernel.h's).
+    /// The AH and MR it names are live objects of ours for the call.
+    pub(super) unsafe fn from_raw(wr: &'a bindings::ib_send_wr, to: Addressing) -> Self {
+        let ud = to != Addressing::Connected;
         let p: *const bindings::ib_send_wr = wr;
         // SAFETY: the unions hold a wr_id (or a pointer we treat as one)
         // and an immediate (or an rkey): plain integers either way.
@@ -151,11 +167,24 @@ impl<'a, T: DeviceOps> SendWr<'a, T> {
                 rkey: r.rkey,
             }
         };
+        // SAFETY: a WRITE on an XUD QP is the `ud.wr` of a
+        // `rxud_xud_rdma_wr`, both at offset 0 (contract above).
+        let xud_remote = || unsafe {
+            let r = &*p.cast::<bindings::rxud_xud_rdma_wr>();
+            Remote {
+                addr: r.remote_addr,
+                rkey: r.rkey,
+            }
+        };
         // SAFETY: for atomics the request is the `wr` of an `ib_atomic_wr`.
         let atomic = || unsafe { &*p.cast::<bindings::ib_atomic_wr>() };
         let op = match wr.opcode {
             bindings::IB_WR_SEND => SendOp::Send,
             bindings::IB_WR_SEND_WITH_IMM => SendOp::SendImm(ex),
+            bindings::IB_WR_RDMA_WRITE if to == Addressing::Xud => SendOp::Write(xud_remote()),
+            bindings::IB_WR_RDMA_WRITE_WITH_IMM if to == Addressing::Xud => {
+                SendOp::WriteImm(xud_remote(), ex)
+            }
             _ if ud => SendOp::Unsupported,
             bindings::IB_WR_SEND_WITH_INV => SendOp::SendInv(ex),
             bindings::IB_WR_RDMA_WRITE => SendOp::Write(remote()),
@@ -203,8 +232,9 @@ impl<'a, T: DeviceOps> SendWr<'a, T> {
             _ => SendOp::Unsupported,
         };
         let ud = if ud {
-            // SAFETY: on a UD/GSI QP the request is the `wr` of an
-            // `ib_ud_wr` whose AH is a live AH of ours (contract above).
+            // SAFETY: on a UD, GSI or XUD QP the request is the `wr` of an
+            // `ib_ud_wr` (alone or first in a `rxud_xud_rdma_wr`) whose AH
+            // is a live AH of ours (contract above).
             unsafe {
                 let u = &*p.cast::<bindings::ib_ud_wr>();
                 (!u.ah.is_null()).then(|| UdDest {

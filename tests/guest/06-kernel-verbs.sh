@@ -10,7 +10,9 @@
 # and in softirq, ib_map_mr_sg in softirq, req_notify_cq in hard irq) on a
 # lockdep kernel: the runner fails on any lockdep or sleep-in-atomic report;
 # last, on rxud0 only, an XUD QP made as a kernel consumer makes it
-# (IB_QPT_DRIVER with the driver-reserved creation flag) through RTS.
+# (IB_QPT_DRIVER with the driver-reserved creation flag) through RTS, with
+# a SEND, RDMA WRITEs (struct rxud_xud_rdma_wr, rust/ffi/rxud_kernel.h)
+# with and without immediate, and one with a wrong rkey.
 # rxe runs without the atomic-context checks (atomic=0): its object pools
 # share one lockdep class, so an AH made in softirq after a PD made in
 # process context draws a lockdep report from rxe itself.

@@ -26,6 +26,7 @@
 #include <linux/timer.h>
 #include <rdma/ib_cache.h>
 #include <rdma/ib_verbs.h>
+#include "rxud_kernel.h"
 
 static char *dev = "rxud0";
 module_param(dev, charp, 0444);
@@ -624,15 +625,43 @@ out:
 
 /*
  * rxud's XUD QP (Documentation/xud.rst, "Creating one") as a kernel consumer
- * makes it: IB_QPT_DRIVER with the first driver-reserved creation flag, UD's
- * states and attributes plus RC's retransmission ones, work requests
- * addressed as UD's (ib_ud_wr). rxud only (xud=0 elsewhere). The QP sends
- * a SEND to itself (through the device's UDP socket and back): the receive
- * completes with 40 bytes of GRH and the payload, the send with success.
+ * makes it (rxud_kernel.h): IB_QPT_DRIVER with the first driver-reserved
+ * creation flag, UD's states and attributes plus RC's retransmission ones,
+ * SENDs addressed as UD's (ib_ud_wr), RDMA WRITEs as struct
+ * rxud_xud_rdma_wr. rxud only (xud=0 elsewhere). The QP sends to itself
+ * (through the device's UDP socket and back): a SEND, whose receive
+ * completes with 40 bytes of GRH and the payload; an RDMA WRITE and a WRITE
+ * with immediate (which claims a receive) through the PD's global rkey; a
+ * WRITE with a wrong rkey, which fails IB_WC_REM_ACCESS_ERR and leaves the
+ * QP serving.
  */
-#define RXUD_QP_CREATE_XUD IB_QP_CREATE_RESERVED_START
 /* The loopback SEND: 40 bytes of GRH and 3056 of payload fill the receive. */
 #define XUD_KLEN 3096
+/* The buffer: what is sent, the receive, the WRITEs' target. */
+#define XUD_KBUF (3 * XUD_KLEN)
+
+/* Posts @w (an RDMA WRITE on the XUD QP) and polls for its completion
+ * and, with @recv_id, that receive's: 0 when they came, with their status
+ * in @ws and @wr. */
+static int xud_write(struct ib_qp *qp, struct ib_cq *cq, struct rxud_xud_rdma_wr *w,
+		     u64 recv_id, struct ib_wc *ws, struct ib_wc *wr)
+{
+	const struct ib_send_wr *bad;
+	bool send = false, recv = !recv_id;
+	struct ib_wc wc;
+	int ret = ib_post_send(qp, &w->ud.wr, &bad);
+
+	for (int i = 0; i < 2 && !ret && !(send && recv) && dt_poll(cq, &wc); i++) {
+		if (wc.wr_id == w->ud.wr.wr_id) {
+			*ws = wc;
+			send = true;
+		} else if (recv_id && wc.wr_id == recv_id) {
+			*wr = wc;
+			recv = true;
+		}
+	}
+	return ret ?: (send && recv ? 0 : -ETIMEDOUT);
+}
 
 static void xud_checks(struct ib_device *ibdev)
 {
@@ -659,7 +688,8 @@ static void xud_checks(struct ib_device *ibdev)
 	struct ib_wc wc;
 	int ret;
 
-	pd = ib_alloc_pd(ibdev, 0);
+	/* Its global rkey lets the QP write into the kernel buffer below. */
+	pd = ib_alloc_pd(ibdev, IB_PD_UNSAFE_GLOBAL_RKEY);
 	if (IS_ERR(pd)) {
 		check(false, "ib_alloc_pd for XUD (%ld)", PTR_ERR(pd));
 		return;
@@ -722,16 +752,16 @@ static void xud_checks(struct ib_device *ibdev)
 		ah = NULL;
 		goto out;
 	}
-	wr.wr.opcode = IB_WR_RDMA_WRITE;
+	wr.wr.opcode = IB_WR_RDMA_READ;
 	wr.wr.wr_id = 1;
 	wr.ah = ah;
 	wr.remote_qpn = qp->qp_num;
 	wr.remote_qkey = 0x11111111;
 	ret = ib_post_send(qp, &wr.wr, &bad);
-	check(ret == -EINVAL, "ib_post_send of an RDMA WRITE to the XUD QP fails with -EINVAL "
-	      "(kernel work requests carry no remote address beside the AH) (%d)", ret);
-	buf = kzalloc(2 * XUD_KLEN, GFP_KERNEL);
-	dma = buf ? ib_dma_map_single(ibdev, buf, 2 * XUD_KLEN, DMA_BIDIRECTIONAL) : 0;
+	check(ret == -EINVAL, "ib_post_send of an RDMA READ to the XUD QP fails with -EINVAL "
+	      "(XUD has SEND and WRITE) (%d)", ret);
+	buf = kzalloc(XUD_KBUF, GFP_KERNEL);
+	dma = buf ? ib_dma_map_single(ibdev, buf, XUD_KBUF, DMA_BIDIRECTIONAL) : 0;
 	if (!buf || ib_dma_mapping_error(ibdev, dma)) {
 		check(false, "a DMA buffer for the XUD SEND");
 		kfree(buf);
@@ -767,12 +797,60 @@ static void xud_checks(struct ib_device *ibdev)
 				   wc.src_qp == qp->qp_num;
 	}
 	check(got_send, "the SEND completes with success at the sender");
-	ib_dma_sync_single_for_cpu(ibdev, dma, 2 * XUD_KLEN, DMA_BIDIRECTIONAL);
+	ib_dma_sync_single_for_cpu(ibdev, dma, XUD_KBUF, DMA_BIDIRECTIONAL);
 	check(got_recv && !memcmp(buf + XUD_KLEN + 40, buf, XUD_KLEN - 40),
 	      "the receive completes once: byte_len 40 + %d, IB_WC_GRH, src_qp, the bytes sent",
 	      XUD_KLEN - 40);
 	check(!dt_poll(cq, &wc), "no other completion (no duplicate delivery)");
-	ib_dma_unmap_single(ibdev, dma, 2 * XUD_KLEN, DMA_BIDIRECTIONAL);
+	{
+		struct rxud_xud_rdma_wr w = { .ud = wr };
+		struct ib_wc ws = {}, wrc = {};
+		struct ib_sge rsge = { .addr = dma + XUD_KLEN, .length = XUD_KLEN,
+				       .lkey = pd->local_dma_lkey };
+		struct ib_recv_wr rwr = { .wr_id = 7, .sg_list = &rsge, .num_sge = 1 };
+		u8 *target = buf + 2 * XUD_KLEN;
+
+		w.ud.wr.opcode = IB_WR_RDMA_WRITE;
+		w.ud.wr.wr_id = 4;
+		w.remote_addr = dma + 2 * XUD_KLEN;
+		w.rkey = pd->unsafe_global_rkey;
+		ret = xud_write(qp, cq, &w, 0, &ws, NULL);
+		ib_dma_sync_single_for_cpu(ibdev, dma, XUD_KBUF, DMA_BIDIRECTIONAL);
+		check(!ret && ws.status == IB_WC_SUCCESS && ws.opcode == IB_WC_RDMA_WRITE &&
+		      !memcmp(target, buf, XUD_KLEN - 40),
+		      "an RDMA WRITE of %d bytes (struct rxud_xud_rdma_wr) through the global "
+		      "rkey: success, the bytes in place (%d, status %d)", XUD_KLEN - 40, ret,
+		      ws.status);
+		for (int i = 0; i < XUD_KLEN - 40; i++)
+			buf[i] = (u8)(i * 5 + 1);
+		ib_dma_sync_single_for_device(ibdev, dma, XUD_KBUF, DMA_BIDIRECTIONAL);
+		ret = ib_post_recv(qp, &rwr, NULL);
+		w.ud.wr.opcode = IB_WR_RDMA_WRITE_WITH_IMM;
+		w.ud.wr.ex.imm_data = cpu_to_be32(0x5eedf00d);
+		w.ud.wr.wr_id = 5;
+		ret = ret ?: xud_write(qp, cq, &w, 7, &ws, &wrc);
+		ib_dma_sync_single_for_cpu(ibdev, dma, XUD_KBUF, DMA_BIDIRECTIONAL);
+		check(!ret && ws.status == IB_WC_SUCCESS && wrc.status == IB_WC_SUCCESS &&
+		      wrc.opcode == IB_WC_RECV_RDMA_WITH_IMM && (wrc.wc_flags & IB_WC_WITH_IMM) &&
+		      wrc.ex.imm_data == cpu_to_be32(0x5eedf00d) && !memcmp(target, buf, XUD_KLEN - 40),
+		      "an RDMA WRITE with immediate: success, the bytes in place, one receive "
+		      "completes with the immediate (%d, status %d/%d, opcode %d)", ret, ws.status,
+		      wrc.status, wrc.opcode);
+		w.ud.wr.opcode = IB_WR_RDMA_WRITE;
+		w.ud.wr.wr_id = 6;
+		w.rkey = pd->unsafe_global_rkey ^ 0x80;
+		ret = xud_write(qp, cq, &w, 0, &ws, NULL);
+		check(!ret && ws.status == IB_WC_REM_ACCESS_ERR,
+		      "an RDMA WRITE with a wrong rkey fails IB_WC_REM_ACCESS_ERR (%d, status %d)",
+		      ret, ws.status);
+		w.ud.wr.wr_id = 8;
+		w.rkey = pd->unsafe_global_rkey;
+		ret = xud_write(qp, cq, &w, 0, &ws, NULL);
+		check(!ret && ws.status == IB_WC_SUCCESS && !dt_poll(cq, &wc),
+		      "then the QP goes on: another WRITE succeeds, nothing else completes (%d, "
+		      "status %d)", ret, ws.status);
+	}
+	ib_dma_unmap_single(ibdev, dma, XUD_KBUF, DMA_BIDIRECTIONAL);
 out:
 	kfree(buf);
 	if (!IS_ERR(qp))
