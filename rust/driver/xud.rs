@@ -104,9 +104,22 @@ struct Peer {
     /// WQE handles posted to it and not yet admitted to its stream.
     queue: Fifo,
     recv: Option<Side<RecvStream, ParkedRecv>>,
+    /// In the QP's [`BusyList`].
+    busy: bool,
 }
 
 impl Peer {
+    /// Whether a pass over the send side has anything to do for it: posts
+    /// queued, messages in its sending stream (packets, completions) or a
+    /// timer of it, or an ACK owed. A stream with none of these waits for
+    /// a post or an answer, which list the peer again.
+    fn is_busy(&self) -> bool {
+        !self.queue.is_empty()
+            || self
+                .send_ref()
+                .is_some_and(|s| s.in_use() > 0 || s.next_deadline().is_some())
+            || self.recv_ref().is_some_and(|r| r.ack_owed().is_some())
+    }
     /// The sending stream, if one is in use (a parked one has nothing to
     /// send, time or complete).
     fn send_active(&mut self) -> Option<&mut SendStream> {
@@ -194,6 +207,80 @@ impl Peer {
             n += 1;
         }
         n
+    }
+}
+
+/// The peers the passes over the send side look at (transmit, admission,
+/// timers, owed ACKs, the timer's deadline): those [`Peer::is_busy`], in
+/// no order, each once ([`Peer::busy`]), so that a pass costs the peers at
+/// work, not every peer the QP knows. A pass drops the peers it finds with
+/// nothing to do. A peer the list could not take (no memory in softirq) is
+/// taken by the reclaim scan, which walks every peer, within
+/// [`RECLAIM_PERIOD_NS`].
+struct BusyList {
+    /// `keys[..len]` are the list; the rest is room from earlier growth
+    /// (6.12's `KVec` cannot shrink).
+    keys: KVec<PeerKey>,
+    len: usize,
+}
+
+impl BusyList {
+    fn new() -> Self {
+        Self {
+            keys: KVec::new(),
+            len: 0,
+        }
+    }
+
+    /// Lists `peer` (whose key is `key`) unless it is listed.
+    fn add(&mut self, key: PeerKey, peer: &mut Peer) {
+        if peer.busy {
+            return;
+        }
+        if let Some(slot) = self.keys.get_mut(self.len) {
+            *slot = key;
+        } else if self.keys.push(key, GFP_ATOMIC).is_err() {
+            return;
+        }
+        self.len += 1;
+        peer.busy = true;
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn get(&self, i: usize) -> Option<PeerKey> {
+        self.keys.get(..self.len)?.get(i).copied()
+    }
+
+    /// Takes entry `i` out (the last one takes its place).
+    fn remove(&mut self, i: usize) {
+        if i >= self.len {
+            return;
+        }
+        let last = self.len - 1;
+        if let Some(k) = self.keys.get(last).copied() {
+            if let Some(slot) = self.keys.get_mut(i) {
+                *slot = k;
+            }
+        }
+        self.len = last;
+    }
+
+    /// Drops the listed peers that have nothing to do, or are gone.
+    fn prune(&mut self, peers: &mut RBTree<PeerKey, Peer>) {
+        let mut i = 0;
+        while let Some(key) = self.get(i) {
+            match peers.get_mut(&key) {
+                Some(p) if p.is_busy() => i += 1,
+                Some(p) => {
+                    p.busy = false;
+                    self.remove(i);
+                }
+                None => self.remove(i),
+            }
+        }
     }
 }
 
@@ -320,8 +407,10 @@ pub(crate) struct XudState {
     /// most `max_peers`.
     recv_peers: u32,
     send_peers: u32,
-    /// Where the last transmit pass stopped (round robin).
-    rr_after: Option<PeerKey>,
+    /// The peers at work.
+    busy: BusyList,
+    /// Where in `busy` the last transmit pass stopped (round robin).
+    rr_next: usize,
     wqes: Pool,
     /// The messages the streams are sending, at their WQEs' slots in
     /// `wqes`: one table per QP, not 16 messages per stream.
@@ -372,7 +461,8 @@ impl XudState {
                 peers: RBTree::new(),
                 recv_peers: 0,
                 send_peers: 0,
-                rr_after: None,
+                busy: BusyList::new(),
+                rr_next: 0,
                 wqes: Pool::new(send_depth.max(1), send_slot as usize)?,
                 msgs: KVVec::from_elem(SendMsg::FREE, send_depth.max(1) as usize, GFP_KERNEL)?,
                 recvs: Pool::new(recv_depth.max(1), MAX_RECV_SLOT)?,
@@ -465,6 +555,7 @@ fn pump(qp: &Arc<QpCore>, st: &mut XudState) {
             break;
         }
     }
+    st.busy.prune(&mut st.peers);
     arm(qp, st, t);
 }
 
@@ -474,7 +565,10 @@ fn arm(qp: &Arc<QpCore>, st: &mut XudState, t: u64) {
     if st.starved {
         due = due.min(t + ACK_DELAY_NS);
     }
-    for p in st.peers.values() {
+    for i in 0..st.busy.len() {
+        let Some(p) = st.busy.get(i).and_then(|k| st.peers.get(&k)) else {
+            continue;
+        };
         if let Some(d) = p.send_ref().and_then(|s| s.next_deadline()) {
             due = due.min(d);
         }
@@ -557,10 +651,14 @@ fn admit(qp: &QpCore, st: &mut XudState, t: u64) -> bool {
         msgs,
         send_peers,
         starved,
+        busy,
         ..
     } = st;
     *starved = false;
-    for peer in peers.values_mut() {
+    for i in 0..busy.len() {
+        let Some(peer) = busy.get(i).and_then(|k| peers.get_mut(&k)) else {
+            continue;
+        };
         while let Some(h) = peer.queue.front() {
             if peer.send.is_none() {
                 if *send_peers >= max_peers {
@@ -619,7 +717,9 @@ fn queue_wqe(
         gid: to.av.dgid,
         qpn: x.remote_qpn & crate::proto::wire::QPN_MASK,
     };
-    let XudState { peers, wqes, .. } = st;
+    let XudState {
+        peers, wqes, busy, ..
+    } = st;
     let n = body.len().min(wqes.slot);
     if let (Some(dst), Some(src)) = (wqes.get_mut(h).get_mut(..n), body.get(..n)) {
         dst.copy_from_slice(src);
@@ -627,6 +727,7 @@ fn queue_wqe(
     let peer = find_or_add(qp, peers, key, &to.av).ok_or(status::LOC_QP_OP_ERR)?;
     peer.av = to.av;
     if peer.queue.push(wqes, h, share) {
+        busy.add(key, peer);
         Ok(())
     } else {
         // Beyond the destination's share of the send queue.
@@ -657,6 +758,7 @@ fn find_or_add<'a>(
             send: None,
             queue: Fifo::new(),
             recv: None,
+            busy: false,
         };
         peers.try_create_and_insert(key, peer, GFP_ATOMIC).ok()?;
         qp.port.counters.add(RxCounter::XudPeersAdded, 1);
@@ -679,55 +781,59 @@ fn transmit(qp: &QpCore, st: &mut XudState, t: u64) {
         wqes,
         msgs,
         txq,
-        rr_after,
+        busy,
+        rr_next,
         ..
     } = st;
-    let after = *rr_after;
-    let mut in_flight: u32 = peers
-        .values()
+    let n = busy.len();
+    let mut in_flight: u32 = (0..n)
+        .filter_map(|i| busy.get(i).and_then(|k| peers.get(&k)))
         .filter_map(Peer::send_ref)
         .map(SendStream::in_network)
         .sum();
     let mut capped = false;
-    // Those after the last one served first, then the rest.
-    for pass in [true, false] {
-        for (key, peer) in peers.iter_mut() {
-            if after.is_some_and(|a| (*key > a) != pass) || (after.is_none() && !pass) {
-                continue;
-            }
-            if txq.is_full() {
-                return;
-            }
-            let mut burst = 0;
-            while !txq.is_full() && burst < burst_max {
-                let Some(s) = peer.send_active() else {
-                    break;
-                };
-                let room = in_flight < xud::MAX_QP_IN_FLIGHT;
-                let Some(p) = s.next_packet_if(msgs, t, room) else {
-                    capped |= !room && s.has_new(msgs);
-                    break;
-                };
-                if !p.retransmit {
-                    in_flight += 1;
-                }
-                burst += 1;
-                if p.retransmit {
-                    qp.port.counters.add(RxCounter::XudRetransmits, 1);
-                }
-                match build_data(qp, &ndev, key.qpn, wqes.get(p.wqe), &p) {
-                    Ok(skb) => txq.push(skb),
-                    // Not built (no memory): as if lost, resent later.
-                    Err(None) => qp.port.counters.add(RxCounter::TxErrors, 1),
-                    // The work request itself cannot go: it fails alone.
-                    Err(Some(st)) => s.fail_local(msgs, p.wqe, st),
-                }
-            }
-            if burst > 0 {
-                *rr_after = Some(*key);
-            }
-            complete_sends(qp, peer, wqes, msgs);
+    // From the one after the last served, round the list once.
+    let start = if n == 0 { 0 } else { *rr_next % n };
+    for j in 0..n {
+        let i = (start + j) % n;
+        let Some(key) = busy.get(i) else {
+            continue;
+        };
+        let Some(peer) = peers.get_mut(&key) else {
+            continue;
+        };
+        if txq.is_full() {
+            return;
         }
+        let mut burst = 0;
+        while !txq.is_full() && burst < burst_max {
+            let Some(s) = peer.send_active() else {
+                break;
+            };
+            let room = in_flight < xud::MAX_QP_IN_FLIGHT;
+            let Some(p) = s.next_packet_if(msgs, t, room) else {
+                capped |= !room && s.has_new(msgs);
+                break;
+            };
+            if !p.retransmit {
+                in_flight += 1;
+            }
+            burst += 1;
+            if p.retransmit {
+                qp.port.counters.add(RxCounter::XudRetransmits, 1);
+            }
+            match build_data(qp, &ndev, key.qpn, wqes.get(p.wqe), &p) {
+                Ok(skb) => txq.push(skb),
+                // Not built (no memory): as if lost, resent later.
+                Err(None) => qp.port.counters.add(RxCounter::TxErrors, 1),
+                // The work request itself cannot go: it fails alone.
+                Err(Some(st)) => s.fail_local(msgs, p.wqe, st),
+            }
+        }
+        if burst > 0 {
+            *rr_next = i + 1;
+        }
+        complete_sends(qp, peer, wqes, msgs);
     }
     if capped {
         qp.port.counters.add(RxCounter::XudQpCapWaits, 1);
@@ -910,9 +1016,16 @@ fn build_answer(
 fn on_timer(qp: &Arc<QpCore>, st: &mut XudState) {
     let t = now();
     let XudState {
-        peers, wqes, msgs, ..
+        peers,
+        wqes,
+        msgs,
+        busy,
+        ..
     } = st;
-    for peer in peers.values_mut() {
+    for i in 0..busy.len() {
+        let Some(peer) = busy.get(i).and_then(|k| peers.get_mut(&k)) else {
+            continue;
+        };
         let Some(s) = peer.send_active() else {
             continue;
         };
@@ -946,11 +1059,19 @@ fn flush_owed_acks(qp: &QpCore, st: &mut XudState) {
         return;
     };
     let inc = st.inc;
-    let XudState { peers, txq, .. } = st;
-    for (key, peer) in peers.iter_mut() {
+    let XudState {
+        peers, txq, busy, ..
+    } = st;
+    for i in 0..busy.len() {
         if txq.is_full() {
             return;
         }
+        let Some(key) = busy.get(i) else {
+            continue;
+        };
+        let Some(peer) = peers.get_mut(&key) else {
+            continue;
+        };
         let Some(r) = peer.recv_active() else {
             continue;
         };
@@ -980,7 +1101,7 @@ fn reclaim(qp: &QpCore, st: &mut XudState, t: u64) {
         recvs,
         recv_peers,
         send_peers,
-        rr_after,
+        busy,
         ..
     } = st;
     let mut gone = KVec::<PeerKey>::new();
@@ -1002,14 +1123,16 @@ fn reclaim(qp: &QpCore, st: &mut XudState, t: u64) {
             let _ = gone.push(*key, GFP_ATOMIC);
         } else {
             parked += peer.park(t);
+            // One the list could not take when it became busy.
+            if peer.is_busy() {
+                busy.add(*key, peer);
+            }
         }
     }
     qp.port.counters.add(RxCounter::XudStreamsParked, parked);
     for key in gone.iter() {
+        // Its entry in `busy`, if any, goes at the next prune.
         peers.remove(key);
-        if *rr_after == Some(*key) {
-            *rr_after = None;
-        }
     }
     qp.port
         .counters
@@ -1150,7 +1273,11 @@ fn on_answer(qp: &QpCore, p: &RxPacket<'_>, key: PeerKey) -> core::result::Resul
     let st = g.as_deref_mut().ok_or(RxCounter::DropNoQp)?;
     let cfg = st.cfg;
     let XudState {
-        peers, wqes, msgs, ..
+        peers,
+        wqes,
+        msgs,
+        busy,
+        ..
     } = st;
     let peer = peers.get_mut(&key).ok_or(RxCounter::DropSequence)?;
     if let Some(Side::Parked(p)) = &peer.send {
@@ -1160,10 +1287,12 @@ fn on_answer(qp: &QpCore, p: &RxPacket<'_>, key: PeerKey) -> core::result::Resul
             return Err(RxCounter::DropSequence);
         }
     }
-    let s = peer
-        .wake_send(cfg)
+    peer.wake_send(cfg)
         .map_err(|_| RxCounter::DropNoMemory)?
         .ok_or(RxCounter::DropSequence)?;
+    // Taken back into use: its timers and completions are the passes'.
+    busy.add(key, peer);
+    let s = peer.send_active().ok_or(RxCounter::DropSequence)?;
     let outcome = s.on_answer(msgs, &a, now());
     complete_sends(qp, peer, wqes, msgs);
     match outcome {
@@ -1245,6 +1374,7 @@ fn on_data(
         min_rnr_timer,
         params,
         recv_peers,
+        busy,
         ..
     } = st;
     let has_recv = peers.get(&key).is_some_and(|p| p.recv.is_some());
@@ -1341,6 +1471,10 @@ fn on_data(
         if let Some(skb) = build_answer(qp, nd, &to, &info, nak) {
             txq.push(skb);
         }
+    }
+    if peer.is_busy() {
+        // An ACK owed: the timer's deadline and the ACK pass see it.
+        busy.add(key, peer);
     }
     verdict
 }
