@@ -180,6 +180,14 @@ build_all() {
 		'BhWork::queue(this);' 'let _ = this;' \
 		tests/guest/12-rc-loss.sh 'not ok [0-9]+ - slow link: UC WRITE'
 
+	# A kernel consumer's XUD WRITE gets a wrong rkey on the way into the send
+	# ring (struct rxud_xud_rdma_wr read wrong): the WRITE is refused and
+	# the data never lands.
+	mutant xud-kernel-write-no-rkey driver/post.rs \
+		'SendOp::Write(r) | SendOp::WriteImm(r, _) => (r.rkey, r.addr),' \
+		'SendOp::Write(r) | SendOp::WriteImm(r, _) => (!r.rkey, r.addr),' \
+		tests/guest/06-kernel-verbs.sh 'not ok [0-9]+ - an RDMA WRITE of [0-9]+ bytes \(struct rxud_xud_rdma_wr\)'
+
 	# The RC responder stops checking the rights of the MR an rkey names.
 	mutant rc-mr-rights-unchecked driver/rc.rs \
 		'match mr.check(qp.pd, va, len, rights) {' 'match mr.check(qp.pd, va, len, AccessFlags::EMPTY) {' \
