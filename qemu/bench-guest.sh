@@ -46,6 +46,7 @@ RUNS=(
 	"ib_write_lat 2 300"
 	"ib_read_lat 2 300"
 	"ib_write_bw 1048576 $BW | loss 1%"
+	"ib_write_bw 1048576 $BW | loss 5%"
 )
 # Runs of the client under strace, for the system calls it makes per work
 # request (one WR per ibv_post_send, as perftest posts).
@@ -67,6 +68,7 @@ XUD_RUNS=(
 	"write 1048576 40"
 	"lat 4 300"
 	"write 1048576 40 | loss 1%"
+	"write 1048576 20 | loss 5%"
 	"send 65536 600 -a 1"
 )
 # Peer counts for XUD's kernel memory per peer (forged sources).
