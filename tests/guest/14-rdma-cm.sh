@@ -52,17 +52,31 @@ cm_pair() {
 	} | tap_diag
 }
 both_ok() { grep -q 'client exit 0' "$OUT.$1.client" && grep -q 'server exit 0' "$OUT.$1.server"; }
+# rping's client can lose a race of its own at exit: its CM thread, woken
+# by the disconnect, reads the event channel that the main thread has just
+# destroyed ("rdma_get_cm_event: Bad file descriptor", exit 255; seen once
+# in CI with rxe as the client). Such an exit counts as clean when the
+# disconnect came, that is its only error and the server ended cleanly.
+rping_ok() {
+	local c=$OUT.$1.client
+	both_ok "$1" && return 0
+	grep -q 'server exit 0' "$OUT.$1.server" && grep -q 'client exit 255' "$c" &&
+		grep -q 'client DISCONNECT EVENT' "$c" &&
+		grep -qx 'rdma_get_cm_event: Bad file descriptor' "$c" &&
+		! grep -v -x 'rdma_get_cm_event: Bad file descriptor' "$c" |
+			grep -qiE 'error|mismatch|fail|rdma_get_cm_event'
+}
 
 rx_before=$(hwc rxud0 rx_packets)
 cm_pair rping rping -s -a "$SIP" -C 20 -v -- rping -c -a "$SIP" -C 20 -v
-check "rping: 20 ping-pongs between rxud devices over rdma_cm, both sides exit 0" both_ok rping
+check "rping: 20 ping-pongs between rxud devices over rdma_cm, both sides exit 0" rping_ok rping
 check_eq "rping: the client saw 20 correct ping payloads" 20 \
 	"$(grep -c 'ping data: rdma-ping-' "$OUT.rping.client")"
 check "rping: rxud0 received the traffic (rx_packets grew)" \
 	test "$(hwc rxud0 rx_packets)" -gt "$rx_before"
 
 cm_pair rping-big rping -s -a "$SIP" -C 5 -S 32768 -V -- rping -c -a "$SIP" -C 5 -S 32768 -V
-check "rping -S 32 KB -V (payload verified by both sides), 5 iterations" both_ok rping-big
+check "rping -S 32 KB -V (payload verified by both sides), 5 iterations" rping_ok rping-big
 
 cm_pair ucmatose ucmatose -b "$SIP" -C 4 -c 2 -- ucmatose -s "$SIP" -C 4 -c 2
 check "ucmatose: 2 RC connections with 4 messages each, both sides exit 0" both_ok ucmatose
@@ -85,9 +99,9 @@ rdma link add rxe0 type rxe netdev cmv1
 wait_for 10 ping -c1 -W1 "$SIP" >/dev/null
 wait_for 10 v2_gid_index rxe0
 CNS=- cm_pair rxe-rxud rping -s -a "$SIP" -C 10 -V -- rping -c -a "$SIP" -C 10 -V
-check "rping -V over rdma_cm: rxe client, rxud server" both_ok rxe-rxud
+check "rping -V over rdma_cm: rxe client, rxud server" rping_ok rxe-rxud
 SNS=- CNS=cma cm_pair rxud-rxe rping -s -a "$CIP" -C 10 -V -- rping -c -a "$CIP" -C 10 -V
-check "rping -V over rdma_cm: rxud client, rxe server" both_ok rxud-rxe
+check "rping -V over rdma_cm: rxud client, rxe server" rping_ok rxud-rxe
 
 # Teardown: the devices go with their CM state (connections closed).
 rdma link delete rxe0
