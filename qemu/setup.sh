@@ -16,7 +16,7 @@ APT_PACKAGES=(
 	qemu-system-x86 python3-venv busybox-static
 	# RDMA userspace, the reference tools and traffic generators.
 	rdma-core ibverbs-utils ibverbs-providers libibverbs-dev librdmacm-dev
-	perftest rdmacm-utils iperf3 iproute2 iputils-ping
+	perftest rdmacm-utils iperf3 iproute2 iputils-ping ethtool
 	# Tests.
 	jq procps  # procps: pkill in the teardown test
 	strace     # make bench: system calls per work request

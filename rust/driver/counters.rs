@@ -75,9 +75,42 @@ pub(crate) enum RxCounter {
     /// Passes over an XUD QP's destinations that held new packets back at
     /// the QP's cap on packets in flight (`xud::MAX_QP_IN_FLIGHT`).
     XudQpCapWaits = 25,
+    /// RoCE packets handed to IP, of every QP type (answers included).
+    TxPackets = 26,
+    /// Their bytes, BTH to ICRC (the UDP payload).
+    TxBytes = 27,
+    /// Bytes of the datagrams that reached the port's UDP socket (UDP
+    /// payload, as `rx_packets` counts them; dropped ones included).
+    RxBytes = 28,
+    /// Doorbells: times a post made a QP's sender run (a user post_send
+    /// that found it idle, or a kernel consumer's post list).
+    Doorbells = 29,
+    /// RC/UC ACKs the responder sent (coalesced: one per several packets).
+    RcAcksSent = 30,
+    /// RC NAKs the responder sent (sequence, access, invalid request,
+    /// RNR; the RNR ones are also `rc_rnr_naks_sent`).
+    RcNaksSent = 31,
+    /// RC ACKs the requester took (not duplicates or stale ones).
+    RcAcksReceived = 32,
+    /// RC NAKs the requester took (RNR included).
+    RcNaksReceived = 33,
+    /// XUD ACKs sent (each acknowledges a window: base PSN and bitmap).
+    XudAcksSent = 34,
+    /// XUD NAKs sent (RNR, access, invalid request, stale incarnation).
+    XudNaksSent = 35,
+    /// XUD ACKs taken by a sending stream.
+    XudAcksReceived = 36,
+    /// XUD NAKs taken by a sending stream.
+    XudNaksReceived = 37,
+    /// Trains: runs of a QP's packets handed to IP as one skb (see
+    /// `proto::wire::train`).
+    TxTrains = 38,
+    /// The packets that went in trains (`tx_train_packets / tx_trains`
+    /// is the average train; the rest of `tx_packets` went alone).
+    TxTrainPackets = 39,
 }
 
-const RX_COUNTERS: usize = 26;
+const RX_COUNTERS: usize = 40;
 
 /// Counter names, as `rdma statistic` shows them.
 pub(crate) static RX_COUNTER_DESCS: [CounterDesc; RX_COUNTERS] = [
@@ -107,6 +140,20 @@ pub(crate) static RX_COUNTER_DESCS: [CounterDesc; RX_COUNTERS] = [
     CounterDesc::new(c_str!("xud_peers_reclaimed")),
     CounterDesc::new(c_str!("xud_streams_parked")),
     CounterDesc::new(c_str!("xud_qp_cap_waits")),
+    CounterDesc::new(c_str!("tx_packets")),
+    CounterDesc::new(c_str!("tx_bytes")),
+    CounterDesc::new(c_str!("rx_bytes")),
+    CounterDesc::new(c_str!("doorbells")),
+    CounterDesc::new(c_str!("rc_acks_sent")),
+    CounterDesc::new(c_str!("rc_naks_sent")),
+    CounterDesc::new(c_str!("rc_acks_received")),
+    CounterDesc::new(c_str!("rc_naks_received")),
+    CounterDesc::new(c_str!("xud_acks_sent")),
+    CounterDesc::new(c_str!("xud_naks_sent")),
+    CounterDesc::new(c_str!("xud_acks_received")),
+    CounterDesc::new(c_str!("xud_naks_received")),
+    CounterDesc::new(c_str!("tx_trains")),
+    CounterDesc::new(c_str!("tx_train_packets")),
 ];
 
 /// The receive counters of one port.

@@ -30,7 +30,7 @@ use crate::net::NetDeviceRef;
 use crate::proto::{mtu::IbMtu, psn::Psn, wire::QPN_MASK, xud};
 use crate::sync::{new_spinlock_bh, new_spinlock_irq, SpinLockBh, SpinLockIrq};
 use crate::timer::{impl_has_timer, Timer};
-use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, Ordering};
 use kernel::{
     new_mutex,
     prelude::*,
@@ -244,6 +244,8 @@ pub(crate) struct QpCore {
     pub(super) ahs: Arc<IndexTable<Destination>>,
     /// PSN of the next datagram (UD).
     pub(super) next_psn: AtomicU32,
+    /// IPv4 identification of the QP's next datagram (see `next_ip_id`).
+    ip_id: AtomicU16,
     /// The device's port: its counters.
     pub(super) port: Arc<RxPort>,
     /// RC connection state, from RTR until RESET (see `rc.rs`). Taken in
@@ -336,6 +338,13 @@ impl LiveConfig {
 impl QpCore {
     pub(crate) fn qpn(&self) -> u32 {
         self.qpn
+    }
+
+    /// The IPv4 identification of the QP's next datagram: in sequence per
+    /// QP from a random start (DF datagrams, RFC 6864), so that a run of
+    /// them can go to IP as one train (`proto::wire::train`).
+    pub(crate) fn next_ip_id(&self) -> u16 {
+        self.ip_id.fetch_add(1, Ordering::Relaxed)
     }
 
     /// Writes the send completion of work request `w` with `code` and
@@ -758,6 +767,7 @@ impl RxudQp {
                 mrs: dev.mr_keys.clone(),
                 ahs: dev.ahs.clone(),
                 next_psn: AtomicU32::new(0),
+                ip_id: AtomicU16::new(crate::random::u64() as u16),
                 port: dev.rx.clone(),
                 rto <- Timer::new(),
                 rc <- new_spinlock_bh!(None, "rxud:qp_rc"),

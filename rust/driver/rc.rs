@@ -58,7 +58,7 @@ use crate::proto::{
     },
     uc,
     wire::{
-        aeth::{self, NakCode},
+        aeth::{self, AckSyndrome, NakCode},
         atomic, bth, ieth, immdt,
         opcode::{ExtHeader, Opcode},
         packet, reth,
@@ -249,6 +249,18 @@ fn now() -> u64 {
 }
 
 impl RcState {
+    /// Routes a packet of the connection (`tx::finish`) along its path,
+    /// through its cached route, numbered in the QP's sequence.
+    fn finish(&self, qp: &QpCore, skb: &mut TxSkb) -> core::result::Result<(), u32> {
+        tx::finish(
+            skb,
+            &self.path.av,
+            self.path.sport,
+            Some(&self.route),
+            qp.next_ip_id(),
+        )
+    }
+
     /// The state of a QP entering RTR: a responder expecting `rq_psn`
     /// (with `uc`, UC's receiver). Context: process (allocates).
     pub(crate) fn new(path: Path, ndev: NetDeviceRef, a: &RcAttrs, uc: bool) -> Result<KBox<Self>> {
@@ -831,7 +843,7 @@ fn build_request(
                 .map_err(|_| Some(Status::LocalProtection))?;
         }
     }
-    tx::finish(&mut skb, &st.path.av, st.path.sport, Some(&st.route)).map_err(|_| None)?;
+    st.finish(qp, &mut skb).map_err(|_| None)?;
     Ok(skb)
 }
 
@@ -1069,7 +1081,13 @@ fn on_response(
         aeth: p.aeth(),
         payload_len: p.payload.len() as u32,
     };
-    match s.req.on_response(&incoming, now()) {
+    let outcome = s.req.on_response(&incoming, now());
+    if let (Outcome::Handled, Opcode::RC_ACKNOWLEDGE, Some(a)) =
+        (&outcome, p.opcode, &incoming.aeth)
+    {
+        qp.port.counters.add(ack_counter(a, false), 1);
+    }
+    match outcome {
         Outcome::Handled => Ok(()),
         Outcome::Ignored => Err(RcDrop::Sequence),
         Outcome::ReadData {
@@ -1367,10 +1385,25 @@ fn respond(qp: &QpCore, st: &mut RcState) {
             break;
         };
         match build_response(qp, st, &r) {
-            Some(skb) => st.txq.push(skb),
+            Some(skb) => {
+                if let Response::Ack { aeth, .. } = r {
+                    qp.port.counters.add(ack_counter(&aeth, true), 1);
+                }
+                st.txq.push(skb)
+            }
             // Lost: the requester asks again.
             None => qp.port.counters.add(RxCounter::TxErrors, 1),
         }
+    }
+}
+
+/// The counter of an RC ACK or NAK, `sent` or received.
+fn ack_counter(aeth: &aeth::Repr, sent: bool) -> RxCounter {
+    match (matches!(aeth.syndrome, AckSyndrome::Ack { .. }), sent) {
+        (true, true) => RxCounter::RcAcksSent,
+        (false, true) => RxCounter::RcNaksSent,
+        (true, false) => RxCounter::RcAcksReceived,
+        (false, false) => RxCounter::RcNaksReceived,
     }
 }
 
@@ -1411,6 +1444,6 @@ fn build_response(qp: &QpCore, st: &RcState, r: &Response) -> Option<TxSkb> {
         }
     };
     let mut skb = skb;
-    tx::finish(&mut skb, &st.path.av, st.path.sport, Some(&st.route)).ok()?;
+    st.finish(qp, &mut skb).ok()?;
     Some(skb)
 }

@@ -76,6 +76,7 @@ impl RxPort {
     /// One datagram for this port. Context: softirq.
     pub(crate) fn receive(&self, skb: SkBuff) {
         self.counters.add(RxCounter::Packets, 1);
+        self.counters.add(RxCounter::RxBytes, skb.len() as u64);
         if let Err(why) = self.deliver(&skb) {
             self.counters.add(why, 1);
         }

@@ -18,6 +18,7 @@
 //! `ip_local_out`.
 
 use super::ah::Destination;
+use super::counters::RxCounter;
 use super::local;
 use super::qp::QpCore;
 use super::sgl::{Sgl, SglError};
@@ -26,7 +27,7 @@ use crate::abi::{
 };
 use crate::ib::{AddressVector, NetworkType, QpType};
 use crate::net::{
-    skb::{Ipv6Flow, TxSkb},
+    skb::{Ipv4Fields, Ipv6Flow, TxSkb},
     NetDevice, RouteCache,
 };
 use crate::proto::{
@@ -49,6 +50,7 @@ const DEFAULT_TTL: u8 = 64;
 /// irq, or with interrupts off, the QP's timer does it at once, in
 /// softirq. Any context.
 pub(crate) fn doorbell(qp: &Arc<QpCore>) {
+    qp.port.counters.add(RxCounter::Doorbells, 1);
     if !crate::sync::may_send_inline() {
         Timer::arm(qp, 0);
         return;
@@ -240,24 +242,32 @@ fn build_and_send(
             SglError::Length => status::LOC_LEN_ERR,
         };
     }
-    if let Err(st) = finish(&mut skb, av, source_port(qp.qpn()), to.route.as_ref()) {
+    if let Err(st) = finish(
+        &mut skb,
+        av,
+        source_port(qp.qpn()),
+        to.route.as_ref(),
+        qp.next_ip_id(),
+    ) {
         return st;
     }
     // UD is unreliable: handed to IP, the send is complete.
+    super::txq::count_tx(qp, &skb);
     match skb.send() {
         Ok(()) => status::SUCCESS,
         Err(_) => status::GENERAL_ERR,
     }
 }
 
-/// Routes a built packet along `av` (UDP source port `sport`) and
-/// fills in its ICRC: ready for IP. Returns the completion status of a
-/// failure.
+/// Routes a built packet along `av` (UDP source port `sport`, IPv4
+/// identification `ip_id`: the QP's [`QpCore::next_ip_id`]) and fills in
+/// its ICRC: ready for IP. Returns the completion status of a failure.
 pub(crate) fn finish(
     skb: &mut TxSkb,
     av: &AddressVector,
     sport: u16,
     route: Option<&RouteCache>,
+    ip_id: u16,
 ) -> core::result::Result<(), u32> {
     if av.network == NetworkType::RoceV1 {
         return Err(status::LOC_QP_OP_ERR);
@@ -269,7 +279,12 @@ pub(crate) fn finish(
     };
     let pushed = match (ipv4_of(&av.sgid), ipv4_of(&av.dgid)) {
         (Some(saddr), Some(daddr)) => {
-            skb.push_udp4(route, saddr, daddr, sport, av.traffic_class, ttl)
+            let fields = Ipv4Fields {
+                tos: av.traffic_class,
+                ttl,
+                id: ip_id,
+            };
+            skb.push_udp4(route, saddr, daddr, sport, fields)
         }
         (None, None) => skb.push_udp6(
             route,

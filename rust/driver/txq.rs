@@ -7,6 +7,7 @@
 use super::counters::RxCounter;
 use super::qp::QpCore;
 use crate::net::skb::TxSkb;
+use crate::proto::wire::train;
 use crate::sync::SpinLockBh;
 use kernel::{prelude::*, sync::Arc};
 
@@ -71,20 +72,70 @@ pub(crate) fn kick<S: Transmitter>(qp: &Arc<QpCore>, lock: &SpinLockBh<Option<KB
             *st.sending() = true;
             n
         };
-        for skb in batch.iter_mut().take(n) {
-            if let Some(skb) = skb.take() {
+        let mut i = 0;
+        while i < n {
+            let len = train_len(batch.get(i..n).unwrap_or(&[]));
+            let Some((head, rest)) = batch.get_mut(i..i + len).and_then(|t| t.split_first_mut())
+            else {
+                break;
+            };
+            if let Some(skb) = head.take() {
+                count_tx(qp, &skb);
+                for m in rest.iter().flatten() {
+                    count_tx(qp, m);
+                }
+                if len > 1 {
+                    qp.port.counters.add(RxCounter::TxTrains, 1);
+                    qp.port.counters.add(RxCounter::TxTrainPackets, len as u64);
+                }
                 // A packet IP refuses is a lost packet: the transport
                 // recovers it.
-                if skb.send_owned(qp).is_err() {
+                if skb.send_owned(rest, qp).is_err() {
                     qp.port.counters.add(RxCounter::TxErrors, 1);
                 }
             }
+            i += len;
         }
         sent += n;
         if let Some(st) = lock.lock().as_deref_mut() {
             *st.sending() = false;
         }
     }
+}
+
+/// How many packets from the front of `q` go to IP as one train
+/// (`proto::wire::train`): consecutive datagrams of one flow, numbered in
+/// sequence, none longer than the first and only the last shorter; 1 if
+/// the device does not take GSO skbs.
+fn train_len(q: &[Option<TxSkb>]) -> usize {
+    let Some(head) = q.first().and_then(|s| s.as_ref()) else {
+        return 1;
+    };
+    let Some(hd) = head.datagram().filter(|_| head.device_does_gso()) else {
+        return 1;
+    };
+    let mut payload = head.payload_len();
+    let mut n = 1;
+    while let (Some(Some(prev)), Some(Some(next))) = (q.get(n - 1), q.get(n)) {
+        let follows = match (prev.datagram(), next.datagram()) {
+            (Some(p), Some(d)) => train::may_follow(hd, p, d),
+            _ => false,
+        };
+        if !follows || !train::has_room(n, payload, next.payload_len()) {
+            break;
+        }
+        payload += next.payload_len();
+        n += 1;
+    }
+    n
+}
+
+/// Counts a packet about to be handed to IP (`tx_packets`, `tx_bytes`).
+pub(crate) fn count_tx(qp: &QpCore, skb: &TxSkb) {
+    qp.port.counters.add(RxCounter::TxPackets, 1);
+    qp.port
+        .counters
+        .add(RxCounter::TxBytes, skb.payload_len() as u64);
 }
 
 /// Packets built and not yet handed to IP, per QP: a batch.

@@ -94,12 +94,57 @@ enum Side<A, P> {
     Parked(P),
 }
 
+/// Where answers to a peer go: the part of an address vector that
+/// building an IP/UDP header reads (`tx::finish`) and that the peer's
+/// key does not already hold (its GID). The MACs, VLAN and port are IP
+/// routing's business; dropping them and the GID makes 24 bytes of 64,
+/// and keeps a whole peer entry in kmalloc-192 (below).
+#[derive(Clone, Copy)]
+struct ReplyPath {
+    sgid: [u8; 16],
+    flow_label: u32,
+    network: NetworkType,
+    hop_limit: u8,
+    traffic_class: u8,
+}
+
+impl ReplyPath {
+    fn of(av: &AddressVector) -> Self {
+        Self {
+            sgid: av.sgid,
+            flow_label: av.flow_label,
+            network: av.network,
+            hop_limit: av.hop_limit,
+            traffic_class: av.traffic_class,
+        }
+    }
+
+    /// The address vector of an answer to the peer whose GID is `dgid`.
+    fn to(&self, dgid: [u8; 16]) -> AddressVector {
+        AddressVector {
+            port: 1,
+            sgid_index: 0,
+            sgid: self.sgid,
+            network: self.network,
+            vlan_id: None,
+            smac: [0; 6],
+            dgid,
+            dmac: [0; 6],
+            flow_label: self.flow_label,
+            hop_limit: self.hop_limit,
+            traffic_class: self.traffic_class,
+            sl: 0,
+            static_rate: 0,
+        }
+    }
+}
+
 /// Both directions with one peer.
 struct Peer {
-    /// Where answers to it go: the AH of the last post to it, or (a peer
-    /// that only sent to us) the addresses of its last packet. (Data
+    /// Where answers to it go: from the AH of the last post to it, or (a
+    /// peer that only sent to us) the addresses of its last packet. (Data
     /// packets go by their own work request's AH and Q_Key.)
-    av: AddressVector,
+    reply: ReplyPath,
     send: Option<Side<SendStream, ParkedSend>>,
     /// WQE handles posted to it and not yet admitted to its stream.
     queue: Fifo,
@@ -107,6 +152,12 @@ struct Peer {
     /// In the QP's [`BusyList`].
     busy: bool,
 }
+
+// An idle peer costs its red-black tree node alone: the links (24
+// bytes), the key (20) and the peer. At most 144 bytes of peer keep the
+// node in kmalloc-192, under the 256 bytes per idle peer of xud.rst's
+// "Memory" (with the whole address vector it took kmalloc-256).
+kernel::static_assert!(core::mem::size_of::<Peer>() <= 144);
 
 impl Peer {
     /// Whether a pass over the send side has anything to do for it: posts
@@ -724,8 +775,9 @@ fn queue_wqe(
     if let (Some(dst), Some(src)) = (wqes.get_mut(h).get_mut(..n), body.get(..n)) {
         dst.copy_from_slice(src);
     }
-    let peer = find_or_add(qp, peers, key, &to.av).ok_or(status::LOC_QP_OP_ERR)?;
-    peer.av = to.av;
+    let reply = ReplyPath::of(&to.av);
+    let peer = find_or_add(qp, peers, key, reply).ok_or(status::LOC_QP_OP_ERR)?;
+    peer.reply = reply;
     if peer.queue.push(wqes, h, share) {
         busy.add(key, peer);
         Ok(())
@@ -750,11 +802,11 @@ fn find_or_add<'a>(
     qp: &QpCore,
     peers: &'a mut RBTree<PeerKey, Peer>,
     key: PeerKey,
-    av: &AddressVector,
+    reply: ReplyPath,
 ) -> Option<&'a mut Peer> {
     if peers.get(&key).is_none() {
         let peer = Peer {
-            av: *av,
+            reply,
             send: None,
             queue: Fifo::new(),
             recv: None,
@@ -950,6 +1002,7 @@ fn build_data(
         &to.av,
         tx::source_port(qp.qpn()),
         to.route.as_ref(),
+        qp.next_ip_id(),
     ) {
         Ok(()) => Ok(skb),
         Err(code) if code == status::LOC_QP_OP_ERR => Err(Some(SendStatus::LocalQpOperation)),
@@ -958,9 +1011,9 @@ fn build_data(
 }
 
 /// Where an ACK or NAK goes, and from which incarnation.
-struct ReplyTo<'a> {
+struct ReplyTo {
     qpn: u32,
-    av: &'a AddressVector,
+    av: AddressVector,
     inc: u32,
     /// The Q_Key of the data packet answered.
     qkey: u32,
@@ -970,7 +1023,7 @@ struct ReplyTo<'a> {
 fn build_answer(
     qp: &QpCore,
     ndev: &crate::net::NetDevice,
-    to: &ReplyTo<'_>,
+    to: &ReplyTo,
     info: &receiver::AckInfo,
     nak: Option<(AckSyndrome, Psn)>,
 ) -> Option<TxSkb> {
@@ -1008,7 +1061,20 @@ fn build_answer(
     let total = repr.buffer_len(0).ok()?;
     let mut skb = TxSkb::new(ndev, total).ok()?;
     repr.emit(skb.payload_mut(), 0).ok()?;
-    tx::finish(&mut skb, to.av, tx::source_port(qp.qpn()), None).ok()?;
+    tx::finish(
+        &mut skb,
+        &to.av,
+        tx::source_port(qp.qpn()),
+        None,
+        qp.next_ip_id(),
+    )
+    .ok()?;
+    let which = if nak.is_some() {
+        RxCounter::XudNaksSent
+    } else {
+        RxCounter::XudAcksSent
+    };
+    qp.port.counters.add(which, 1);
     Some(skb)
 }
 
@@ -1081,7 +1147,7 @@ fn flush_owed_acks(qp: &QpCore, st: &mut XudState) {
         let info = r.ack();
         let to = ReplyTo {
             qpn: key.qpn,
-            av: &peer.av,
+            av: peer.reply.to(key.gid),
             inc,
             qkey: qp.live.qkey(),
         };
@@ -1296,7 +1362,15 @@ fn on_answer(qp: &QpCore, p: &RxPacket<'_>, key: PeerKey) -> core::result::Resul
     let outcome = s.on_answer(msgs, &a, now());
     complete_sends(qp, peer, wqes, msgs);
     match outcome {
-        sender::AnswerOutcome::Taken => Ok(()),
+        sender::AnswerOutcome::Taken => {
+            let which = if a.nak.is_some() {
+                RxCounter::XudNaksReceived
+            } else {
+                RxCounter::XudAcksReceived
+            };
+            qp.port.counters.add(which, 1);
+            Ok(())
+        }
         sender::AnswerOutcome::Ignored => Err(RxCounter::DropSequence),
     }
 }
@@ -1344,10 +1418,10 @@ fn on_data(
     if receiver::is_stale(x.peer_inc, inc) {
         // Rule 1: answered from no state (and counted by the caller, as
         // every drop).
-        let av = reply_av(p).ok_or(RxCounter::DropMalformed)?;
+        let path = reply_path(p).ok_or(RxCounter::DropMalformed)?;
         let to = ReplyTo {
             qpn: key.qpn,
-            av: &av,
+            av: path.to(key.gid),
             inc,
             qkey,
         };
@@ -1381,8 +1455,8 @@ fn on_data(
     if !has_recv && *recv_peers >= params.max_peers {
         return Err(RxCounter::XudPeerLimit);
     }
-    let av = reply_av(p).ok_or(RxCounter::DropMalformed)?;
-    let peer = find_or_add(qp, peers, key, &av).ok_or(RxCounter::XudPeerLimit)?;
+    let path = reply_path(p).ok_or(RxCounter::DropMalformed)?;
+    let peer = find_or_add(qp, peers, key, path).ok_or(RxCounter::XudPeerLimit)?;
     match peer.recv_stream().map(|s| s == x.stream) {
         Some(true) => {}
         Some(false) if peer.recv_is_quiet(t) => {
@@ -1464,7 +1538,7 @@ fn on_data(
         let info = rs.ack();
         let to = ReplyTo {
             qpn: key.qpn,
-            av: &peer.av,
+            av: peer.reply.to(key.gid),
             inc,
             qkey,
         };
@@ -1653,7 +1727,7 @@ fn drain_recv_done(qp: &QpCore, rs: &mut RecvStream, recvs: &mut Pool, from: &Or
 }
 
 /// Where answers to the sender of `p` go: back along its IP addresses.
-fn reply_av(p: &RxPacket<'_>) -> Option<AddressVector> {
+fn reply_path(p: &RxPacket<'_>) -> Option<ReplyPath> {
     let (network, sgid) = match p.ip.len() {
         28 => {
             let mut g = [0u8; 16];
@@ -1669,19 +1743,11 @@ fn reply_av(p: &RxPacket<'_>) -> Option<AddressVector> {
         }
         _ => return None,
     };
-    Some(AddressVector {
-        port: 1,
-        sgid_index: 0,
+    Some(ReplyPath {
         sgid,
-        network,
-        vlan_id: None,
-        smac: [0; 6],
-        dgid: p.src,
-        dmac: [0; 6],
         flow_label: 0,
+        network,
         hop_limit: DEFAULT_TTL,
         traffic_class: 0,
-        sl: 0,
-        static_rate: 0,
     })
 }

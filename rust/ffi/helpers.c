@@ -400,7 +400,7 @@ void rxud_dst_cache_free(struct dst_cache *cache)
 
 int rxud_tx_push_udp4(struct sk_buff *skb, struct dst_cache *cache,
 		      __be32 saddr, __be32 daddr, __be16 sport, u8 tos, u8 ttl,
-		      u8 **datagram)
+		      u16 id, u8 **datagram)
 {
 	struct net_device *ndev = skb->dev;
 	struct flowi4 fl = {
@@ -440,9 +440,58 @@ int rxud_tx_push_udp4(struct sk_buff *skb, struct dst_cache *cache,
 	iph->ttl = ttl;
 	iph->saddr = saddr;
 	iph->daddr = daddr;
-	__ip_select_ident(dev_net(ndev), iph, 1);
+	/*
+	 * The QP numbers its datagrams in sequence (DF datagrams: RFC 6864),
+	 * so that a run of them can go as one train (rxud_tx_train).
+	 */
+	iph->id = htons(id);
 	*datagram = skb->data;
 	return 0;
+}
+
+/*
+ * Links the @n routed datagrams of @rest (IP and UDP headers pushed, as
+ * @head's) behind @head as one fraglist GSO skb, the way UDP GRO links
+ * the datagrams of a flow for forwarding: each keeps its own headers and
+ * ICRC; @head's UDP length says the whole train (IP's total length or
+ * payload length will too, from __ip_local_out), and its UDP payload is
+ * the train's segment size. A device without fraglist segmentation (all
+ * of them) gets the datagrams back, unlinked, from skb_segment_list in
+ * validate_xmit_skb; __udp_gso_segment_list and inet_gso_segment then
+ * restore the head's UDP length and set each IPv4 identification to the
+ * head's plus the datagram's place, which is the one it was built with
+ * (rust/proto/wire/train.rs says when a datagram may join). On the TX
+ * path CHECKSUM_UNNECESSARY means what CHECKSUM_NONE does (no checksum
+ * to offload; RoCEv2 sends none) and is what GSO expects of an skb whose
+ * checksums are done.
+ */
+void rxud_tx_train(struct sk_buff *head, struct sk_buff **rest,
+		   unsigned int n)
+{
+	struct sk_buff **tail = &skb_shinfo(head)->frag_list;
+	unsigned int hdrs = skb_transport_offset(head) + sizeof(struct udphdr);
+	unsigned int mss = head->len - hdrs;
+	unsigned int i;
+
+	for (i = 0; i < n; i++) {
+		struct sk_buff *m = rest[i];
+
+		/* The head's route carries the train; the members' headers
+		 * stay in front of their data for skb_segment_list. */
+		skb_dst_drop(m);
+		__skb_pull(m, skb_transport_offset(m) + sizeof(struct udphdr));
+		*tail = m;
+		tail = &m->next;
+		head->len += m->len;
+		head->data_len += m->len;
+		head->truesize += m->truesize;
+	}
+	*tail = NULL;
+	skb_shinfo(head)->gso_size = mss;
+	skb_shinfo(head)->gso_type = SKB_GSO_UDP_L4 | SKB_GSO_FRAGLIST;
+	skb_shinfo(head)->gso_segs = n + 1;
+	head->ip_summed = CHECKSUM_UNNECESSARY;
+	udp_hdr(head)->len = htons(head->len - skb_transport_offset(head));
 }
 
 int rxud_tx_send(struct sk_buff *skb)
@@ -603,6 +652,11 @@ bool rxud_bh_work_disable_sync(struct work_struct *work)
  * zerocopy state only on skbs flagged SKBFL_ZEROCOPY_ENABLE, which ours
  * never are), as AF_PACKET's and XDP sockets' transmit skbs use it.
  */
+bool rxud_skb_dev_gso(const struct sk_buff *skb)
+{
+	return skb->dev && (skb->dev->features & NETIF_F_GSO);
+}
+
 void rxud_skb_set_destructor(struct sk_buff *skb,
 			     void (*fn)(struct sk_buff *), void *arg)
 {

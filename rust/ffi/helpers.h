@@ -64,6 +64,7 @@ int rxud_udp_tunnel_open(struct net *net, bool ipv6, u16 port,
 void *rxud_sk_user_data(struct sock *sk);
 /* sk_buff fields and inlines (struct sk_buff is opaque to Rust). */
 void rxud_kfree_skb(struct sk_buff *skb);
+bool rxud_skb_dev_gso(const struct sk_buff *skb);
 unsigned int rxud_skb_len(const struct sk_buff *skb);
 struct net_device *rxud_skb_port_dev(const struct sk_buff *skb);
 /* Drops the UDP header an encap_rcv skb starts with; false if too short. */
@@ -88,7 +89,9 @@ struct sk_buff *rxud_tx_skb_alloc(struct net_device *ndev, unsigned int len,
 				  void **data);
 int rxud_tx_push_udp4(struct sk_buff *skb, struct dst_cache *cache,
 		      __be32 saddr, __be32 daddr, __be16 sport, u8 tos, u8 ttl,
-		      u8 **datagram);
+		      u16 id, u8 **datagram);
+void rxud_tx_train(struct sk_buff *head, struct sk_buff **rest,
+		   unsigned int n);
 int rxud_tx_send(struct sk_buff *skb);
 int rxud_tx_push_udp6(struct sk_buff *skb, struct dst_cache *cache,
 		      const struct in6_addr *saddr, const struct in6_addr *daddr,

@@ -171,6 +171,11 @@ impl TxSkb {
         })
     }
 
+    /// Bytes of UDP payload (BTH to ICRC).
+    pub(crate) fn payload_len(&self) -> usize {
+        self.len
+    }
+
     /// The UDP payload, to be written in full.
     pub(crate) fn payload_mut(&mut self) -> &mut [u8] {
         // SAFETY: `payload` points to `len` bytes of the skb's linear
@@ -181,16 +186,16 @@ impl TxSkb {
 
     /// Routes the packet from `saddr` to `daddr` (through `route` when
     /// the flow has a cached one) and puts the UDP (source port `sport`,
-    /// destination 4791, no checksum) and IPv4 headers in front of the
-    /// payload. `EHOSTUNREACH`-like errors when there is no route.
+    /// destination 4791, no checksum) and IPv4 (`fields`, DF) headers in
+    /// front of the payload. `EHOSTUNREACH`-like errors when there is no
+    /// route.
     pub(crate) fn push_udp4(
         &mut self,
         route: Option<&super::RouteCache>,
         saddr: [u8; 4],
         daddr: [u8; 4],
         sport: u16,
-        tos: u8,
-        ttl: u8,
+        fields: Ipv4Fields,
     ) -> Result {
         if self.datagram.is_some() {
             return Err(EINVAL);
@@ -205,8 +210,9 @@ impl TxSkb {
                 u32::from_ne_bytes(saddr),
                 u32::from_ne_bytes(daddr),
                 sport.to_be(),
-                tos,
-                ttl,
+                fields.tos,
+                fields.ttl,
+                fields.id,
                 &mut d,
             )
         };
@@ -258,6 +264,21 @@ impl TxSkb {
         Ok(())
     }
 
+    /// The whole IP datagram once the headers are pushed, to read.
+    pub(crate) fn datagram(&self) -> Option<&[u8]> {
+        let (d, n) = self.datagram?;
+        // SAFETY: as for `datagram_mut`; shared for the borrow of `self`.
+        Some(unsafe { core::slice::from_raw_parts(d.as_ptr(), n) })
+    }
+
+    /// Whether the packet's device takes GSO skbs (`NETIF_F_GSO`, which
+    /// `ethtool -K DEV gso off` clears): rxud sends trains only then, as
+    /// TCP builds GSO skbs only then.
+    pub(crate) fn device_does_gso(&self) -> bool {
+        // SAFETY: the skb is ours and holds a reference to its device.
+        unsafe { bindings::rxud_skb_dev_gso(self.ptr.as_ptr()) }
+    }
+
     /// The whole IP datagram once the headers are pushed.
     pub(crate) fn datagram_mut(&mut self) -> Option<&mut [u8]> {
         let (d, n) = self.datagram?;
@@ -266,13 +287,9 @@ impl TxSkb {
         Some(unsafe { core::slice::from_raw_parts_mut(d.as_ptr(), n) })
     }
 
-    /// As [`TxSkb::send`], with the packet charged to `owner` until the
-    /// stack frees it (transmitted, dropped, or delivered through a
-    /// virtual link): then [`TxOwner::tx_released`] runs. The packet
-    /// holds a reference to `owner` meanwhile. The destructor runs
-    /// however the packet ends, refused by IP here included, so the
-    /// reference and the charge come back on every path.
-    pub(crate) fn send_owned<T: TxOwner>(self, owner: &Arc<T>) -> Result {
+    /// Charges the packet to `owner` until it is freed (see
+    /// [`TxSkb::send_owned`]).
+    fn charge<T: TxOwner>(&self, owner: &Arc<T>) {
         let arg = Arc::into_raw(owner.clone());
         OWNED_SKBS.fetch_add(1, Ordering::Relaxed);
         // SAFETY: the skb is ours and has no destructor (it has no
@@ -284,6 +301,53 @@ impl TxSkb {
                 arg.cast_mut().cast(),
             )
         };
+    }
+
+    /// As [`TxSkb::send`], with the packet charged to `owner` until the
+    /// stack frees it (transmitted, dropped, or delivered through a
+    /// virtual link): then [`TxOwner::tx_released`] runs. The packet
+    /// holds a reference to `owner` meanwhile. The destructor runs
+    /// however the packet ends, refused by IP here included, so the
+    /// reference and the charge come back on every path.
+    ///
+    /// The datagrams of `rest` (taken out; none, for a packet alone) go
+    /// behind this one as one train: one skb through IP, the neighbour
+    /// layer and the qdisc, cut back into its datagrams before the device
+    /// (`rxud_tx_train`). The caller checked each with
+    /// `proto::wire::train` (`may_follow`, `has_room`) against the one
+    /// before it. Each datagram is charged to `owner` on its own; a
+    /// member's charge comes back when the stack unlinks it from the
+    /// train (its destructor runs then), the head's when it is freed.
+    pub(crate) fn send_owned<T: TxOwner>(
+        self,
+        rest: &mut [Option<TxSkb>],
+        owner: &Arc<T>,
+    ) -> Result {
+        if self.datagram.is_none() {
+            return Err(EINVAL);
+        }
+        let mut members = [core::ptr::null_mut(); crate::proto::wire::train::MAX_PACKETS];
+        let mut n = 0usize;
+        for m in rest.iter_mut() {
+            let (Some(slot), Some(skb)) = (members.get_mut(n), m.take()) else {
+                break;
+            };
+            if skb.datagram.is_none() {
+                // Not routed: never admitted by `may_follow`; dropped.
+                continue;
+            }
+            skb.charge(owner);
+            *slot = skb.ptr.as_ptr();
+            core::mem::forget(skb);
+            n += 1;
+        }
+        self.charge(owner);
+        if n > 0 {
+            // SAFETY: `self` and `members[..n]` are routed datagrams we
+            // own with their headers pushed; the head takes the members
+            // (they are its frag_list from here on, freed with it).
+            unsafe { bindings::rxud_tx_train(self.ptr.as_ptr(), members.as_mut_ptr(), n as u32) };
+        }
         self.send()
     }
 
@@ -312,6 +376,14 @@ impl Drop for TxSkb {
         // SAFETY: we own the unsent skb (type invariant).
         unsafe { bindings::rxud_kfree_skb(self.ptr.as_ptr()) };
     }
+}
+
+/// The IPv4 header fields of a packet: TOS, TTL and identification.
+#[derive(Clone, Copy)]
+pub(crate) struct Ipv4Fields {
+    pub(crate) tos: u8,
+    pub(crate) ttl: u8,
+    pub(crate) id: u16,
 }
 
 /// The IPv6 header fields of a flow: traffic class, hop limit and the
@@ -344,9 +416,14 @@ static OWNED_SKBS: AtomicUsize = AtomicUsize::new(0);
 /// `skb` is being freed or orphaned, and its destructor argument is a
 /// reference to a `T` taken with `Arc::into_raw` by `send_owned`.
 unsafe extern "C" fn released<T: TxOwner>(skb: *mut bindings::sk_buff) {
-    // SAFETY: the stack calls the destructor once, with the skb still
-    // valid; its destructor argument is ours (set by `send_owned`).
+    // SAFETY: the stack calls the destructor with the skb still valid;
+    // its destructor argument is ours (set by `send_owned`).
     let arg = unsafe { bindings::rxud_skb_destructor_arg(skb) };
+    // SAFETY: as above. The stack may call a destructor twice:
+    // `skb_segment_list` releases the head state of a train's member, which
+    // runs its destructor, and the member, an skb of its own from then
+    // on, runs it again when freed. Cleared now, it runs once.
+    unsafe { bindings::rxud_skb_set_destructor(skb, None, core::ptr::null_mut()) };
     // SAFETY: per the function's contract; the stack clears the
     // destructor once it has run, so the reference is given back once.
     let owner = unsafe { Arc::from_raw(arg.cast::<T>().cast_const()) };

@@ -7,7 +7,7 @@
 . "$(dirname "$0")/../lib/tap.sh"
 . "$(dirname "$0")/../lib/rxud.sh"
 . "$(dirname "$0")/../lib/traffic.sh"
-TAP_PLANNED=22
+TAP_PLANNED=28
 tap_begin $TAP_PLANNED
 export RDMAV_DRIVERS=$RXUD_TOP/rdma-core-provider/build/librxud
 
@@ -42,8 +42,31 @@ check "ibv_rc_pingpong -c over IPv6, 64 B x 50" pp_done 50
 # --- perftest over RC ----------------------------------------------------
 perf rca rxud0 rcb rxud1 ib_send_bw -s 65536 -n 100
 check "ib_send_bw (RC SEND) 64 KB x 100 between two rxud devices" result 65536 100
+# The ports' counters of that run (rxud1 writes, rxud0 answers): every
+# packet counted with its bytes, coalesced ACKs, doorbells.
+snap_counters() {
+	local c
+	for c in "rxud1 tx_packets" "rxud1 tx_bytes" "rxud0 rx_packets" "rxud0 rx_bytes" \
+		"rxud0 rc_acks_sent" "rxud1 rc_acks_received" "rxud1 doorbells"; do
+		# shellcheck disable=SC2086
+		printf '%s ' "$(hwc $c)"
+	done
+}
+read -r tp0 tb0 rp0 rb0 as0 ar0 db0 < <(snap_counters)
 perf rca rxud0 rcb rxud1 ib_write_bw -s 65536 -n 100
 check "ib_write_bw (RDMA WRITE) 64 KB x 100 between two rxud devices" result 65536 100
+read -r tp tb rp rb as ar db < <(snap_counters)
+tp=$((tp - tp0)) tb=$((tb - tb0)) rp=$((rp - rp0)) rb=$((rb - rb0)) as=$((as - as0)) ar=$((ar - ar0)) db=$((db - db0))
+echo "ib_write_bw 64 KB x 100: rxud1 tx_packets +$tp tx_bytes +$tb doorbells +$db rc_acks_received +$ar; rxud0 rx_packets +$rp rx_bytes +$rb rc_acks_sent +$as" | tap_diag
+# 64 packets of 1 KB per message at path MTU 1024, each with 16 bytes of
+# BTH and ICRC (and the first a RETH).
+check "tx_packets counts the writer's packets (>= 6400: +$tp)" test "$tp" -ge 6400
+check "tx_bytes counts their bytes (>= 100 x 64 KB + 6400 x 16: +$tb)" test "$tb" -ge $((6553600 + 6400 * 16))
+check "rx_bytes counts what reached the responder (>= 100 x 64 KB: +$rb)" test "$rb" -ge 6553600
+check "rc_acks_sent: coalesced, fewer than one per 2 packets received (+$as of +$rp)" \
+	test "$as" -gt 0 -a $((2 * as)) -lt "$rp"
+check "rc_acks_received: the writer took ACKs (+$ar, at most +$as sent)" test "$ar" -gt 0 -a "$ar" -le "$as"
+check "doorbells: at least one, at most one per WR (+$db for 100)" test "$db" -ge 1 -a "$db" -le 100
 perf rca rxud0 rcb rxud1 ib_read_bw -s 65536 -n 100
 check "ib_read_bw (RDMA READ) 64 KB x 100 between two rxud devices" result 65536 100
 # Atomics are 8 bytes; perftest refuses any other -s. (Compare-and-swap,

@@ -19,7 +19,7 @@
 . "$(dirname "$0")/../lib/rxud.sh"
 . "$(dirname "$0")/../lib/traffic.sh"
 XD=$RXUD_TOP/tests/verbs/xud-data
-TAP_PLANNED=16
+TAP_PLANNED=18
 tap_begin $TAP_PLANNED
 export RDMAV_DRIVERS=$RXUD_TOP/rdma-core-provider/build/librxud
 
@@ -51,17 +51,43 @@ rxud_pair xa xb xv0 xv1
 g0=$(v2_gid_index rxud0)
 g1=$(v2_gid_index rxud1)
 
+xa0=$(($(hwc rxud0 xud_acks_sent) + $(hwc rxud1 xud_acks_sent)))
+xr0=$(($(hwc rxud0 xud_acks_received) + $(hwc rxud1 xud_acks_received)))
+xp0=$(($(hwc rxud0 rx_packets) + $(hwc rxud1 rx_packets)))
 xud_data "xud-data: 200 messages both ways, 1 B to 1 MB, seed $SEED" -s "$SEED" -n 200 -m 1048576
+xa=$(($(hwc rxud0 xud_acks_sent) + $(hwc rxud1 xud_acks_sent) - xa0))
+xr=$(($(hwc rxud0 xud_acks_received) + $(hwc rxud1 xud_acks_received) - xr0))
+xp=$(($(hwc rxud0 rx_packets) + $(hwc rxud1 rx_packets) - xp0))
+# Coalesced: an ACK per ack_every (16) data packets and at a message's
+# end; the 200 messages are some 10000 packets each way.
+check "XUD ACKs coalesced and taken (xud_acks_sent +$xa, received +$xr, of $xp packets received)" \
+	test "$xa" -gt 0 -a "$xr" -gt 0 -a "$xr" -le "$xa" -a $((3 * xa)) -lt "$xp"
 xud_data "xud-data: 12 messages of up to 4 MB, seed $((SEED + 1))" -s $((SEED + 1)) -n 12 -m 4194304 -k 2
 xud_data "xud-data with an ACK asked for every packet (ack_every 1), seed $((SEED + 2))" \
 	-s $((SEED + 2)) -n 100 -m 65536 -a 1
 rnr0=$(($(hwc rxud0 xud_rnr_naks_sent) + $(hwc rxud1 xud_rnr_naks_sent)))
+nk0=$(($(hwc rxud0 xud_naks_sent) + $(hwc rxud1 xud_naks_sent)))
+nkr0=$(($(hwc rxud0 xud_naks_received) + $(hwc rxud1 xud_naks_received)))
 xud_data "xud-data with the receives posted 300 ms late (RNR) and WRITEs to a deregistered MR (REM_ACCESS_ERR, the others go on), seed $((SEED + 4))" \
 	-s $((SEED + 4)) -n 100 -m 65536 -r 300 -x
 rnr=$(($(hwc rxud0 xud_rnr_naks_sent) + $(hwc rxud1 xud_rnr_naks_sent) - rnr0))
 check "SENDs that found no receive were RNR NAKed, then delivered (xud_rnr_naks_sent +$rnr)" test "$rnr" -gt 0
-xud_data "xud-data -X: the target MR deregistered while 6 RDMA WRITEs of 2 MB into it are under way: nothing placed after the dereg, each WRITE succeeds or fails REM_ACCESS_ERR, the QP goes on" \
+nk=$(($(hwc rxud0 xud_naks_sent) + $(hwc rxud1 xud_naks_sent) - nk0))
+nkr=$(($(hwc rxud0 xud_naks_received) + $(hwc rxud1 xud_naks_received) - nkr0))
+check "xud_naks_sent counts the RNR and access NAKs (+$nk >= +$rnr), and senders took them (+$nkr)" \
+	test "$nk" -ge "$rnr" -a "$nkr" -gt 0 -a "$nkr" -le "$nk"
+# The link from A (rxud0, the writer) runs at 40 Mbit/s here, so that a
+# 2 MB WRITE takes some 0.4 s and the dereg can come in its middle: over
+# a bare veth, rxud's trains place it whole before the poller that waits
+# for its first bytes has run (all 4 rounds, in the run that added trains).
+if modprobe sch_netem 2>/dev/null && inns xa tc qdisc add dev xv0 root netem rate 40mbit 2>/dev/null; then
+	slowed=" (40 Mbit/s link)"
+else
+	slowed=" (full speed: no netem qdisc)"
+fi
+xud_data "xud-data -X$slowed: the target MR deregistered while 6 RDMA WRITEs of 2 MB into it are under way: nothing placed after the dereg, each WRITE succeeds or fails REM_ACCESS_ERR, the QP goes on" \
 	-X -m 2097152
+inns xa tc qdisc del dev xv0 root 2>/dev/null
 
 # rxud-perf (XUD's perftest): rxud1's one QP to four QPs of rxud0, over
 # TCP for the setup as perftest; the server checks every SEND's bytes.

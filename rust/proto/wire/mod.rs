@@ -92,6 +92,7 @@ pub mod opcode;
 pub mod packet;
 mod remote;
 pub mod reth;
+pub mod train;
 #[cfg(test)]
 mod vectors;
 pub mod xack;
