@@ -9,7 +9,7 @@
 # perftest counts), op/s for atomics, the typical latency in us, bytes per
 # QP for memory, calls/WR for system calls).
 set -u
-top=$(cd "$(dirname "$0")/.." && pwd)
+top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 . "$top/tests/lib/tap.sh"
 . "$top/tests/lib/rxud.sh"
 . "$top/tests/lib/traffic.sh"
@@ -142,6 +142,22 @@ qp_mem() {
 	echo $(((s1 - s0) * 1024 / QPS)) $(((v1 - v0) * 1024 / QPS))
 }
 
+# lossy_link on NETEM_ARGS... | lossy_link off: netem on this VM's side of
+# the link, standing for a link that loses packets. GSO goes off on the
+# device meanwhile: rxud would hand IP its packets in trains (design.rst,
+# "The per-packet path"), which netem, sitting above the device, would
+# drop, duplicate or delay whole; rxe sends no trains either way.
+lossy_link() {
+	if [ "$1" = on ]; then
+		shift
+		ethtool -K "$RXUD_IF" gso off
+		tc qdisc add dev "$RXUD_IF" root netem "$@"
+	else
+		tc qdisc del dev "$RXUD_IF" root
+		ethtool -K "$RXUD_IF" gso on
+	fi
+}
+
 # xud_result FILE: rxud-perf's figure (bandwidth average; latency: typical).
 xud_result() {
 	awk '$1 ~ /^[0-9]+$/ && NF == 5 { v = $4 } $1 ~ /^[0-9]+$/ && NF == 6 { v = $5 } END { print v }' "$1"
@@ -179,11 +195,11 @@ xud_runs() {
 			args=(-t bw -o "$op" -s "$size" -n "$iters" $extra)
 		fi
 		# shellcheck disable=SC2086
-		[ -n "$netem" ] && [ "$RXUD_VM" = 1 ] && tc qdisc add dev "$RXUD_IF" root netem $netem
+		[ -n "$netem" ] && [ "$RXUD_VM" = 1 ] && lossy_link on $netem
 		run_both "$name" timeout 150 "$top/tests/verbs/rxud-perf" -d "$dev" -x "$gid" "${args[@]}"
 		rdma statistic show link "$dev/1" >"$RXUD_OUT/$name.stats" 2>&1
 		if [ "$RXUD_VM" = 1 ]; then
-			[ -n "$netem" ] && tc qdisc del dev "$RXUD_IF" root
+			[ -n "$netem" ] && lossy_link off
 			v=$(xud_result "$RXUD_OUT/$name.client")
 			record xud "$(xud_rc_key "$op" "$size" "$extra" "$netem")" "$size" "$v" \
 				"$([ "$op" = lat ] && echo us || echo MB/s)" "$round"
@@ -417,7 +433,7 @@ measure() {
 		name=$prov-$round-$n
 		perf_args "$run"
 		# shellcheck disable=SC2086
-		[ -n "$netem" ] && [ "$RXUD_VM" = 1 ] && tc qdisc add dev "$RXUD_IF" root netem $netem
+		[ -n "$netem" ] && [ "$RXUD_VM" = 1 ] && lossy_link on $netem
 		run_both "$name" timeout 150 "$t" "${args[@]}"
 		# The device's counters after each run, on both ends (cumulative
 		# over the round: a run's share is the difference with the run
@@ -426,7 +442,7 @@ measure() {
 		if [ "$RXUD_VM" = 1 ]; then
 			if [ -n "$netem" ]; then
 				tc -s qdisc show dev "$RXUD_IF" >>"$RXUD_OUT/$name.client"
-				tc qdisc del dev "$RXUD_IF" root
+				lossy_link off
 			fi
 			case $t in
 			*_lat) unit=us ;;

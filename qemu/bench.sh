@@ -229,7 +229,10 @@ atomics runs last 6 s each, of which perftest measures the middle 4 s
 (\`\`-D 6 -f 1\`\`); latency runs are 300 iterations. Bandwidth is
 perftest's average in MB/s (2^20 bytes), atomics its message rate,
 latency its typical figure; UD's bandwidth is the receiver's (a sender's
-counts datagrams lost on the way). Each
+counts datagrams lost on the way). "netem loss" rows: netem on vm1's side
+of the link drops that share of what vm1 sends, with GSO off on that
+device, so that rxud sends no trains there (netem would drop a train
+whole; Documentation/design.rst, "The per-packet path"). Each
 figure is the median of the rounds. "per round": rxud's figure over rxe's
 within each round, in round order (how far the noise goes); rxud/rxe: the
 median of those (rxe and rxud measured minutes apart in the same round),

@@ -85,12 +85,12 @@ impl TxFlight {
         }
     }
 
-    /// One packet left: true if the sender waits and should be woken now.
-    fn release(&self) -> bool {
+    /// `packets` left: true if the sender waits and should be woken now.
+    fn release(&self, packets: u32) -> bool {
         let left = self
             .in_flight
-            .fetch_sub(1, Ordering::SeqCst)
-            .saturating_sub(1);
+            .fetch_sub(packets, Ordering::SeqCst)
+            .saturating_sub(packets);
         left <= self.limit.load(Ordering::Relaxed) / 2
             && self.blocked.load(Ordering::SeqCst)
             && self.blocked.swap(false, Ordering::SeqCst)
@@ -103,8 +103,8 @@ impl TxFlight {
 }
 
 impl TxOwner for QpCore {
-    fn tx_released(this: &Arc<Self>) {
-        if this.flight.release() {
+    fn tx_released(this: &Arc<Self>, packets: u32) {
+        if this.flight.release(packets) {
             BhWork::queue(this);
         }
     }

@@ -652,9 +652,16 @@ bool rxud_bh_work_disable_sync(struct work_struct *work)
  * zerocopy state only on skbs flagged SKBFL_ZEROCOPY_ENABLE, which ours
  * never are), as AF_PACKET's and XDP sockets' transmit skbs use it.
  */
+/*
+ * Whether GSO is wanted on the skb's device: asked for, not necessarily
+ * in effect. The core drops NETIF_F_GSO from the features of a device
+ * without scatter-gather (virtio-net without offloads, say), because
+ * software GSO of TCP makes paged segments; a train's packets are linear,
+ * so only the administrator's choice (ethtool -K DEV gso off) counts.
+ */
 bool rxud_skb_dev_gso(const struct sk_buff *skb)
 {
-	return skb->dev && (skb->dev->features & NETIF_F_GSO);
+	return skb->dev && (skb->dev->wanted_features & NETIF_F_GSO);
 }
 
 void rxud_skb_set_destructor(struct sk_buff *skb,

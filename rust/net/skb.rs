@@ -271,9 +271,11 @@ impl TxSkb {
         Some(unsafe { core::slice::from_raw_parts(d.as_ptr(), n) })
     }
 
-    /// Whether the packet's device takes GSO skbs (`NETIF_F_GSO`, which
-    /// `ethtool -K DEV gso off` clears): rxud sends trains only then, as
-    /// TCP builds GSO skbs only then.
+    /// Whether GSO is wanted on the packet's device (`NETIF_F_GSO` in its
+    /// wanted features, which `ethtool -K DEV gso off` clears): rxud sends
+    /// trains only then. Wanted, not in effect: the core turns GSO off on
+    /// a device without scatter-gather, as software GSO of TCP makes paged
+    /// segments, but a train's packets are linear.
     pub(crate) fn device_does_gso(&self) -> bool {
         // SAFETY: the skb is ours and holds a reference to its device.
         unsafe { bindings::rxud_skb_dev_gso(self.ptr.as_ptr()) }
@@ -315,9 +317,13 @@ impl TxSkb {
     /// layer and the qdisc, cut back into its datagrams before the device
     /// (`rxud_tx_train`). The caller checked each with
     /// `proto::wire::train` (`may_follow`, `has_room`) against the one
-    /// before it. Each datagram is charged to `owner` on its own; a
-    /// member's charge comes back when the stack unlinks it from the
-    /// train (its destructor runs then), the head's when it is freed.
+    /// before it. The first datagram carries the whole train's charge,
+    /// given back when it is freed: the others lose any destructor when
+    /// the stack unlinks them (`skb_segment_list` runs it there, before
+    /// the device has them), so they carry none. The first is freed
+    /// first (the device sends in order), so at most the rest of one
+    /// train is below IP uncharged. Without memory for that charge (an
+    /// atomic allocation of 16 bytes), each goes alone.
     pub(crate) fn send_owned<T: TxOwner>(
         self,
         rest: &mut [Option<TxSkb>],
@@ -328,6 +334,25 @@ impl TxSkb {
         }
         let mut members = [core::ptr::null_mut(); crate::proto::wire::train::MAX_PACKETS];
         let mut n = 0usize;
+        let charge = match rest.iter().flatten().next() {
+            Some(_) => KBox::new(
+                TrainCharge {
+                    owner: owner.clone(),
+                    packets: 1,
+                },
+                GFP_ATOMIC,
+            )
+            .ok(),
+            None => None,
+        };
+        let Some(mut charge) = charge else {
+            let r = self.send_charged(owner);
+            for skb in rest.iter_mut().filter_map(Option::take) {
+                // Each alone; a refusal is a lost packet, as for the first.
+                let _ = skb.send_charged(owner);
+            }
+            return r;
+        };
         for m in rest.iter_mut() {
             let (Some(slot), Some(skb)) = (members.get_mut(n), m.take()) else {
                 break;
@@ -336,18 +361,34 @@ impl TxSkb {
                 // Not routed: never admitted by `may_follow`; dropped.
                 continue;
             }
-            skb.charge(owner);
             *slot = skb.ptr.as_ptr();
             core::mem::forget(skb);
             n += 1;
         }
-        self.charge(owner);
+        charge.packets += n as u32;
+        OWNED_SKBS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: the skb is ours and has no destructor (it has no
+        // socket); `released_train::<T>` reads the argument back as the
+        // `KBox<TrainCharge<T>>` it is.
+        unsafe {
+            bindings::rxud_skb_set_destructor(
+                self.ptr.as_ptr(),
+                Some(released_train::<T>),
+                KBox::into_raw(charge).cast(),
+            )
+        };
         if n > 0 {
             // SAFETY: `self` and `members[..n]` are routed datagrams we
             // own with their headers pushed; the head takes the members
             // (they are its frag_list from here on, freed with it).
             unsafe { bindings::rxud_tx_train(self.ptr.as_ptr(), members.as_mut_ptr(), n as u32) };
         }
+        self.send()
+    }
+
+    /// A packet alone, charged to `owner` (see [`TxSkb::send_owned`]).
+    fn send_charged<T: TxOwner>(self, owner: &Arc<T>) -> Result {
+        self.charge(owner);
         self.send()
     }
 
@@ -398,11 +439,18 @@ pub(crate) struct Ipv6Flow {
 /// A sender that charges its packets in flight below IP to itself (see
 /// [`TxSkb::send_owned`]).
 pub(crate) trait TxOwner: Send + Sync + Sized {
-    /// One of the owner's packets was freed. Context: softirq, or process
-    /// context, possibly under network stack locks (a qdisc's while it
-    /// drops): no sending from here, and no lock that is held while
-    /// sending.
-    fn tx_released(this: &Arc<Self>);
+    /// `packets` of the owner's packets were freed (one, or a train).
+    /// Context: softirq, or process context, possibly under network
+    /// stack locks (a qdisc's while it drops): no sending from here, and
+    /// no lock that is held while sending.
+    fn tx_released(this: &Arc<Self>, packets: u32);
+}
+
+/// What the first packet of a train carries to its destructor.
+struct TrainCharge<T> {
+    owner: Arc<T>,
+    /// The train's packets.
+    packets: u32,
 }
 
 /// Transmit skbs with an rxud destructor not yet run: the module must not
@@ -419,16 +467,29 @@ unsafe extern "C" fn released<T: TxOwner>(skb: *mut bindings::sk_buff) {
     // SAFETY: the stack calls the destructor with the skb still valid;
     // its destructor argument is ours (set by `send_owned`).
     let arg = unsafe { bindings::rxud_skb_destructor_arg(skb) };
-    // SAFETY: as above. The stack may call a destructor twice:
-    // `skb_segment_list` releases the head state of a train's member, which
-    // runs its destructor, and the member, an skb of its own from then
-    // on, runs it again when freed. Cleared now, it runs once.
-    unsafe { bindings::rxud_skb_set_destructor(skb, None, core::ptr::null_mut()) };
     // SAFETY: per the function's contract; the stack clears the
     // destructor once it has run, so the reference is given back once.
     let owner = unsafe { Arc::from_raw(arg.cast::<T>().cast_const()) };
-    T::tx_released(&owner);
+    T::tx_released(&owner, 1);
     drop(owner);
+    OWNED_SKBS.fetch_sub(1, Ordering::Release);
+}
+
+/// The destructor of a train's first packet (see [`TxSkb::send_owned`]).
+///
+/// # Safety
+///
+/// `skb` is being freed or orphaned, and its destructor argument is a
+/// `TrainCharge<T>` made into a raw pointer by `send_owned`.
+unsafe extern "C" fn released_train<T: TxOwner>(skb: *mut bindings::sk_buff) {
+    // SAFETY: the stack calls the destructor with the skb still valid;
+    // its destructor argument is ours (set by `send_owned`).
+    let arg = unsafe { bindings::rxud_skb_destructor_arg(skb) };
+    // SAFETY: per the function's contract; the stack clears the
+    // destructor once it has run, so the box is taken back once.
+    let charge = unsafe { KBox::from_raw(arg.cast::<TrainCharge<T>>()) };
+    T::tx_released(&charge.owner, charge.packets);
+    drop(charge);
     OWNED_SKBS.fetch_sub(1, Ordering::Release);
 }
 
