@@ -180,6 +180,13 @@ build_all() {
 		'BhWork::queue(this);' 'let _ = this;' \
 		tests/guest/12-rc-loss.sh 'not ok [0-9]+ - slow link: UC WRITE'
 
+	# A train's first packet gives back its own charge on the transmit
+	# budget, not the train's: the budget leaks with every train and a UC
+	# sender (no ACK wakes it) stalls for good.
+	mutant train-charge-one net/skb.rs \
+		'charge.packets += n as u32;' 'charge.packets += 0;' \
+		tests/guest/12-rc-loss.sh 'not ok [0-9]+ - slow link: UC WRITE'
+
 	# A kernel consumer's XUD WRITE gets a wrong rkey on the way into the send
 	# ring (struct rxud_xud_rdma_wr read wrong): the WRITE is refused and
 	# the data never lands.

@@ -21,11 +21,15 @@ rxud_load
 rxud_pair rla rlb rlv0 rlv1
 
 # --- A slow link ---------------------------------------------------------
-# netem lets 16 of the client's packets out per 10 ms slot (1.6 MB/s,
-# slower than a TCG guest's sender) and keeps the rest queued (slots, unlike a delay, do not orphan the packets): they
-# pile up below IP, the client's transmit budget (64 KiB) stops its
-# sender, and only the destructors of the packets the slots let out wake
-# it again. UC, whose sender no ACK ever wakes, stalls without them.
+# netem lets 16 of the client's skbs out per 10 ms slot (16 packets,
+# 1.6 MB/s, slower than a TCG guest's sender; or 16 of rxud's trains,
+# design.rst "The per-packet path", whose first packet carries the whole
+# train's charge) and keeps the rest queued (slots, unlike a delay, do
+# not orphan the packets): they pile up below IP, the client's transmit
+# budget (64 KiB) stops its sender, and only the destructors of the
+# packets the slots let out wake it again. UC, whose sender no ACK ever
+# wakes, stalls without them, or when a train gives back less than it
+# took (the mutants of tests/mutation.sh).
 # (Both runs here take 7 or 8 s; a sender that stalls waits out their 20
 # s: the mutants of tests/mutation.sh.)
 if inns rlb tc qdisc add dev rlv1 root netem slot 10ms 10ms packets 16 2>/dev/null; then
