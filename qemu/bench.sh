@@ -33,7 +33,15 @@ kernel_note=cached
 kernel_s=$((SECONDS - t0))
 
 # The sources to measure: the working tree's (tracked and untracked, not
-# ignored), or with RXUD_BENCH_REV those of that commit.
+# ignored), or with RXUD_BENCH_REV those of that commit; named now, as
+# they are taken (edits made while the VMs run are not measured).
+if [ -n "${RXUD_BENCH_REV:-}" ]; then
+	rev=$(git -C "$RXUD_TOP" rev-parse --short "$RXUD_BENCH_REV")
+else
+	rev=$(git -C "$RXUD_TOP" rev-parse --short HEAD)
+	[ -z "$(git -C "$RXUD_TOP" status --porcelain --untracked-files=normal -- . ':!Documentation/benchmarks.rst')" ] ||
+		rev="$rev with uncommitted changes"
+fi
 stage=$(mktemp -d)
 trap 'rm -rf "$stage" "$stage.files"' EXIT
 if [ -n "${RXUD_BENCH_REV:-}" ]; then
@@ -195,13 +203,6 @@ table >"$out/bench.txt"
 xud_table >"$out/bench-xud.txt"
 cat "$out/bench.txt" "$out/bench-xud.txt"
 
-if [ -n "${RXUD_BENCH_REV:-}" ]; then
-	rev=$(git -C "$RXUD_TOP" rev-parse --short "$RXUD_BENCH_REV")
-else
-	rev=$(git -C "$RXUD_TOP" rev-parse --short HEAD)
-	[ -z "$(git -C "$RXUD_TOP" status --porcelain --untracked-files=normal -- . ':!Documentation/benchmarks.rst')" ] ||
-		rev="$rev with uncommitted changes"
-fi
 cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n1)
 guest=$(cat "$out/vm1/uname" 2>/dev/null || echo unknown)
 read -r qps wrs <"$out/vm1/qp-mem.conf" || qps=? wrs=?
@@ -231,8 +232,9 @@ perftest's average in MB/s (2^20 bytes), atomics its message rate,
 latency its typical figure; UD's bandwidth is the receiver's (a sender's
 counts datagrams lost on the way). "netem loss" rows: netem on vm1's side
 of the link drops that share of what vm1 sends, with GSO off on that
-device, so that rxud sends no trains there (netem would drop a train
-whole; Documentation/design.rst, "The per-packet path"). Each
+device, so that rxud sends no trains there even with its trains
+parameter on (netem would drop a train whole; Documentation/design.rst,
+"The per-packet path"). Each
 figure is the median of the rounds. "per round": rxud's figure over rxe's
 within each round, in round order (how far the noise goes); rxud/rxe: the
 median of those (rxe and rxud measured minutes apart in the same round),

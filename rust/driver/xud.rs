@@ -305,6 +305,21 @@ impl BusyList {
         self.keys.get(..self.len)?.get(i).copied()
     }
 
+    /// The `i`-th listed peer, if it is still in `peers`.
+    fn peer<'a>(&self, i: usize, peers: &'a RBTree<PeerKey, Peer>) -> Option<&'a Peer> {
+        peers.get(&self.get(i)?)
+    }
+
+    /// The `i`-th listed peer, to change, with its key.
+    fn peer_mut<'a>(
+        &self,
+        i: usize,
+        peers: &'a mut RBTree<PeerKey, Peer>,
+    ) -> Option<(PeerKey, &'a mut Peer)> {
+        let key = self.get(i)?;
+        Some((key, peers.get_mut(&key)?))
+    }
+
     /// Takes entry `i` out (the last one takes its place).
     fn remove(&mut self, i: usize) {
         if i >= self.len {
@@ -617,7 +632,7 @@ fn arm(qp: &Arc<QpCore>, st: &mut XudState, t: u64) {
         due = due.min(t + ACK_DELAY_NS);
     }
     for i in 0..st.busy.len() {
-        let Some(p) = st.busy.get(i).and_then(|k| st.peers.get(&k)) else {
+        let Some(p) = st.busy.peer(i, &st.peers) else {
             continue;
         };
         if let Some(d) = p.send_ref().and_then(|s| s.next_deadline()) {
@@ -707,7 +722,7 @@ fn admit(qp: &QpCore, st: &mut XudState, t: u64) -> bool {
     } = st;
     *starved = false;
     for i in 0..busy.len() {
-        let Some(peer) = busy.get(i).and_then(|k| peers.get_mut(&k)) else {
+        let Some((_, peer)) = busy.peer_mut(i, peers) else {
             continue;
         };
         while let Some(h) = peer.queue.front() {
@@ -839,7 +854,7 @@ fn transmit(qp: &QpCore, st: &mut XudState, t: u64) {
     } = st;
     let n = busy.len();
     let mut in_flight: u32 = (0..n)
-        .filter_map(|i| busy.get(i).and_then(|k| peers.get(&k)))
+        .filter_map(|i| busy.peer(i, peers))
         .filter_map(Peer::send_ref)
         .map(SendStream::in_network)
         .sum();
@@ -848,10 +863,7 @@ fn transmit(qp: &QpCore, st: &mut XudState, t: u64) {
     let start = if n == 0 { 0 } else { *rr_next % n };
     for j in 0..n {
         let i = (start + j) % n;
-        let Some(key) = busy.get(i) else {
-            continue;
-        };
-        let Some(peer) = peers.get_mut(&key) else {
+        let Some((key, peer)) = busy.peer_mut(i, peers) else {
             continue;
         };
         if txq.is_full() {
@@ -1089,7 +1101,7 @@ fn on_timer(qp: &Arc<QpCore>, st: &mut XudState) {
         ..
     } = st;
     for i in 0..busy.len() {
-        let Some(peer) = busy.get(i).and_then(|k| peers.get_mut(&k)) else {
+        let Some((_, peer)) = busy.peer_mut(i, peers) else {
             continue;
         };
         let Some(s) = peer.send_active() else {
@@ -1132,10 +1144,7 @@ fn flush_owed_acks(qp: &QpCore, st: &mut XudState) {
         if txq.is_full() {
             return;
         }
-        let Some(key) = busy.get(i) else {
-            continue;
-        };
-        let Some(peer) = peers.get_mut(&key) else {
+        let Some((key, peer)) = busy.peer_mut(i, peers) else {
             continue;
         };
         let Some(r) = peer.recv_active() else {

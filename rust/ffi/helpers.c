@@ -3,6 +3,8 @@
 
 #include <linux/crc32.h>
 #include <linux/delay.h>
+#include <linux/module.h>
+#include <linux/moduleparam.h>
 #include <linux/highmem.h>
 #include <linux/if_vlan.h>
 #include <linux/inetdevice.h>
@@ -653,15 +655,26 @@ bool rxud_bh_work_disable_sync(struct work_struct *work)
  * never are), as AF_PACKET's and XDP sockets' transmit skbs use it.
  */
 /*
- * Whether GSO is wanted on the skb's device: asked for, not necessarily
- * in effect. The core drops NETIF_F_GSO from the features of a device
+ * Trains (rxud_tx_train), on by default; off, every packet goes to IP
+ * alone, as before them (Documentation/performance.rst compares). A C
+ * parameter: the kernel's Rust module! macro of 6.12 has none.
+ */
+static bool trains = true;
+module_param(trains, bool, 0644);
+MODULE_PARM_DESC(trains, "Hand a QP's consecutive packets to IP as one GSO skb (default: on)");
+
+/*
+ * Whether to send trains out of the skb's device: asked for by the
+ * module parameter and GSO wanted on the device, not necessarily in
+ * effect. The core drops NETIF_F_GSO from the features of a device
  * without scatter-gather (virtio-net without offloads, say), because
  * software GSO of TCP makes paged segments; a train's packets are linear,
  * so only the administrator's choice (ethtool -K DEV gso off) counts.
  */
 bool rxud_skb_dev_gso(const struct sk_buff *skb)
 {
-	return skb->dev && (skb->dev->wanted_features & NETIF_F_GSO);
+	return READ_ONCE(trains) && skb->dev &&
+	       (skb->dev->wanted_features & NETIF_F_GSO);
 }
 
 void rxud_skb_set_destructor(struct sk_buff *skb,

@@ -271,11 +271,12 @@ impl TxSkb {
         Some(unsafe { core::slice::from_raw_parts(d.as_ptr(), n) })
     }
 
-    /// Whether GSO is wanted on the packet's device (`NETIF_F_GSO` in its
-    /// wanted features, which `ethtool -K DEV gso off` clears): rxud sends
-    /// trains only then. Wanted, not in effect: the core turns GSO off on
-    /// a device without scatter-gather, as software GSO of TCP makes paged
-    /// segments, but a train's packets are linear.
+    /// Whether trains go out of the packet's device: the `trains` module
+    /// parameter is on (the default) and GSO is wanted on the
+    /// device (`NETIF_F_GSO` in its wanted features, which `ethtool -K
+    /// DEV gso off` clears). Wanted, not in effect: the core turns GSO off
+    /// on a device without scatter-gather, as software GSO of TCP makes
+    /// paged segments, but a train's packets are linear.
     pub(crate) fn device_does_gso(&self) -> bool {
         // SAFETY: the skb is ours and holds a reference to its device.
         unsafe { bindings::rxud_skb_dev_gso(self.ptr.as_ptr()) }

@@ -7,7 +7,7 @@
 . "$(dirname "$0")/../lib/tap.sh"
 . "$(dirname "$0")/../lib/rxud.sh"
 . "$(dirname "$0")/../lib/traffic.sh"
-TAP_PLANNED=28
+TAP_PLANNED=29
 tap_begin $TAP_PLANNED
 export RDMAV_DRIVERS=$RXUD_TOP/rdma-core-provider/build/librxud
 
@@ -17,6 +17,10 @@ CLI_OUT=/tmp/10-rc.client
 SRV_OUT=/tmp/10-rc.server
 
 rxud_load
+# With trains (the default, said here as this file checks them): the
+# interop runs below are rxe taking rxud's trains, cut back into packets
+# by the receiving stack.
+rxud_trains on
 modprobe rdma_rxe
 rxud_pair rca rcb rcv0 rcv1
 
@@ -67,6 +71,8 @@ check "rc_acks_sent: coalesced, fewer than one per 2 packets received (+$as of +
 	test "$as" -gt 0 -a $((2 * as)) -lt "$rp"
 check "rc_acks_received: the writer took ACKs (+$ar, at most +$as sent)" test "$ar" -gt 0 -a "$ar" -le "$as"
 check "doorbells: at least one, at most one per WR (+$db for 100)" test "$db" -ge 1 -a "$db" -le 100
+check "the writer's packets went in trains (tx_trains $(hwc rxud1 tx_trains), tx_train_packets $(hwc rxud1 tx_train_packets))" \
+	test "$(hwc rxud1 tx_train_packets)" -gt "$(hwc rxud1 tx_trains)" -a "$(hwc rxud1 tx_trains)" -gt 0
 perf rca rxud0 rcb rxud1 ib_read_bw -s 65536 -n 100
 check "ib_read_bw (RDMA READ) 64 KB x 100 between two rxud devices" result 65536 100
 # Atomics are 8 bytes; perftest refuses any other -s. (Compare-and-swap,

@@ -18,6 +18,10 @@ CLI_OUT=/tmp/12-rc-loss.client
 SRV_OUT=/tmp/12-rc-loss.server
 
 rxud_load
+# Trains on (the default, said here as the slow link below depends on
+# them: it catches a train that gives its charge back short,
+# tests/mutation.sh).
+rxud_trains on
 rxud_pair rla rlb rlv0 rlv1
 
 # --- A slow link ---------------------------------------------------------

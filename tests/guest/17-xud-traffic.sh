@@ -47,6 +47,8 @@ xud_data() {
 }
 
 rxud_load
+# XUD's packets to a peer in trains (the default, said here; design.rst).
+rxud_trains on
 rxud_pair xa xb xv0 xv1
 g0=$(v2_gid_index rxud0)
 g1=$(v2_gid_index rxud1)

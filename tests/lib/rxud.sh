@@ -9,6 +9,9 @@ rxud_loaded() { [ -d /sys/module/rxud ]; }
 rxud_deps() { modprobe -a udp_tunnel ip6_udp_tunnel; }
 rxud_load() { rxud_loaded || { rxud_deps && insmod "$RXUD_KO"; }; }
 rxud_unload() { ! rxud_loaded || rmmod rxud; }
+# rxud_trains on|off: the module's trains parameter (a QP's consecutive
+# packets to IP as one GSO skb; Documentation/design.rst).
+rxud_trains() { echo "$([ "$1" = on ] && echo 1 || echo 0)" >/sys/module/rxud/parameters/trains; }
 
 ib_exists() { [ -e "/sys/class/infiniband/$1" ]; }
 ib_gone() { ! ib_exists "$1"; }
