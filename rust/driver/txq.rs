@@ -105,13 +105,13 @@ pub(crate) fn kick<S: Transmitter>(qp: &Arc<QpCore>, lock: &SpinLockBh<Option<KB
 
 /// How many packets from the front of `q` go to IP as one train
 /// (`proto::wire::train`): consecutive datagrams of one flow, numbered in
-/// sequence, none longer than the first and only the last shorter; 1 if
-/// the device does not take GSO skbs.
+/// sequence, none longer than the first and only the last shorter; 1
+/// where trains are off (the module parameter, or GSO off on the device).
 fn train_len(q: &[Option<TxSkb>]) -> usize {
     let Some(head) = q.first().and_then(|s| s.as_ref()) else {
         return 1;
     };
-    let Some(hd) = head.datagram().filter(|_| head.device_does_gso()) else {
+    let Some(hd) = head.datagram().filter(|_| head.trains_allowed()) else {
         return 1;
     };
     let mut payload = head.payload_len();

@@ -649,12 +649,6 @@ bool rxud_bh_work_disable_sync(struct work_struct *work)
 }
 
 /*
- * The skb has no socket: its destructor is its only owner hook. A
- * transmit skb's shared info carries destructor_arg for its owner (it is
- * zerocopy state only on skbs flagged SKBFL_ZEROCOPY_ENABLE, which ours
- * never are), as AF_PACKET's and XDP sockets' transmit skbs use it.
- */
-/*
  * Trains (rxud_tx_train), on by default; off, every packet goes to IP
  * alone, as before them (Documentation/performance.rst compares). A C
  * parameter: the kernel's Rust module! macro of 6.12 has none.
@@ -671,12 +665,18 @@ MODULE_PARM_DESC(trains, "Hand a QP's consecutive packets to IP as one GSO skb (
  * software GSO of TCP makes paged segments; a train's packets are linear,
  * so only the administrator's choice (ethtool -K DEV gso off) counts.
  */
-bool rxud_skb_dev_gso(const struct sk_buff *skb)
+bool rxud_skb_trains_allowed(const struct sk_buff *skb)
 {
 	return READ_ONCE(trains) && skb->dev &&
 	       (skb->dev->wanted_features & NETIF_F_GSO);
 }
 
+/*
+ * The skb has no socket: its destructor is its only owner hook. A
+ * transmit skb's shared info carries destructor_arg for its owner (it is
+ * zerocopy state only on skbs flagged SKBFL_ZEROCOPY_ENABLE, which ours
+ * never are), as AF_PACKET's and XDP sockets' transmit skbs use it.
+ */
 void rxud_skb_set_destructor(struct sk_buff *skb,
 			     void (*fn)(struct sk_buff *), void *arg)
 {

@@ -64,7 +64,7 @@ int rxud_udp_tunnel_open(struct net *net, bool ipv6, u16 port,
 void *rxud_sk_user_data(struct sock *sk);
 /* sk_buff fields and inlines (struct sk_buff is opaque to Rust). */
 void rxud_kfree_skb(struct sk_buff *skb);
-bool rxud_skb_dev_gso(const struct sk_buff *skb);
+bool rxud_skb_trains_allowed(const struct sk_buff *skb);
 unsigned int rxud_skb_len(const struct sk_buff *skb);
 struct net_device *rxud_skb_port_dev(const struct sk_buff *skb);
 /* Drops the UDP header an encap_rcv skb starts with; false if too short. */

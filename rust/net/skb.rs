@@ -277,9 +277,9 @@ impl TxSkb {
     /// DEV gso off` clears). Wanted, not in effect: the core turns GSO off
     /// on a device without scatter-gather, as software GSO of TCP makes
     /// paged segments, but a train's packets are linear.
-    pub(crate) fn device_does_gso(&self) -> bool {
+    pub(crate) fn trains_allowed(&self) -> bool {
         // SAFETY: the skb is ours and holds a reference to its device.
-        unsafe { bindings::rxud_skb_dev_gso(self.ptr.as_ptr()) }
+        unsafe { bindings::rxud_skb_trains_allowed(self.ptr.as_ptr()) }
     }
 
     /// The whole IP datagram once the headers are pushed.
@@ -331,6 +331,14 @@ impl TxSkb {
         owner: &Arc<T>,
     ) -> Result {
         if self.datagram.is_none() {
+            // Not routed (the transports queue none such): freed here,
+            // charged first so that its destructor gives back the budget
+            // the caller reserved for it; the rest go alone.
+            self.charge(owner);
+            drop(self);
+            for skb in rest.iter_mut().filter_map(Option::take) {
+                let _ = skb.send_charged(owner);
+            }
             return Err(EINVAL);
         }
         let mut members = [core::ptr::null_mut(); crate::proto::wire::train::MAX_PACKETS];
@@ -354,17 +362,25 @@ impl TxSkb {
             }
             return r;
         };
-        for m in rest.iter_mut() {
-            let (Some(slot), Some(skb)) = (members.get_mut(n), m.take()) else {
-                break;
-            };
+        for skb in rest.iter_mut().filter_map(Option::take) {
             if skb.datagram.is_none() {
-                // Not routed: never admitted by `may_follow`; dropped.
+                // Not routed: never admitted by `may_follow`; freed, its
+                // reserved budget given back by its destructor.
+                skb.charge(owner);
                 continue;
             }
-            *slot = skb.ptr.as_ptr();
-            core::mem::forget(skb);
-            n += 1;
+            match members.get_mut(n) {
+                Some(slot) => {
+                    *slot = skb.ptr.as_ptr();
+                    core::mem::forget(skb);
+                    n += 1;
+                }
+                // More than a train holds (`train::has_room` says no
+                // first): alone.
+                None => {
+                    let _ = skb.send_charged(owner);
+                }
+            }
         }
         charge.packets += n as u32;
         OWNED_SKBS.fetch_add(1, Ordering::Relaxed);
