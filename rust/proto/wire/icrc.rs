@@ -335,7 +335,7 @@ pub fn icrc_fill_with(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::super::testutil::Rng;
     use super::*;
     use std::vec::Vec;
@@ -381,16 +381,24 @@ mod tests {
     /// An IPv4 RoCEv2 datagram with `payload` bytes after a BTH, ICRC
     /// filled in.
     pub(crate) fn ipv4_datagram(payload: usize) -> Vec<u8> {
+        ipv4_roce(0, 0, payload, 2)
+    }
+
+    /// An IPv4 RoCEv2 datagram (RC SEND_ONLY) from 10.0.0.1 to
+    /// 10.0.0.`dst`: identification `id`, PSN `psn`, `payload` bytes after
+    /// the BTH, header checksum and ICRC filled in.
+    pub(crate) fn ipv4_roce(id: u16, psn: u32, payload: usize, dst: u8) -> Vec<u8> {
         let udp_len = 8 + 12 + payload + 4;
         let total = 20 + udp_len;
         let mut p = std::vec![0u8; total];
         p[0] = 0x45;
         p[2..4].copy_from_slice(&(total as u16).to_be_bytes());
+        p[4..6].copy_from_slice(&id.to_be_bytes());
         p[6] = 0x40; // DF
         p[8] = 64;
         p[9] = 17;
         p[12..16].copy_from_slice(&[10, 0, 0, 1]);
-        p[16..20].copy_from_slice(&[10, 0, 0, 2]);
+        p[16..20].copy_from_slice(&[10, 0, 0, dst]);
         p[20..22].copy_from_slice(&0xc000u16.to_be_bytes());
         p[22..24].copy_from_slice(&4791u16.to_be_bytes());
         p[24..26].copy_from_slice(&(udp_len as u16).to_be_bytes());
@@ -398,11 +406,27 @@ mod tests {
         p[29] = 0x40 | (((4 - payload % 4) % 4) as u8) << 4;
         p[30..32].copy_from_slice(&[0xff, 0xff]);
         p[35] = 0x11;
+        p[37..40].copy_from_slice(&psn.to_be_bytes()[1..]);
         for (i, b) in p[40..40 + payload].iter_mut().enumerate() {
-            *b = i as u8;
+            *b = (i as u8) ^ (psn as u8);
         }
+        set_ipv4_checksum(&mut p);
         icrc_fill(&mut p).unwrap();
         p
+    }
+
+    /// Computes an IPv4 header's checksum (`ip_send_check`).
+    pub(crate) fn set_ipv4_checksum(d: &mut [u8]) {
+        d[10] = 0;
+        d[11] = 0;
+        let mut sum = 0u32;
+        for w in d[..20].chunks(2) {
+            sum += u32::from(u16::from_be_bytes([w[0], w[1]]));
+        }
+        while sum > 0xffff {
+            sum = (sum & 0xffff) + (sum >> 16);
+        }
+        d[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
     }
 
     #[test]

@@ -85,52 +85,14 @@ pub fn has_room(packets: usize, payload: usize, next: usize) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use super::super::icrc::tests::{ipv4_roce, set_ipv4_checksum};
     use super::super::icrc::{icrc_check, icrc_fill};
     use super::*;
     use std::vec::Vec;
 
-    /// An IPv4 RoCEv2 datagram of `payload` bytes after the BTH from
-    /// 10.0.0.1 to `dst`, identification `id`, PSN `psn`, ICRC filled.
+    /// An IPv4 datagram to 10.0.0.`dst`, identification `id`, PSN `psn`.
     fn v4(id: u16, psn: u32, payload: usize, dst: u8) -> Vec<u8> {
-        let udp_len = 8 + 12 + payload + 4;
-        let total = 20 + udp_len;
-        let mut p = std::vec![0u8; total];
-        p[0] = 0x45;
-        p[2..4].copy_from_slice(&(total as u16).to_be_bytes());
-        p[4..6].copy_from_slice(&id.to_be_bytes());
-        p[6] = 0x40; // DF
-        p[8] = 64;
-        p[9] = 17;
-        p[12..16].copy_from_slice(&[10, 0, 0, 1]);
-        p[16..20].copy_from_slice(&[10, 0, 0, dst]);
-        p[20..22].copy_from_slice(&0xc123u16.to_be_bytes());
-        p[22..24].copy_from_slice(&4791u16.to_be_bytes());
-        p[24..26].copy_from_slice(&(udp_len as u16).to_be_bytes());
-        p[28] = 0x07; // RC SEND_MIDDLE
-        p[29] = 0x40 | (((4 - payload % 4) % 4) as u8) << 4;
-        p[30..32].copy_from_slice(&[0xff, 0xff]);
-        p[35] = 0x11;
-        p[37..40].copy_from_slice(&psn.to_be_bytes()[1..]);
-        for (i, b) in p[40..40 + payload].iter_mut().enumerate() {
-            *b = (i as u8) ^ (psn as u8);
-        }
-        set_ip_checksum(&mut p);
-        icrc_fill(&mut p).unwrap();
-        p
-    }
-
-    /// Computes an IPv4 header's checksum (`ip_send_check`).
-    fn set_ip_checksum(d: &mut [u8]) {
-        d[10] = 0;
-        d[11] = 0;
-        let mut sum = 0u32;
-        for w in d[..20].chunks(2) {
-            sum += u32::from(u16::from_be_bytes([w[0], w[1]]));
-        }
-        while sum > 0xffff {
-            sum = (sum & 0xffff) + (sum >> 16);
-        }
-        d[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+        ipv4_roce(id, psn, payload, dst)
     }
 
     /// The IPv6 form of [`v4`]: fd00::1 to fd00::`dst`, label 0x12345.
@@ -202,7 +164,7 @@ mod tests {
                     let len = d.len() as u16;
                     d[2..4].copy_from_slice(&len.to_be_bytes());
                     d[4..6].copy_from_slice(&id0.wrapping_add(i as u16).to_be_bytes());
-                    set_ip_checksum(&mut d);
+                    set_ipv4_checksum(&mut d);
                 } else {
                     let len = (d.len() - 40) as u16;
                     d[4..6].copy_from_slice(&len.to_be_bytes());
@@ -252,7 +214,7 @@ mod tests {
         // Another TTL, or another source port.
         let mut t = v4(2, 1, 1024, 2);
         t[8] = 63;
-        set_ip_checksum(&mut t);
+        set_ipv4_checksum(&mut t);
         icrc_fill(&mut t).unwrap();
         assert_eq!(train_len(&[v4(1, 0, 1024, 2), t]), 1);
         let mut s = v4(2, 1, 1024, 2);
