@@ -13,7 +13,9 @@
 //! the same with 64 skbs per QP; the budget here is in bytes (64 KiB),
 //! each packet charged one path MTU (bulk transfers are full-size
 //! packets), so large and small MTUs queue about the same number of
-//! bytes: 64 packets at 1024, 16 at 4096.
+//! bytes: 64 packets at 1024, 16 at 4096. A train (several packets
+//! handed to IP as one skb, `net/skb.rs`) is charged as its packets and
+//! given back whole when its first packet is freed.
 //!
 //! The counts are atomics: destructors run in any context but hard irq,
 //! possibly under a qdisc's lock, where taking the QP's lock or sending
