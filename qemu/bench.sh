@@ -207,6 +207,9 @@ cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n1)
 guest=$(cat "$out/vm1/uname" 2>/dev/null || echo unknown)
 read -r qps wrs <"$out/vm1/qp-mem.conf" || qps=? wrs=?
 rounds=$(awk -F'\t' '$6 > r { r = $6 } END { print r + 0 }' "$tsv")
+# Runs run once more because perftest could not measure the CPU clock
+# (qemu/bench-guest.sh, again).
+reruns=$(grep -l '^yes$' "$out"/vm1/again-* 2>/dev/null | sed 's/.*again-//' | tr '\n' ' ' | sed 's/ $//')
 # The hand-written part of the document, from its heading on.
 kept=$(sed -n '/^What limits rxud$/,$p' "$doc" 2>/dev/null || true)
 [ -n "$kept" ] || kept=$'What limits rxud\n================\n\nNot written yet.'
@@ -257,6 +260,9 @@ rounds (one WR per \`\`ibv_post_send\`\`, as perftest posts).
   that all of them share exist before the first reading
 - host load (1-minute average) as the VMs started and as they ended:
   $load0 and $load1 (the two VMs alone make about 2)
+- runs run once more because perftest's client measured no CPU clock
+  rate (\`\`Can't produce a report\`\`; qemu/bench-guest.sh, \`\`again\`\`):
+  ${reruns:-none}
 - this run: $((total_s / 60)) min $((total_s % 60)) s (kernel $kernel_s s, builds $build_s s, VMs $((total_s - kernel_s - build_s)) s)
 
 $(cat "$out/bench.txt")
