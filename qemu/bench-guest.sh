@@ -60,13 +60,16 @@ SYSCALL_RUNS=(
 # operation and size so that the table sets them side by side. Each entry:
 # OP SIZE ITERATIONS [EXTRA CLIENT FLAGS] [| NETEM ARGS] (rxud-perf counts
 # iterations: sized for about 5 s at 8 MB/s; its latency at 4 B, the
-# smallest message it sends, as each carries its number).
+# smallest message it sends, as each carries its number). "loss 0%" is the
+# lossy rows' path (netem on, GSO off) losing nothing: their lossless
+# reference.
 XUD_RUNS=(
 	"send 65536 600"
 	"send 1048576 40"
 	"write 65536 600"
 	"write 1048576 40"
 	"lat 4 300"
+	"write 1048576 40 | loss 0%"
 	"write 1048576 40 | loss 1%"
 	"write 1048576 20 | loss 5%"
 	"send 65536 600 -a 1"
