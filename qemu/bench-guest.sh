@@ -77,6 +77,21 @@ XUD_RUNS=(
 # Peer counts for XUD's kernel memory per peer (forged sources).
 XUD_PEERS=(1 100 1000 10000)
 XUD_REAL_PEERS=(100 1000)
+# Issue 10's steps: STEP_RUNS over rxud with its batching switched on one
+# step at a time, in one boot (module parameters trains and gro, both
+# VMs): the data path as it landed (neither), +GSO (trains on transmit),
+# +GRO (and GRO trains on receive). ACK coalescing and the CQ ring's one
+# publish per batch are part of the data path as it landed: no switch.
+# Each entry: LABEL TRAINS GRO. STEP_ROUNDS rounds, the steps in reverse
+# order in even ones.
+STEP_RUNS=(
+	"ib_write_bw 65536 $BW"
+	"ib_send_bw 65536 $BW"
+	"ib_write_bw 1048576 $BW"
+	"ib_read_bw 65536 $BW"
+)
+STEPS=("landed N N" "+GSO Y N" "+GRO Y Y")
+STEP_ROUNDS=2
 # Rounds of RUNS for each provider: the table gives each figure's median.
 ROUNDS=3
 # RC QPs created at once for the memory figure, and their work requests.
@@ -220,8 +235,22 @@ xud_runs() {
 kobj() {
 	local f
 	for f in /sys/kernel/slab/*/shrink; do echo 1 >"$f" 2>/dev/null; done
+	kobj_read
+}
+
+# kobj_read: kobj's reading alone (no shrinking first).
+kobj_read() {
 	awk 'NR > 2 { s += $2 * $4 } END { printf "%.0f ", s }' /proc/slabinfo
 	awk '/^VmallocUsed:/ { print $2 * 1024 }' /proc/meminfo
+}
+
+# kmalloc_shrink: kobj's shrinking, of the kmalloc caches only (where XUD's
+# peers and streams live): a fraction of a second where shrinking every
+# cache takes about one in a TCG guest, so that few streams park between
+# the shrinking and the reading (see xud_mem).
+kmalloc_shrink() {
+	local f
+	for f in /sys/kernel/slab/kmalloc-*/shrink; do echo 1 >"$f" 2>/dev/null; done
 }
 
 # xud_mem: kernel memory per XUD peer. vm1 makes an XUD QP
@@ -240,7 +269,7 @@ kobj() {
 # whole step is recorded as it is (other kernel activity moves it by
 # pages). For each N of XUD_PEERS.
 xud_mem() {
-	local n k=0 line qpn rkey va qkey s0 v0 s1 v1 s2 v2 a0 p0 p1 r0 r2 added inuse idle stream
+	local n k=0 line qpn rkey va qkey s0 v0 s1 v1 s2 v2 a0 p0 p1a p1 r0 r2 added inuse idle stream
 	hw() { cat "/sys/class/infiniband/$dev/ports/1/hw_counters/$1"; }
 	grown() { [ $(($(hw "$1") - $2)) -ge "$3" ]; }
 	for n in "${XUD_PEERS[@]}"; do
@@ -265,14 +294,21 @@ xud_mem() {
 		step "xudmem-$n-forged"
 		if [ "$RXUD_VM" = 1 ]; then
 			wait_for 2 grown xud_peers_added "$a0" "$n"
-			read -r s1 v1 < <(kobj)
+			# Streams go on parking meanwhile (1 s at rest): the
+			# kmalloc caches only are shrunk, and the streams parked
+			# by the end of the reading count as parked (the figure
+			# per stream errs high, if anything); the log has the
+			# count before the reading too.
+			kmalloc_shrink
+			p1a=$(hw xud_streams_parked)
+			read -r s1 v1 < <(kobj_read)
 			p1=$(hw xud_streams_parked)
 			added=$(($(hw xud_peers_added) - a0))
 			wait_for 5 grown xud_streams_parked "$p0" "$added"
 			read -r s2 v2 < <(kobj)
 			r2=$(hw xud_peers_reclaimed)
 			inuse=$((added - (p1 - p0)))
-			echo "peers $n: made $added, $inuse not yet parked at the first reading, $(($(hw xud_streams_parked) - p0)) parked, $((r2 - r0)) reclaimed meanwhile; slab objects and vmalloc (bytes) $s0 $v0 -> $s1 $v1 -> $s2 $v2" \
+			echo "peers $n: made $added, $inuse not yet parked at the first reading ($((added - (p1a - p0))) as it began), $(($(hw xud_streams_parked) - p0)) parked, $((r2 - r0)) reclaimed meanwhile; slab objects and vmalloc (bytes) $s0 $v0 -> $s1 $v1 -> $s2 $v2" \
 				>>"$RXUD_OUT/xud-mem.log"
 			# A peer reclaimed before the last reading (the step took
 			# longer than the quiet period) spoils the figure, and so does
@@ -493,6 +529,42 @@ measure() {
 	down "$prov" "$round"
 }
 
+# steps: STEP_RUNS at each of STEPS, recorded as provider "step", test
+# "TEST|LABEL".
+steps() {
+	local round i label tr gr n run name v order
+	up rxud steps
+	for round in $(seq 1 "$STEP_ROUNDS"); do
+		order=()
+		for i in "${!STEPS[@]}"; do
+			if [ $((round % 2)) = 1 ]; then order+=("${STEPS[i]}"); else order=("${STEPS[i]}" "${order[@]}"); fi
+		done
+		for i in "${order[@]}"; do
+			read -r label tr gr <<<"$i"
+			echo "$tr" >/sys/module/rxud/parameters/trains
+			echo "$gr" >/sys/module/rxud/parameters/gro
+			step "step-$round-$label"
+			n=0
+			for run in "${STEP_RUNS[@]}"; do
+				n=$((n + 1))
+				perf_args "$run"
+				for name in "step-$round-$label-$n" "step-$round-$label-$n-again"; do
+					run_both "$name" timeout 150 "$t" "${args[@]}"
+					rdma statistic show link "$dev/1" >"$RXUD_OUT/$name.stats" 2>&1
+					again "$name" || break
+				done
+				if [ "$RXUD_VM" = 1 ]; then
+					v=$(result "$RXUD_OUT/$name.client" "$t")
+					record step "$t|$label" "$size" "$v" MB/s "$round"
+				fi
+			done
+		done
+	done
+	echo Y >/sys/module/rxud/parameters/trains
+	echo Y >/sys/module/rxud/parameters/gro
+	down rxud steps
+}
+
 # uverbs_writes STRACE: how many write(2) calls an strace log shows on the
 # file descriptors opened on /dev/infiniband/uverbs* (the verbs commands:
 # a post_send doorbell is one), unfinished calls counted once.
@@ -542,4 +614,5 @@ done
 for prov in rxe rxud; do
 	syscalls "$prov"
 done
+steps
 echo "== vm$RXUD_VM: done"

@@ -16,66 +16,81 @@
 #   RXUD_BENCH_REV=COMMIT qemu/bench.sh    measure that commit's sources, not
 #                                          the working tree's (make bench
 #                                          RXUD_BENCH_REV=HEAD does too)
+#   qemu/bench.sh --report OUTDIR          write the tables and the document
+#                                          again from a finished run's results
 set -euo pipefail
 export RXUD_FLAVOUR=bench
 . "$(dirname "$0")/lib.sh"
-out=${1:-$RXUD_TOP/tests/out/bench-$(date +%Y%m%d-%H%M%S)}
-mkdir -p "$out"
+report=
+if [ "${1:-}" = --report ]; then
+	report=1
+	out=${2:?usage: $0 --report OUTDIR}
+	[ -f "$out/run.env" ] || die "$out has no run.env (not a finished run)"
+else
+	out=${1:-$RXUD_TOP/tests/out/bench-$(date +%Y%m%d-%H%M%S)}
+	mkdir -p "$out"
+fi
 out=$(cd "$out" && pwd)
 doc=$RXUD_TOP/Documentation/benchmarks.rst
 t0=$SECONDS
 
-export KDIR
-KDIR=$(kernel_dir)
-kernel_note=cached
-[ -f "$KDIR/.rxud-built" ] || kernel_note="built by this run"
-"$RXUD_TOP/qemu/build-kernel.sh"
-kernel_s=$((SECONDS - t0))
+if [ -z "$report" ]; then
+	export KDIR
+	KDIR=$(kernel_dir)
+	kernel_note=cached
+	[ -f "$KDIR/.rxud-built" ] || kernel_note="built by this run"
+	"$RXUD_TOP/qemu/build-kernel.sh"
+	kernel_s=$((SECONDS - t0))
 
-# The sources to measure: the working tree's (tracked and untracked, not
-# ignored), or with RXUD_BENCH_REV those of that commit; named now, as
-# they are taken (edits made while the VMs run are not measured).
-if [ -n "${RXUD_BENCH_REV:-}" ]; then
-	rev=$(git -C "$RXUD_TOP" rev-parse --short "$RXUD_BENCH_REV")
-else
-	rev=$(git -C "$RXUD_TOP" rev-parse --short HEAD)
-	[ -z "$(git -C "$RXUD_TOP" status --porcelain --untracked-files=normal -- . ':!Documentation/benchmarks.rst')" ] ||
-		rev="$rev with uncommitted changes"
-fi
-stage=$(mktemp -d)
-trap 'rm -rf "$stage" "$stage.files"' EXIT
-if [ -n "${RXUD_BENCH_REV:-}" ]; then
-	git -C "$RXUD_TOP" archive "$RXUD_BENCH_REV" | tar -C "$stage" -xf -
-else
-	(cd "$RXUD_TOP" && git ls-files -z -co --exclude-standard |
-		tar --null --ignore-failed-read -T - -cf -) | tar -C "$stage" -xf -
-fi
-# Into the copy go only the files whose contents differ (with a new time),
-# and out of it the sources of the last run that are gone: make there
-# rebuilds exactly what changed, whichever sources the last run measured.
-src=$RXUD_CACHE/bench-src
-mkdir -p "$src"
-(cd "$stage" && find . -type f | sort) >"$stage.files"
-[ ! -f "$src/.bench-files" ] ||
-	comm -23 "$src/.bench-files" "$stage.files" | while IFS= read -r f; do rm -f "$src/$f"; done
-while IFS= read -r f; do
-	cmp -s "$stage/$f" "$src/$f" || { mkdir -p "$(dirname "$src/$f")" && cp "$stage/$f" "$src/$f"; }
-done <"$stage.files"
-mv "$stage.files" "$src/.bench-files"
-log "bench: building rxud.ko, librxud and qp-mem for $KDIR in $src (log: $out/build.log)"
-make -C "$src" KDIR="$KDIR" modules provider "$src/tests/verbs/qp-mem" "$src/tests/verbs/rxud-perf" \
-	"$src/tests/verbs/xud-sink" "$src/tests/xud-forge/target/release/xud-forge" >"$out/build.log" 2>&1 ||
-	{ tail -n 30 "$out/build.log" >&2; die "build failed (log: $out/build.log)"; }
-build_s=$((SECONDS - t0 - kernel_s))
+	# The sources to measure: the working tree's (tracked and untracked, not
+	# ignored), or with RXUD_BENCH_REV those of that commit; named now, as
+	# they are taken (edits made while the VMs run are not measured).
+	if [ -n "${RXUD_BENCH_REV:-}" ]; then
+		rev=$(git -C "$RXUD_TOP" rev-parse --short "$RXUD_BENCH_REV")
+	else
+		rev=$(git -C "$RXUD_TOP" rev-parse --short HEAD)
+		[ -z "$(git -C "$RXUD_TOP" status --porcelain --untracked-files=normal -- . ':!Documentation/benchmarks.rst')" ] ||
+			rev="$rev with uncommitted changes"
+	fi
+	stage=$(mktemp -d)
+	trap 'rm -rf "$stage" "$stage.files"' EXIT
+	if [ -n "${RXUD_BENCH_REV:-}" ]; then
+		git -C "$RXUD_TOP" archive "$RXUD_BENCH_REV" | tar -C "$stage" -xf -
+	else
+		(cd "$RXUD_TOP" && git ls-files -z -co --exclude-standard |
+			tar --null --ignore-failed-read -T - -cf -) | tar -C "$stage" -xf -
+	fi
+	# Into the copy go only the files whose contents differ (with a new time),
+	# and out of it the sources of the last run that are gone: make there
+	# rebuilds exactly what changed, whichever sources the last run measured.
+	src=$RXUD_CACHE/bench-src
+	mkdir -p "$src"
+	(cd "$stage" && find . -type f | sort) >"$stage.files"
+	[ ! -f "$src/.bench-files" ] ||
+		comm -23 "$src/.bench-files" "$stage.files" | while IFS= read -r f; do rm -f "$src/$f"; done
+	while IFS= read -r f; do
+		cmp -s "$stage/$f" "$src/$f" || { mkdir -p "$(dirname "$src/$f")" && cp "$stage/$f" "$src/$f"; }
+	done <"$stage.files"
+	mv "$stage.files" "$src/.bench-files"
+	log "bench: building rxud.ko, librxud and qp-mem for $KDIR in $src (log: $out/build.log)"
+	make -C "$src" KDIR="$KDIR" modules provider "$src/tests/verbs/qp-mem" "$src/tests/verbs/rxud-perf" \
+		"$src/tests/verbs/xud-sink" "$src/tests/xud-forge/target/release/xud-forge" >"$out/build.log" 2>&1 ||
+		{ tail -n 30 "$out/build.log" >&2; die "build failed (log: $out/build.log)"; }
+	build_s=$((SECONDS - t0 - kernel_s))
 
-log "bench: two VMs, rxe and rxud in 3 rounds (about 4 minutes a round; logs: $out/vm0.log, $out/vm1.log)"
-load0=$(cut -d' ' -f1 /proc/loadavg)
-"$src/qemu/vm.sh" --pair --timeout 2400 --out "$out" -- "$src/qemu/bench-guest.sh" >/dev/null 2>&1 ||
-	log "bench: the VMs did not both finish cleanly (see $out/vm0.log, $out/vm1.log); rows without a figure show -"
-load1=$(cut -d' ' -f1 /proc/loadavg)
+	log "bench: two VMs, rxe and rxud in 3 rounds (about 4 minutes a round; logs: $out/vm0.log, $out/vm1.log)"
+	load0=$(cut -d' ' -f1 /proc/loadavg)
+	"$src/qemu/vm.sh" --pair --timeout 2400 --out "$out" -- "$src/qemu/bench-guest.sh" >/dev/null 2>&1 ||
+		log "bench: the VMs did not both finish cleanly (see $out/vm0.log, $out/vm1.log); rows without a figure show -"
+	load1=$(cut -d' ' -f1 /proc/loadavg)
+	total_s=$((SECONDS - t0))
+	# What the report says of the run, for --report.
+	declare -p rev kernel_note kernel_s build_s load0 load1 total_s >"$out/run.env"
+fi
+# shellcheck source=/dev/null
+. "$out/run.env"
 tsv=$out/vm1/bench.tsv
 [ -s "$tsv" ] || die "no results (see $out/vm0.log, $out/vm1.log)"
-total_s=$((SECONDS - t0))
 
 # awk: the median of the M numbers in A (sorts A), for both tables.
 MID_AWK='
@@ -114,7 +129,7 @@ table() {
 		return sprintf(unit[key] == "calls/WR" ? "%.3f" : (unit[key] == "B" || unit[key] == "op/s") ? "%.0f" : "%.2f", mid(a, m))
 	}
 	$1 == "tcp" { tcp = $4; next }
-	$1 == "xud" { next }
+	$1 == "xud" || $1 == "step" { next }
 	{ key = $2 "\t" $3; if (!(key in seen)) { seen[key] = 1; order[++n] = key; unit[key] = $5 }
 	  if ($4 != "-" && $4 != "") v[$1, key, $6] = $4
 	  if ($6 > rounds) rounds = $6 }
@@ -199,9 +214,55 @@ xud_table() {
 		}
 	}' "$tsv"
 }
+# Issue 10's steps (qemu/bench-guest.sh, steps): rxud's figure at each
+# step (the median of its rounds), the step over the one before, and the
+# last step over rxe's figure of the same test in the rounds above.
+steps_table() {
+	awk -F'\t' "$MID_AWK"'
+	function median(key,   m, i, a) {
+		m = 0
+		for (i = 1; i <= 9; i++)
+			if ((key, i) in v) a[++m] = v[key, i] + 0
+		return m ? mid(a, m) : ""
+	}
+	function size(s) {
+		if (s >= 1048576 && s % 1048576 == 0) return s / 1048576 " MB"
+		if (s >= 1024 && s % 1024 == 0) return s / 1024 " KB"
+		return s " B"
+	}
+	$1 == "rxe" && $4 != "-" && $4 != "" { e[$2 "\t" $3, $6] = $4 }
+	$1 == "step" {
+		split($2, f, "|"); k = f[1] "\t" $3
+		if (!(k in seen)) { seen[k] = 1; order[++n] = k }
+		if (!(f[2] in ls)) { ls[f[2]] = 1; lab[++nl] = f[2] }
+		if ($4 != "-" && $4 != "") v[k "\t" f[2], $6] = $4
+	}
+	END {
+		if (!n) exit
+		hdr = sprintf("%-14s %-7s", "test", "size")
+		for (j = 1; j <= nl; j++) hdr = hdr sprintf(" %-11s %-6s", lab[j], j > 1 ? "step" : "")
+		print hdr sprintf(" %-11s %s", "rxe", "last/rxe")
+		for (i = 1; i <= n; i++) {
+			k = order[i]; split(k, f, "\t")
+			line = sprintf("%-14s %-7s", f[1], size(f[2])); prev = ""
+			for (j = 1; j <= nl; j++) {
+				x = median(k "\t" lab[j])
+				line = line sprintf(" %-11s %-6s", x == "" ? "-" : sprintf("%.2f", x),
+					j == 1 ? "" : (x != "" && prev + 0 > 0) ? sprintf("%.2f", x / prev) : "-")
+				prev = x
+			}
+			m = 0; delete a
+			for (r = 1; r <= 9; r++) if ((k, r) in e) a[++m] = e[k, r] + 0
+			r = m ? mid(a, m) : ""
+			print line sprintf(" %-11s %s", r == "" ? "-" : sprintf("%.2f", r),
+				(r + 0 > 0 && prev != "") ? sprintf("%.2f", prev / r) : "-")
+		}
+	}' "$tsv"
+}
 table >"$out/bench.txt"
 xud_table >"$out/bench-xud.txt"
-cat "$out/bench.txt" "$out/bench-xud.txt"
+steps_table >"$out/bench-steps.txt"
+cat "$out/bench.txt" "$out/bench-xud.txt" "$out/bench-steps.txt"
 
 cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n1)
 guest=$(cat "$out/vm1/uname" 2>/dev/null || echo unknown)
@@ -209,10 +270,31 @@ read -r qps wrs <"$out/vm1/qp-mem.conf" || qps=? wrs=?
 rounds=$(awk -F'\t' '$6 > r { r = $6 } END { print r + 0 }' "$tsv")
 # Runs run once more because perftest could not measure the CPU clock
 # (qemu/bench-guest.sh, again).
-reruns=$(grep -l '^yes$' "$out"/vm1/again-* 2>/dev/null | sed 's/.*again-//' | tr '\n' ' ' | sed 's/ $//')
+reruns=$({ grep -l '^yes$' "$out"/vm1/again-* 2>/dev/null || true; } | sed 's/.*again-//' | tr '\n' ' ' | sed 's/ $//')
 # The hand-written part of the document, from its heading on.
 kept=$(sed -n '/^What limits rxud$/,$p' "$doc" 2>/dev/null || true)
 [ -n "$kept" ] || kept=$'What limits rxud\n================\n\nNot written yet.'
+# Issue 10's steps, if the run has them.
+steps_doc="This run has no figures of issue 10's steps."
+if [ -s "$out/bench-steps.txt" ]; then
+	steps_doc=$(cat <<STEPS
+Issue 10's steps: rxud alone, after the rounds above, in one boot, its
+batching switched on one step at a time with its module parameters in
+both VMs (qemu/bench-guest.sh, \`\`steps\`\`): "landed" is the data path as
+it landed (\`\`trains\`\` and \`\`gro\`\` off: every packet through IP alone
+each way), "+GSO" adds trains on transmit, "+GRO" GRO trains on
+receive. MB/s, the median of $(awk -F'\t' '$1 == "step" && $6 > r { r = $6 } END { print r + 0 }' "$tsv") rounds (the steps in reverse order
+in even rounds); "step": over the step before; "last/rxe": the last
+step over rxe's figure of the same test in the rounds above (rxe was
+measured minutes earlier). ACK coalescing and the CQ ring's one publish
+per batch came with the data path and have no switch.
+
+::
+
+$(sed 's/^/    /' "$out/bench-steps.txt")
+STEPS
+	)
+fi
 cat >"$doc" <<EOF
 .. SPDX-License-Identifier: GPL-2.0
 
@@ -285,6 +367,8 @@ stream has parked ("at rest"; xud_real_peers).
 ::
 
 $(sed 's/^/    /' "$out/bench-xud.txt")
+
+$steps_doc
 
 $kept
 EOF

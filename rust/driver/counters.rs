@@ -108,9 +108,15 @@ pub(crate) enum RxCounter {
     /// The packets that went in trains (`tx_train_packets / tx_trains`
     /// is the average train; the rest of `tx_packets` went alone).
     TxTrainPackets = 39,
+    /// Received trains: runs of one flow's datagrams that GRO linked
+    /// (`rust/ffi/gro.c`) and the port took as one, two or more.
+    RxTrains = 40,
+    /// The datagrams that came in trains (`rx_train_packets / rx_trains`
+    /// is the average; the rest of `rx_packets` came alone).
+    RxTrainPackets = 41,
 }
 
-const RX_COUNTERS: usize = 40;
+const RX_COUNTERS: usize = 42;
 
 /// Counter names, as `rdma statistic` shows them.
 pub(crate) static RX_COUNTER_DESCS: [CounterDesc; RX_COUNTERS] = [
@@ -154,6 +160,8 @@ pub(crate) static RX_COUNTER_DESCS: [CounterDesc; RX_COUNTERS] = [
     CounterDesc::new(c_str!("xud_naks_received")),
     CounterDesc::new(c_str!("tx_trains")),
     CounterDesc::new(c_str!("tx_train_packets")),
+    CounterDesc::new(c_str!("rx_trains")),
+    CounterDesc::new(c_str!("rx_train_packets")),
 ];
 
 /// The receive counters of one port.

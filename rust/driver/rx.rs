@@ -23,7 +23,7 @@ use crate::abi::{
     network, status, wc_flags, wc_opcode, Cqe, RecvWqe, Sge, RECV_WQE_HEADER_SIZE, SGE_SIZE,
 };
 use crate::ib::{AccessFlags, QpType};
-use crate::net::skb::SkBuff;
+use crate::net::{skb::SkBuff, udp::Train};
 use crate::proto::wire::{
     bth, deth,
     icrc::Icrc,
@@ -79,6 +79,24 @@ impl RxPort {
         self.counters.add(RxCounter::RxBytes, skb.len() as u64);
         if let Err(why) = self.deliver(&skb) {
             self.counters.add(why, 1);
+        }
+    }
+
+    /// A train GRO linked (`rust/ffi/gro.c`), cut loose again: its
+    /// datagrams one by one, in arrival order; `lost` more were dropped
+    /// cutting them loose. Context: softirq.
+    pub(crate) fn receive_train(&self, first: SkBuff, rest: Train, lost: u32) {
+        let mut n = 1u64;
+        self.receive(first);
+        for skb in rest {
+            n += 1;
+            self.receive(skb);
+        }
+        self.counters.add(RxCounter::RxTrains, 1);
+        self.counters.add(RxCounter::RxTrainPackets, n);
+        if lost > 0 {
+            self.counters.add(RxCounter::Packets, lost.into());
+            self.counters.add(RxCounter::DropNoMemory, lost.into());
         }
     }
 

@@ -15,12 +15,13 @@
 //! namespace's socket finds the rxud port by the ingress netdev under an
 //! interrupt-safe lock and hands the packet to it (`rx.rs`).
 
+use super::counters::RxCounter;
 use super::rx::RxPort;
 use crate::net::{
     netdev::NetDeviceId,
     netns::NetNsRef,
     skb::SkBuff,
-    udp::{TunnelRx, TunnelSocket},
+    udp::{Train, TunnelRx, TunnelSocket},
     NetDevice,
 };
 use crate::sync::{new_spinlock_irq, SpinLockIrq};
@@ -65,22 +66,40 @@ fn insert<T>(slots: &mut KVec<Option<T>>, v: T, flags: kernel::alloc::Flags) -> 
     }
 }
 
-impl TunnelRx for NetnsRx {
-    fn receive(&self, skb: SkBuff) {
-        let Some(ingress) = skb.ingress() else {
-            return;
-        };
-        let port = self
-            .ports
+impl NetnsRx {
+    /// The rxud port of the netdev `skb` came in on, if it is one.
+    fn port_of(&self, skb: &SkBuff) -> Option<Arc<RxPort>> {
+        let ingress = skb.ingress()?;
+        self.ports
             .lock()
             .iter()
             .flatten()
             .find(|(id, _)| *id == ingress)
-            .map(|(_, p)| p.clone());
+            .map(|(_, p)| p.clone())
+    }
+}
+
+impl TunnelRx for NetnsRx {
+    fn receive(&self, skb: SkBuff) {
         // Not an rxud netdev of this namespace: dropped (the skb frees on
         // return), as the port is ours.
-        if let Some(port) = port {
+        if let Some(port) = self.port_of(&skb) {
             port.receive(skb);
+        }
+    }
+
+    /// One port lookup for the whole train: GRO links only datagrams of
+    /// one device.
+    fn receive_train(&self, first: SkBuff, rest: Train, lost: u32) {
+        if let Some(port) = self.port_of(&first) {
+            port.receive_train(first, rest, lost);
+        }
+    }
+
+    fn lost(&self, skb: &SkBuff, n: u32) {
+        if let Some(port) = self.port_of(skb) {
+            port.counters.add(RxCounter::Packets, n.into());
+            port.counters.add(RxCounter::DropNoMemory, n.into());
         }
     }
 }

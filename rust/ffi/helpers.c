@@ -193,6 +193,8 @@ int rxud_udp_tunnel_open(struct net *net, bool ipv6, u16 port,
 		.sk_user_data = user_data,
 		.encap_type = 1,
 		.encap_rcv = encap_rcv,
+		.gro_receive = rxud_gro_receive,
+		.gro_complete = rxud_gro_complete,
 	};
 	int err = udp_sock_create(net, &udp_cfg, sockp);
 

@@ -93,6 +93,16 @@ int rxud_tx_push_udp4(struct sk_buff *skb, struct dst_cache *cache,
 void rxud_tx_train(struct sk_buff *head, struct sk_buff **rest,
 		   unsigned int n);
 int rxud_tx_send(struct sk_buff *skb);
+
+/* gro.c: received trains */
+struct list_head;
+struct sk_buff *rxud_gro_receive(struct sock *sk, struct list_head *head,
+				 struct sk_buff *skb);
+int rxud_gro_complete(struct sock *sk, struct sk_buff *skb, int nhoff);
+int rxud_rx_unlink_train(struct sk_buff *skb, struct sk_buff **rest,
+			 unsigned int *dropped);
+struct sk_buff *rxud_skb_list_pop(struct sk_buff **list);
+unsigned int rxud_skb_train_segs(const struct sk_buff *skb);
 int rxud_tx_push_udp6(struct sk_buff *skb, struct dst_cache *cache,
 		      const struct in6_addr *saddr, const struct in6_addr *daddr,
 		      __be16 sport, u8 tclass, u8 hop_limit, u32 flow_label,

@@ -15,6 +15,66 @@ pub(crate) trait TunnelRx: Send + Sync {
     ///
     /// Context: softirq (the UDP receive path), under RCU; must not sleep.
     fn receive(&self, skb: SkBuff);
+
+    /// A train: datagrams of one flow, from one device, that GRO linked
+    /// (`rust/ffi/gro.c`) and that are cut loose again, in arrival order,
+    /// `first` first; `lost` more were dropped cutting them loose (no
+    /// memory). By default each is received alone.
+    ///
+    /// Context: as [`Self::receive`].
+    fn receive_train(&self, first: SkBuff, rest: Train, lost: u32) {
+        let _ = lost;
+        self.receive(first);
+        for skb in rest {
+            self.receive(skb);
+        }
+    }
+
+    /// A train of `n` datagrams, `skb` its first, is dropped whole: it
+    /// could not be cut loose (no memory).
+    ///
+    /// Context: as [`Self::receive`].
+    fn lost(&self, skb: &SkBuff, n: u32) {
+        let _ = (skb, n);
+    }
+}
+
+/// The datagrams of a train behind its first, each an skb of its own
+/// (see [`TunnelRx::receive_train`]); those not taken are freed on drop.
+///
+/// # Invariants
+///
+/// `list` is a `next`-linked list of skbs we own, each with its data at
+/// its UDP header.
+pub(crate) struct Train {
+    list: *mut bindings::sk_buff,
+}
+
+impl Iterator for Train {
+    type Item = SkBuff;
+
+    fn next(&mut self) -> Option<SkBuff> {
+        loop {
+            // SAFETY: `list` is ours (type invariant); the helper takes
+            // its first skb off it.
+            let skb = NonNull::new(unsafe { bindings::rxud_skb_list_pop(&mut self.list) })?;
+            // SAFETY: we own `skb`, its data at its UDP header.
+            if unsafe { bindings::rxud_skb_pull_udp_header(skb.as_ptr()) } {
+                // SAFETY: owned, data at the UDP payload.
+                return Some(unsafe { SkBuff::from_raw(skb) });
+            }
+            // SAFETY: owned, not used again.
+            unsafe { bindings::rxud_kfree_skb(skb.as_ptr()) };
+        }
+    }
+}
+
+impl Drop for Train {
+    fn drop(&mut self) {
+        for skb in self.by_ref() {
+            drop(skb);
+        }
+    }
 }
 
 /// A UDP port of one namespace, IPv4 and (where the kernel has IPv6)
@@ -145,8 +205,17 @@ unsafe extern "C" fn encap_rcv<T: TunnelRx>(
     let Some(skb_ptr) = NonNull::new(skb) else {
         return 0;
     };
+    let mut rest = core::ptr::null_mut();
+    let mut lost = 0u32;
     // SAFETY: per the function's contract we own the skb from here on,
-    // whatever happens to it.
+    // whatever happens to it, its data at the UDP header; the helper
+    // cuts a GRO train loose into `rest` (ours then), or leaves it whole
+    // and fails.
+    let behind = unsafe { bindings::rxud_rx_unlink_train(skb_ptr.as_ptr(), &mut rest, &mut lost) };
+    let rest = Train { list: rest };
+    // SAFETY: as above (a train left whole is still an skb of ours).
+    let segs = unsafe { bindings::rxud_skb_train_segs(skb_ptr.as_ptr()) };
+    // SAFETY: as above.
     let pulled = unsafe { bindings::rxud_skb_pull_udp_header(skb_ptr.as_ptr()) };
     // SAFETY: as above; the data now starts at the UDP payload (or the skb
     // is dropped unread).
@@ -156,7 +225,9 @@ unsafe extern "C" fn encap_rcv<T: TunnelRx>(
     // readers like this one.
     let rx = unsafe { bindings::rxud_sk_user_data(sk).cast::<T>().as_ref() };
     match rx {
-        Some(rx) if pulled => rx.receive(skb),
+        Some(rx) if pulled && behind > 0 => rx.receive_train(skb, rest, lost),
+        Some(rx) if pulled && behind == 0 => rx.receive(skb),
+        Some(rx) if pulled => rx.lost(&skb, segs),
         _ => drop(skb),
     }
     // 0: consumed (we own and have freed or kept the skb).

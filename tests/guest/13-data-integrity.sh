@@ -7,15 +7,17 @@
 # with netem losing, duplicating and reordering packets both ways; then rxe
 # and rxud against each other both ways round, on a clean link and on one
 # that loses and duplicates packets, and rxe alone (the reference: the
-# same seed as the first run). Also ibv_srq_pingpong -c between the two
-# rxud devices.
+# same seed as the first run). Between the two rxud devices and from rxe
+# to rxud also with GRO on the veth, so that rxud receives GRO trains
+# (rust/ffi/gro.c). Also ibv_srq_pingpong -c between the two rxud
+# devices.
 #
 # The seed is printed; RXUD_DATA_SEED=N replays a run.
 . "$(dirname "$0")/../lib/tap.sh"
 . "$(dirname "$0")/../lib/rxud.sh"
 . "$(dirname "$0")/../lib/traffic.sh"
 DT=$RXUD_TOP/tests/verbs/data-test
-TAP_PLANNED=13
+TAP_PLANNED=17
 tap_begin $TAP_PLANNED
 export RDMAV_DRIVERS=$RXUD_TOP/rdma-core-provider/build/librxud
 
@@ -55,6 +57,29 @@ data_test "data-test, 300 random operations between rxud0 and rxud1, seed $SEED"
 # Several QPs sharing one SRQ on each side.
 srq_pingpong dia rxud0 dib rxud1 -s 4096 -q 4 -n 100
 check "ibv_srq_pingpong -c, 4 QPs on an SRQ each side, 4 KB x 100, between two rxud devices" pp_done 100
+
+# --- The same with GRO trains on receive ---------------------------------
+# rxud's GRO (rust/ffi/gro.c): a veth does GRO once asked (ethtool -K DEV
+# gro on gives its receiving end NAPI), for what a peer without TSO sends
+# it (veth_skb_is_eligible_for_gro); with GSO off the senders hand IP
+# single datagrams, which GRO then links into trains for rxud's socket,
+# and rxud cuts loose again and checks one by one.
+gro_link() { # on|off
+	local g=$1 s=off
+	[ "$g" = on ] || s=on
+	inns dia ethtool -K div0 gro "$g" gso "$s" tso "$s" >/dev/null &&
+		inns dib ethtool -K div1 gro "$g" gso "$s" tso "$s" >/dev/null
+}
+trains_in() { echo $(($(hwc rxud0 rx_trains) + $(hwc rxud1 rx_trains))); }
+rt0=$(trains_in) rp0=$(($(hwc rxud0 rx_train_packets) + $(hwc rxud1 rx_train_packets)))
+check "GRO on and GSO off on both veth ends" gro_link on
+data_test "data-test, 300 random operations between rxud0 and rxud1 with GRO trains, seed $((SEED + 6))" dia \
+	-d rxud0 -g "${g0:-0}" -D rxud1 -G "${g1:-0}" -s $((SEED + 6)) -n 300
+rt=$(($(trains_in) - rt0))
+rp=$(($(hwc rxud0 rx_train_packets) + $(hwc rxud1 rx_train_packets) - rp0))
+check "received datagrams came in GRO trains (rx_trains +$rt, rx_train_packets +$rp)" \
+	test "$rt" -gt 0 -a "$rp" -ge $((2 * rt))
+gro_link off
 
 # --- The same over a link that loses, duplicates and reorders ------------
 # netem on both veth ends: each way, 1% of the packets lost, 1% sent
@@ -104,6 +129,19 @@ data_test "data-test, 200 random operations, QP A on rxe0, QP B on rxud0, seed $
 	-d rxe0 -g "${ge:-0}" -D rxud0 -G "${g0:-0}" -s $((SEED + 2)) -n 200
 data_test "data-test, 200 random operations, QP A on rxud0, QP B on rxe0, seed $((SEED + 3))" dia \
 	-d rxud0 -g "${g0:-0}" -D rxe0 -G "${ge:-0}" -s $((SEED + 3)) -n 200
+# rxe's datagrams in GRO trains at rxud0 (GRO on its veth end, TSO off on
+# rxe's; rxe sends no GSO), and rxud0's to rxe0 one by one (GSO off).
+rt0=$(hwc rxud0 rx_trains)
+inns dia ethtool -K div0 gro on gso off >/dev/null
+ethtool -K div1 tso off >/dev/null
+data_test "data-test, 200 random operations, QP A on rxe0, QP B on rxud0 taking GRO trains, seed $((SEED + 7))" dia \
+	-d rxe0 -g "${ge:-0}" -D rxud0 -G "${g0:-0}" -s $((SEED + 7)) -n 200
+inns dia ethtool -K div0 gro off gso on >/dev/null
+ethtool -K div1 tso on >/dev/null
+# Diagnostic only: rxe sends each packet from its task with bottom halves
+# enabled again after it, so the veth's NAPI mostly polls one at a time
+# and trains are rare (2 in a trial run).
+echo "rxud0 took $(($(hwc rxud0 rx_trains) - rt0)) GRO trains of rxe0's datagrams" | tap_diag
 # And over a link that loses and duplicates packets (no reordering: rxe's
 # requester cannot take it, see Documentation/design.rst, "rxe under
 # reordering"). This is where rxe met rxud's plain ACKs naming a READ's or

@@ -1,0 +1,224 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * GRO for rxud's UDP tunnel sockets: the receive half of trains.
+ *
+ * RoCEv2 over IPv4 sends a zero UDP checksum, and the stack's UDP GRO
+ * (udp_gro_receive_segment) merges only datagrams that carry one, so
+ * without help every RoCE packet climbs the stack alone: IP receive,
+ * netfilter, the route and socket lookups, once per packet. A tunnel
+ * socket may bring its own GRO callbacks (VXLAN's and GENEVE's do); ours
+ * link a flow's consecutive datagrams whole, each keeping its own IP and
+ * UDP headers (the ICRC covers them), behind the first, as fraglist GRO
+ * does: the train then climbs the stack once, and the encap callback cuts
+ * it loose again (rxud_rx_unlink_train) and receives its datagrams one by
+ * one, in order. Nothing is rewritten in a datagram but the first's IP
+ * and UDP lengths, which the stack sets to the train's and the unlinking
+ * sets back, so every datagram's ICRC is checked as it was sent.
+ *
+ * udp_gro_complete marks a train of a socket with GRO callbacks
+ * SKB_GSO_UDP_TUNNEL, which udp_unexpected_gso lets through to the encap
+ * callback whole; SKB_GSO_UDP_L4 trains (rxud's own sent trains, over a
+ * veth) are still segmented before it.
+ */
+#include <linux/module.h>
+#include <linux/moduleparam.h>
+#include <linux/ip.h>
+#include <linux/ipv6.h>
+#include <linux/skbuff.h>
+#include <linux/udp.h>
+#include <net/gro.h>
+#include <net/ip.h>
+#include "helpers.h"
+
+/* At most this many datagrams in a train (UDP GRO's own limit). */
+#define RXUD_GRO_MAX_SEGS 64
+/* The smallest RoCE datagram worth linking: a BTH and an ICRC. */
+#define RXUD_GRO_MIN_LEN (12 + 4)
+
+static bool gro = true;
+module_param(gro, bool, 0644);
+MODULE_PARM_DESC(gro, "Link a flow's consecutive received datagrams into one train for the stack (default: on)");
+
+/*
+ * Bytes of @skb's own datagram from its network header, the datagrams
+ * linked behind it not counted.
+ */
+static unsigned int rxud_gro_own_len(const struct sk_buff *skb)
+{
+	const struct sk_buff *m;
+	unsigned int len = skb->len;
+
+	skb_walk_frags(skb, m)
+		len -= m->len;
+	return len;
+}
+
+/*
+ * udp_tunnel_sock_cfg.gro_receive: @skb's UDP header is pulled (its GRO
+ * offset is at the UDP payload); @head holds the packets GRO keeps for
+ * this NAPI poll, those of @skb's flow (addresses and ports) marked
+ * same_flow by the IP and UDP layers. Returns a held packet to deliver
+ * now, or NULL. The train is the first datagram's length: a longer one
+ * ends it before itself, a shorter one after itself (the last packet of
+ * a message), as UDP GRO's segments do. Whatever ends a train delivers it
+ * before the datagram that ended it, so a flow keeps its order.
+ */
+struct sk_buff *rxud_gro_receive(struct sock *sk, struct list_head *head,
+				 struct sk_buff *skb)
+{
+	unsigned int len = skb_gro_len(skb);
+	bool alone = !READ_ONCE(gro) || len < RXUD_GRO_MIN_LEN ||
+		     NAPI_GRO_CB(skb)->flush;
+	struct sk_buff *p;
+
+	if (alone)
+		NAPI_GRO_CB(skb)->flush = 1;
+	list_for_each_entry(p, head, list) {
+		unsigned int seg;
+
+		if (!NAPI_GRO_CB(p)->same_flow)
+			continue;
+		/* A datagram that goes up alone goes after the train held
+		 * before it, not ahead of it: RC takes a flow in order. */
+		if (alone)
+			return p;
+		/* The first datagram's UDP length is its own until GRO
+		 * completes the train. */
+		seg = ntohs(udp_hdr(p)->len) - sizeof(struct udphdr);
+		if (len > seg || p->len + skb->len >= 65536)
+			return p;
+		/* Each datagram's headers stay in front of its data, in its
+		 * linear part, for the receive path and the ICRC. */
+		if (!pskb_may_pull(skb, skb_gro_offset(skb))) {
+			NAPI_GRO_CB(skb)->flush = 1;
+			return p;
+		}
+		skb_set_network_header(skb, NAPI_GRO_CB(skb)->network_offset);
+		if (NAPI_GRO_CB(p)->last == p)
+			skb_shinfo(p)->frag_list = skb;
+		else
+			NAPI_GRO_CB(p)->last->next = skb;
+		NAPI_GRO_CB(p)->last = skb;
+		skb_pull(skb, skb_gro_offset(skb));
+		NAPI_GRO_CB(p)->count++;
+		p->data_len += skb->len;
+		p->len += skb->len;
+		p->truesize += skb->truesize;
+		/* The train owns it now. */
+		skb->destructor = NULL;
+		skb->sk = NULL;
+		skb_shinfo(p)->flags |= skb_shinfo(skb)->flags & SKBFL_SHARED_FRAG;
+		NAPI_GRO_CB(skb)->same_flow = 1;
+		if (len < seg || NAPI_GRO_CB(p)->count >= RXUD_GRO_MAX_SEGS)
+			return p;
+		return NULL;
+	}
+	return NULL;
+}
+
+/*
+ * udp_tunnel_sock_cfg.gro_complete, for a train of two or more (GRO
+ * delivers a lone datagram as it came): @nhoff is the offset of the UDP
+ * payload. The IP and UDP layers set the first datagram's lengths to the
+ * train's and udp_gro_complete its GSO type to SKB_GSO_UDP_TUNNEL; this
+ * says how many datagrams and how long the first.
+ */
+int rxud_gro_complete(struct sock *sk, struct sk_buff *skb, int nhoff)
+{
+	skb_shinfo(skb)->gso_size = rxud_gro_own_len(skb) - nhoff;
+	skb_shinfo(skb)->gso_segs = NAPI_GRO_CB(skb)->count;
+	return 0;
+}
+
+/*
+ * The encap callback's side, before it pulls @skb's UDP header: if @skb
+ * is a train rxud_gro_receive linked, cuts the datagrams behind the first
+ * loose and gives the first back its own IP and UDP lengths (and IPv4
+ * header checksum). Puts the others in @rest as a list (->next, taken
+ * with rxud_skb_list_pop), each an skb of its own with its data at its
+ * UDP header as @skb's is, and returns how many there are; 0 and an
+ * empty @rest for a lone datagram.
+ *
+ * A train a packet tap also holds (cloned) gets a private copy of the
+ * first datagram's header and shared info before anything is written,
+ * and each datagram it shares is cloned: the tap keeps the train as the
+ * stack saw it. A datagram that cannot be cloned is dropped (counted in
+ * @dropped); -ENOMEM if the first cannot be made private: the caller then
+ * drops the train whole (its gso_segs datagrams).
+ */
+int rxud_rx_unlink_train(struct sk_buff *skb, struct sk_buff **rest,
+			 unsigned int *dropped)
+{
+	struct sk_buff *list, *m, *next, **tail = rest;
+	unsigned int len = 0, truesize = 0, hlen;
+	int n = 0;
+
+	*rest = NULL;
+	*dropped = 0;
+	if (!skb_is_gso(skb) || !skb_has_frag_list(skb) ||
+	    !(skb_shinfo(skb)->gso_type &
+	      (SKB_GSO_UDP_TUNNEL | SKB_GSO_UDP_TUNNEL_CSUM)))
+		return 0;
+	if (skb_unclone(skb, GFP_ATOMIC))
+		return -ENOMEM;
+	list = skb_shinfo(skb)->frag_list;
+	skb_shinfo(skb)->frag_list = NULL;
+	for (m = list; m; m = next) {
+		next = m->next;
+		m->next = NULL;
+		len += m->len;
+		truesize += m->truesize;
+		if (skb_shared(m)) {
+			struct sk_buff *c = skb_clone(m, GFP_ATOMIC);
+
+			consume_skb(m);
+			if (!c) {
+				(*dropped)++;
+				continue;
+			}
+			m = c;
+		}
+		/* GRO pulled it to its UDP payload; its headers are still in
+		 * front, at the offsets the IP layer set. */
+		skb_push(m, m->data - skb_transport_header(m));
+		*tail = m;
+		tail = &m->next;
+		n++;
+	}
+	skb->len -= len;
+	skb->data_len -= len;
+	skb->truesize -= min(truesize, skb->truesize);
+	skb_shinfo(skb)->gso_size = 0;
+	skb_shinfo(skb)->gso_segs = 0;
+	skb_shinfo(skb)->gso_type = 0;
+	skb->encapsulation = 0;
+	/* The data is at the UDP header. */
+	hlen = skb->data - skb_network_header(skb);
+	udp_hdr(skb)->len = htons(skb->len);
+	if (skb->protocol == htons(ETH_P_IP)) {
+		ip_hdr(skb)->tot_len = htons(skb->len + hlen);
+		ip_send_check(ip_hdr(skb));
+	} else {
+		ipv6_hdr(skb)->payload_len =
+			htons(skb->len + hlen - sizeof(struct ipv6hdr));
+	}
+	return n;
+}
+
+/* The first skb of @list, taken off it, or NULL. */
+struct sk_buff *rxud_skb_list_pop(struct sk_buff **list)
+{
+	struct sk_buff *skb = *list;
+
+	if (skb) {
+		*list = skb->next;
+		skb->next = NULL;
+	}
+	return skb;
+}
+
+/* Datagrams in a train @skb (1 for a lone one). */
+unsigned int rxud_skb_train_segs(const struct sk_buff *skb)
+{
+	return skb_is_gso(skb) ? max_t(unsigned int, skb_shinfo(skb)->gso_segs, 1) : 1;
+}
