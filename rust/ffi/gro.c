@@ -18,7 +18,10 @@
  * udp_gro_complete marks a train of a socket with GRO callbacks
  * SKB_GSO_UDP_TUNNEL, which udp_unexpected_gso lets through to the encap
  * callback whole; SKB_GSO_UDP_L4 trains (rxud's own sent trains, over a
- * veth) are still segmented before it.
+ * veth) are still segmented before it. Such a train cannot be segmented
+ * by the stack (there is no inner packet), so only datagrams addressed
+ * to this host are linked: the wildcard-bound socket would otherwise
+ * link RoCE datagrams the host forwards too.
  */
 #include <linux/module.h>
 #include <linux/moduleparam.h>
@@ -26,6 +29,8 @@
 #include <linux/ipv6.h>
 #include <linux/skbuff.h>
 #include <linux/udp.h>
+#include <linux/inetdevice.h>
+#include <net/addrconf.h>
 #include <net/gro.h>
 #include <net/ip.h>
 #include "helpers.h"
@@ -51,6 +56,37 @@ static unsigned int rxud_gro_own_len(const struct sk_buff *skb)
 	skb_walk_frags(skb, m)
 		len -= m->len;
 	return len;
+}
+
+/*
+ * Whether @skb, in GRO, is addressed to this host. rxud's sockets are
+ * bound to the wildcard address, so GRO's socket lookup also finds them
+ * for RoCE datagrams this host forwards; a train of those could not be
+ * segmented again on the way out (its GSO type says tunnel, and there is
+ * no inner packet), so they go up alone. Asked once per train (its first
+ * datagram); the rest of a flow has the same destination.
+ */
+static bool rxud_gro_for_us(struct sk_buff *skb)
+{
+	unsigned int off = NAPI_GRO_CB(skb)->network_offset;
+	struct net *net = dev_net(skb->dev);
+	const void *nh;
+
+	/* As skb_gro_network_header, at the outer header: the callback runs
+	 * with encap_mark set, which would pick the inner one. */
+	if (skb_gro_may_pull(skb, skb_gro_offset(skb)))
+		nh = skb_gro_header_fast(skb, off);
+	else
+		nh = skb->data + off;
+	if (!NAPI_GRO_CB(skb)->is_ipv6)
+		return __ip_dev_find(net, ((const struct iphdr *)nh)->daddr,
+				     false) != NULL;
+#if IS_ENABLED(CONFIG_IPV6)
+	return ipv6_dev_find(net, &((const struct ipv6hdr *)nh)->daddr,
+			     NULL) != NULL;
+#else
+	return false;
+#endif
 }
 
 /*
@@ -113,6 +149,9 @@ struct sk_buff *rxud_gro_receive(struct sock *sk, struct list_head *head,
 			return p;
 		return NULL;
 	}
+	/* The first of a train (or one that goes up alone). */
+	if (!alone && !rxud_gro_for_us(skb))
+		NAPI_GRO_CB(skb)->flush = 1;
 	return NULL;
 }
 
