@@ -92,6 +92,12 @@ STEP_RUNS=(
 )
 STEPS=("landed N N" "+GSO Y N" "+GRO Y Y")
 STEP_ROUNDS=2
+# After each step's rows in the first round, this run once more with the
+# module parameter timing on, for the per-packet budget: nanoseconds per
+# packet in rxud's receive path and its ICRC check (vm0, which takes the
+# data) and in building packets and handing them to IP (vm1, which sends
+# it), from the hw_counters.
+BUDGET_RUN="ib_write_bw 65536 $BW"
 # Rounds of RUNS for each provider: the table gives each figure's median.
 ROUNDS=3
 # RC QPs created at once for the memory figure, and their work requests.
@@ -558,11 +564,47 @@ steps() {
 					record step "$t|$label" "$size" "$v" MB/s "$round"
 				fi
 			done
+			[ "$round" = 1 ] && budget "$label" "$name"
 		done
 	done
 	echo Y >/sys/module/rxud/parameters/trains
 	echo Y >/sys/module/rxud/parameters/gro
 	down rxud steps
+}
+
+# hw_stat FILE COUNTER: COUNTER's value in a saved `rdma statistic` line.
+hw_stat() { awk -v k="$2" '{ for (i = 1; i < NF; i++) if ($i == k) { print $(i + 1); exit } }' "$1"; }
+
+# budget LABEL PREV: BUDGET_RUN with timing on, at step LABEL; PREV is the
+# run before it (its counters are the starting point). Recorded as
+# provider "budget", test "LABEL|WHAT", in ns per packet.
+budget() {
+	local label=$1 prev=$2 name=budget-$1 v per a b
+	perf_args "$BUDGET_RUN"
+	echo 1 >/sys/module/rxud/parameters/timing
+	run_both "$name" timeout 150 "$t" "${args[@]}"
+	echo 0 >/sys/module/rxud/parameters/timing
+	rdma statistic show link "$dev/1" >"$RXUD_OUT/$name.stats" 2>&1
+	step "budget-$label"
+	[ "$RXUD_VM" = 1 ] || return 0
+	v=$(result "$RXUD_OUT/$name.client" "$t")
+	record budget "$label|bandwidth of the timed run (MB/s)" "$size" "$v" MB/s
+	# The time one packet of payload has at that rate (MTU 1024).
+	[ -n "$v" ] && record budget "$label|wall time per data packet" "$size" \
+		"$(awk -v v="$v" 'BEGIN { printf "%.0f", 1e9 * 1024 / (v * 1048576) }')" ns
+	# per SIDE COUNTER PACKETS: COUNTER's growth over the run per packet
+	# of PACKETS' growth, on vm0 ("peer") or vm1 ("self").
+	per() {
+		local dir=$RXUD_OUT
+		[ "$1" = peer ] && dir=$peer_out
+		a=$(( $(hw_stat "$dir/$name.stats" "$2") - $(hw_stat "$dir/$prev.stats" "$2") ))
+		b=$(( $(hw_stat "$dir/$name.stats" "$3") - $(hw_stat "$dir/$prev.stats" "$3") ))
+		[ "$b" -gt 0 ] && awk -v a="$a" -v b="$b" 'BEGIN { printf "%.0f", a / b }'
+	}
+	record budget "$label|receive path, per datagram (vm0)" "$size" "$(per peer rx_ns rx_packets)" ns
+	record budget "$label|of which the ICRC check (vm0)" "$size" "$(per peer rx_icrc_ns rx_packets)" ns
+	record budget "$label|building packets, per packet (vm1)" "$size" "$(per self tx_build_ns tx_packets)" ns
+	record budget "$label|handing them to IP, per packet (vm1)" "$size" "$(per self tx_ip_ns tx_packets)" ns
 }
 
 # uverbs_writes STRACE: how many write(2) calls an strace log shows on the

@@ -155,6 +155,13 @@ pub(crate) fn now_ns() -> u64 {
     unsafe { bindings::rxud_now_ns() }
 }
 
+/// Whether the module parameter `timing` asks for the time of rxud's
+/// steps to be counted (`driver::counters::Span`). Any context.
+pub(crate) fn timing_enabled() -> bool {
+    // SAFETY: no precondition; reads a module parameter.
+    unsafe { bindings::rxud_timing() }
+}
+
 /// Sleeps for about `ms` milliseconds (`msleep`). Context: process.
 pub(crate) fn sleep_ms(ms: u32) {
     // SAFETY: no precondition beyond a sleepable context, which callers

@@ -114,9 +114,23 @@ pub(crate) enum RxCounter {
     /// The datagrams that came in trains (`rx_train_packets / rx_trains`
     /// is the average; the rest of `rx_packets` came alone).
     RxTrainPackets = 41,
+    /// Nanoseconds in the port's receive path, datagram by datagram
+    /// (module parameter `timing`; 0 while it is off): the checks, the
+    /// ICRC, the protocol, the placement, the completion and the answers
+    /// built and sent from there.
+    RxNs = 42,
+    /// Of those, nanoseconds in the ICRC check.
+    RxIcrcNs = 43,
+    /// Nanoseconds a QP's sender spent building packets (the skb, the
+    /// copy from the MR, the ICRC) when its queue was run (`timing`).
+    TxBuildNs = 44,
+    /// Nanoseconds from handing a packet or train to IP until IP gave
+    /// back (routing, netfilter, the qdisc, segmentation of trains, the
+    /// driver; `timing`).
+    TxIpNs = 45,
 }
 
-const RX_COUNTERS: usize = 42;
+const RX_COUNTERS: usize = 46;
 
 /// Counter names, as `rdma statistic` shows them.
 pub(crate) static RX_COUNTER_DESCS: [CounterDesc; RX_COUNTERS] = [
@@ -162,6 +176,10 @@ pub(crate) static RX_COUNTER_DESCS: [CounterDesc; RX_COUNTERS] = [
     CounterDesc::new(c_str!("tx_train_packets")),
     CounterDesc::new(c_str!("rx_trains")),
     CounterDesc::new(c_str!("rx_train_packets")),
+    CounterDesc::new(c_str!("rx_ns")),
+    CounterDesc::new(c_str!("rx_icrc_ns")),
+    CounterDesc::new(c_str!("tx_build_ns")),
+    CounterDesc::new(c_str!("tx_ip_ns")),
 ];
 
 /// The receive counters of one port.
@@ -179,10 +197,35 @@ impl RxCounters {
         }
     }
 
+    /// Times what runs until the result is dropped into `which`, when the
+    /// module parameter `timing` is on (`None` otherwise). Any context.
+    pub(crate) fn span(&self, which: RxCounter) -> Option<Span<'_>> {
+        crate::timer::timing_enabled().then(|| Span {
+            counters: self,
+            which,
+            start: crate::timer::now_ns(),
+        })
+    }
+
     /// Copies the counters into `out`, in [`RX_COUNTER_DESCS`] order.
     pub(crate) fn read(&self, out: &mut [u64]) {
         for (o, c) in out.iter_mut().zip(self.0.iter()) {
             *o = c.load(Ordering::Relaxed);
         }
+    }
+}
+
+/// A step being timed (see [`RxCounters::span`]): its nanoseconds are
+/// added to its counter when it is dropped.
+pub(crate) struct Span<'a> {
+    counters: &'a RxCounters,
+    which: RxCounter,
+    start: u64,
+}
+
+impl Drop for Span<'_> {
+    fn drop(&mut self) {
+        let ns = crate::timer::now_ns().saturating_sub(self.start);
+        self.counters.add(self.which, ns);
     }
 }

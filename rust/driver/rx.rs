@@ -75,6 +75,7 @@ impl RxPort {
 
     /// One datagram for this port. Context: softirq.
     pub(crate) fn receive(&self, skb: SkBuff) {
+        let _timed = self.counters.span(RxCounter::RxNs);
         self.counters.add(RxCounter::Packets, 1);
         self.counters.add(RxCounter::RxBytes, skb.len() as u64);
         if let Err(why) = self.deliver(&skb) {
@@ -117,7 +118,10 @@ impl RxPort {
             .ip_udp_headers(&mut ip_buf)
             .map_err(|_| RxCounter::DropMalformed)?;
         let ip = ip_buf.get(..ip_len).ok_or(RxCounter::DropMalformed)?;
-        check_icrc(skb, ip, head, len)?;
+        {
+            let _timed = self.counters.span(RxCounter::RxIcrcNs);
+            check_icrc(skb, ip, head, len)?;
+        }
         let bth = bth::Header::new_checked(head).map_err(|_| RxCounter::DropMalformed)?;
         let qp = self.qps.get(bth.dest_qp()).ok_or(RxCounter::DropNoQp)?;
         let payload = info.header_len..len - pad - 4;

@@ -49,7 +49,10 @@ pub(crate) fn kick<S: Transmitter>(qp: &Arc<QpCore>, lock: &SpinLockBh<Option<KB
                 st.defer(qp);
                 return;
             }
-            st.generate(qp);
+            {
+                let _timed = qp.port.counters.span(RxCounter::TxBuildNs);
+                st.generate(qp);
+            }
             if *st.sending() {
                 return;
             }
@@ -90,9 +93,11 @@ pub(crate) fn kick<S: Transmitter>(qp: &Arc<QpCore>, lock: &SpinLockBh<Option<KB
                 }
                 // A packet IP refuses is a lost packet: the transport
                 // recovers it.
+                let timed = qp.port.counters.span(RxCounter::TxIpNs);
                 if skb.send_owned(rest, qp).is_err() {
                     qp.port.counters.add(RxCounter::TxErrors, 1);
                 }
+                drop(timed);
             }
             i += len;
         }

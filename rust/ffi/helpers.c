@@ -660,6 +660,22 @@ module_param(trains, bool, 0644);
 MODULE_PARM_DESC(trains, "Hand a QP's consecutive packets to IP as one GSO skb (default: on)");
 
 /*
+ * Timing (off by default): nanoseconds spent in rxud's receive and
+ * transmit steps, added up in hw_counters (rx_ns, rx_icrc_ns,
+ * tx_build_ns, tx_ip_ns), for the per-packet budget of
+ * Documentation/performance.rst. Two clock reads per step and packet
+ * when on; one load when off.
+ */
+static bool timing;
+module_param(timing, bool, 0644);
+MODULE_PARM_DESC(timing, "Count the nanoseconds spent in rxud's receive and transmit steps (default: off)");
+
+bool rxud_timing(void)
+{
+	return READ_ONCE(timing);
+}
+
+/*
  * Whether to send trains out of the skb's device: asked for by the
  * module parameter and GSO wanted on the device, not necessarily in
  * effect. The core drops NETIF_F_GSO from the features of a device

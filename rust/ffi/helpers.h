@@ -126,6 +126,7 @@ void rxud_timer_setup(struct timer_list *timer,
 		      void (*fn)(struct timer_list *));
 int rxud_timer_arm_ns(struct timer_list *timer, u64 delay_ns);
 u64 rxud_now_ns(void);
+bool rxud_timing(void);
 /* The kernel's CSPRNG (rust/random.rs). */
 u64 rxud_random_u64(void);
 

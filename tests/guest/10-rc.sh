@@ -7,7 +7,7 @@
 . "$(dirname "$0")/../lib/tap.sh"
 . "$(dirname "$0")/../lib/rxud.sh"
 . "$(dirname "$0")/../lib/traffic.sh"
-TAP_PLANNED=29
+TAP_PLANNED=30
 tap_begin $TAP_PLANNED
 export RDMAV_DRIVERS=$RXUD_TOP/rdma-core-provider/build/librxud
 
@@ -73,8 +73,18 @@ check "rc_acks_received: the writer took ACKs (+$ar, at most +$as sent)" test "$
 check "doorbells: at least one, at most one per WR (+$db for 100)" test "$db" -ge 1 -a "$db" -le 100
 check "the writer's packets went in trains (tx_trains $(hwc rxud1 tx_trains), tx_train_packets $(hwc rxud1 tx_train_packets))" \
 	test "$(hwc rxud1 tx_train_packets)" -gt "$(hwc rxud1 tx_trains)" -a "$(hwc rxud1 tx_trains)" -gt 0
+# The READ runs with the timing counters on (module parameter timing):
+# the time of the receive path, its ICRC check, the senders' packet
+# building and IP counts up.
+ns_sum() { echo $(($(hwc rxud0 "$1") + $(hwc rxud1 "$1"))); }
+read -r rx0 ic0 tx0 ip0 < <(for c in rx_ns rx_icrc_ns tx_build_ns tx_ip_ns; do printf '%s ' "$(ns_sum $c)"; done)
+echo 1 >/sys/module/rxud/parameters/timing
 perf rca rxud0 rcb rxud1 ib_read_bw -s 65536 -n 100
 check "ib_read_bw (RDMA READ) 64 KB x 100 between two rxud devices" result 65536 100
+echo 0 >/sys/module/rxud/parameters/timing
+read -r rx1 ic1 tx1 ip1 < <(for c in rx_ns rx_icrc_ns tx_build_ns tx_ip_ns; do printf '%s ' "$(ns_sum $c)"; done)
+check "with timing on, rx_ns, rx_icrc_ns (a part of it), tx_build_ns and tx_ip_ns count (+$((rx1 - rx0)) +$((ic1 - ic0)) +$((tx1 - tx0)) +$((ip1 - ip0)) ns)" \
+	test $((ic1 - ic0)) -gt 0 -a $((rx1 - rx0)) -gt $((ic1 - ic0)) -a $((tx1 - tx0)) -gt 0 -a $((ip1 - ip0)) -gt 0
 # Atomics are 8 bytes; perftest refuses any other -s. (Compare-and-swap,
 # with its results checked: 11-rc-semantics.sh and 13-data-integrity.sh.)
 perf rca rxud0 rcb rxud1 ib_atomic_bw -A FETCH_AND_ADD -n 200
