@@ -21,7 +21,7 @@ use crate::net::{
     netdev::NetDeviceId,
     netns::NetNsRef,
     skb::SkBuff,
-    udp::{Train, TunnelRx, TunnelSocket},
+    udp::{Lost, Train, TunnelRx, TunnelSocket},
     NetDevice,
 };
 use crate::sync::{new_spinlock_irq, SpinLockIrq};
@@ -96,10 +96,14 @@ impl TunnelRx for NetnsRx {
         }
     }
 
-    fn lost(&self, skb: &SkBuff, n: u32) {
+    fn lost(&self, skb: &SkBuff, n: u32, why: Lost) {
         if let Some(port) = self.port_of(skb) {
+            let counter = match why {
+                Lost::NoMemory => RxCounter::DropNoMemory,
+                Lost::Reshaped => RxCounter::DropMalformed,
+            };
             port.counters.add(RxCounter::Packets, n.into());
-            port.counters.add(RxCounter::DropNoMemory, n.into());
+            port.counters.add(counter, n.into());
         }
     }
 }

@@ -90,6 +90,25 @@ static bool rxud_gro_for_us(struct sk_buff *skb)
 }
 
 /*
+ * @skb's UDP length says what IP's says, in GRO (where the UDP layer has
+ * not checked it yet): else it goes up alone, and the UDP layer judges
+ * it. Every datagram of a train has its own length right, so that the
+ * length of the first, which the train's own length replaces until
+ * rxud_rx_unlink_train sets it back, is the one it came with.
+ */
+static bool rxud_gro_udp_len_ok(struct sk_buff *skb)
+{
+	unsigned int off = skb_gro_offset(skb) - sizeof(struct udphdr);
+	const struct udphdr *uh;
+
+	if (skb_gro_may_pull(skb, skb_gro_offset(skb)))
+		uh = skb_gro_header_fast(skb, off);
+	else
+		uh = (const struct udphdr *)(skb->data + off);
+	return ntohs(uh->len) == skb_gro_len(skb) + sizeof(struct udphdr);
+}
+
+/*
  * udp_tunnel_sock_cfg.gro_receive: @skb's UDP header is pulled (its GRO
  * offset is at the UDP payload); @head holds the packets GRO keeps for
  * this NAPI poll, those of @skb's flow (addresses and ports) marked
@@ -104,7 +123,7 @@ struct sk_buff *rxud_gro_receive(struct sock *sk, struct list_head *head,
 {
 	unsigned int len = skb_gro_len(skb);
 	bool alone = !READ_ONCE(gro) || len < RXUD_GRO_MIN_LEN ||
-		     NAPI_GRO_CB(skb)->flush;
+		     NAPI_GRO_CB(skb)->flush || !rxud_gro_udp_len_ok(skb);
 	struct sk_buff *p;
 
 	if (alone)
@@ -164,8 +183,20 @@ struct sk_buff *rxud_gro_receive(struct sock *sk, struct list_head *head,
  */
 int rxud_gro_complete(struct sock *sk, struct sk_buff *skb, int nhoff)
 {
+	const struct udphdr *uh =
+		(const struct udphdr *)(skb->data + nhoff - sizeof(struct udphdr));
+
 	skb_shinfo(skb)->gso_size = rxud_gro_own_len(skb) - nhoff;
 	skb_shinfo(skb)->gso_segs = NAPI_GRO_CB(skb)->count;
+	/* A sender that sums its datagrams (IPv6 ones must): udp_gro_receive
+	 * hands the callback only datagrams whose checksum was found good,
+	 * and the first's checksum state (a device's CHECKSUM_COMPLETE sum,
+	 * say) covers its own bytes, not the train's with its rewritten
+	 * length, which the UDP layer would then find bad and drop whole. */
+	if (uh->check) {
+		skb->ip_summed = CHECKSUM_UNNECESSARY;
+		skb->csum_level = 0;
+	}
 	return 0;
 }
 
@@ -182,8 +213,9 @@ int rxud_gro_complete(struct sock *sk, struct sk_buff *skb, int nhoff)
  * first datagram's header and shared info before anything is written,
  * and each datagram it shares is cloned: the tap keeps the train as the
  * stack saw it. A datagram that cannot be cloned is dropped (counted in
- * @dropped); -ENOMEM if the first cannot be made private: the caller then
- * drops the train whole (its gso_segs datagrams).
+ * @dropped); -ENOMEM if the first cannot be made private, -EINVAL if the
+ * train is not as it was linked: the caller then drops the train whole
+ * (its gso_segs datagrams).
  */
 int rxud_rx_unlink_train(struct sk_buff *skb, struct sk_buff **rest,
 			 unsigned int *dropped)
@@ -198,6 +230,14 @@ int rxud_rx_unlink_train(struct sk_buff *skb, struct sk_buff **rest,
 	    !(skb_shinfo(skb)->gso_type &
 	      (SKB_GSO_UDP_TUNNEL | SKB_GSO_UDP_TUNNEL_CSUM)))
 		return 0;
+	/* As rxud_gro_receive linked it: one datagram per segment. Anything
+	 * that reshaped the list since (generic XDP, a BPF pull) leaves a
+	 * train that cannot be cut back into its datagrams: dropped whole. */
+	skb_walk_frags(skb, m)
+		n++;
+	if (n + 1 != skb_shinfo(skb)->gso_segs)
+		return -EINVAL;
+	n = 0;
 	if (skb_unclone(skb, GFP_ATOMIC))
 		return -ENOMEM;
 	list = skb_shinfo(skb)->frag_list;
@@ -218,8 +258,11 @@ int rxud_rx_unlink_train(struct sk_buff *skb, struct sk_buff **rest,
 			m = c;
 		}
 		/* GRO pulled it to its UDP payload; its headers are still in
-		 * front, at the offsets the IP layer set. */
+		 * front, at the offsets the IP layer set. It arrived where
+		 * the first did, as the stack saw it (a VLAN's or a bond's
+		 * device, not the one below that GRO ran on). */
 		skb_push(m, m->data - skb_transport_header(m));
+		m->dev = skb->dev;
 		*tail = m;
 		tail = &m->next;
 		n++;

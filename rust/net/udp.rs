@@ -30,13 +30,24 @@ pub(crate) trait TunnelRx: Send + Sync {
         }
     }
 
-    /// A train of `n` datagrams, `skb` its first, is dropped whole: it
-    /// could not be cut loose (no memory).
+    /// `n` datagrams of the train `skb` came first in were dropped: the
+    /// train could not be cut loose (then `skb` goes too), or some of its
+    /// datagrams could not be cloned from a packet tap's.
     ///
     /// Context: as [`Self::receive`].
-    fn lost(&self, skb: &SkBuff, n: u32) {
-        let _ = (skb, n);
+    fn lost(&self, skb: &SkBuff, n: u32, why: Lost) {
+        let _ = (skb, n, why);
     }
+}
+
+/// Why datagrams of a GRO train were dropped ([`TunnelRx::lost`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Lost {
+    /// No memory to cut the train loose or clone a datagram.
+    NoMemory,
+    /// The train's list was reshaped after GRO linked it (generic XDP, a
+    /// BPF pull): its datagrams cannot be told apart again.
+    Reshaped,
 }
 
 /// The datagrams of a train behind its first, each an skb of its own
@@ -226,8 +237,22 @@ unsafe extern "C" fn encap_rcv<T: TunnelRx>(
     let rx = unsafe { bindings::rxud_sk_user_data(sk).cast::<T>().as_ref() };
     match rx {
         Some(rx) if pulled && behind > 0 => rx.receive_train(skb, rest, lost),
-        Some(rx) if pulled && behind == 0 => rx.receive(skb),
-        Some(rx) if pulled => rx.lost(&skb, segs),
+        Some(rx) if pulled && behind == 0 => {
+            // A train whose every other datagram was lost cutting it
+            // loose (no memory for their clones).
+            if lost > 0 {
+                rx.lost(&skb, lost, Lost::NoMemory);
+            }
+            rx.receive(skb)
+        }
+        Some(rx) if pulled => {
+            let why = if behind == ENOMEM.to_errno() {
+                Lost::NoMemory
+            } else {
+                Lost::Reshaped
+            };
+            rx.lost(&skb, segs, why)
+        }
         _ => drop(skb),
     }
     // 0: consumed (we own and have freed or kept the skb).
