@@ -224,8 +224,12 @@ unsafe extern "C" fn encap_rcv<T: TunnelRx>(
     // and fails.
     let behind = unsafe { bindings::rxud_rx_unlink_train(skb_ptr.as_ptr(), &mut rest, &mut lost) };
     let rest = Train { list: rest };
-    // SAFETY: as above (a train left whole is still an skb of ours).
-    let segs = unsafe { bindings::rxud_skb_train_segs(skb_ptr.as_ptr()) };
+    let segs = if behind < 0 {
+        // SAFETY: as above (a train left whole is still an skb of ours).
+        unsafe { bindings::rxud_skb_train_segs(skb_ptr.as_ptr()) }
+    } else {
+        0
+    };
     // SAFETY: as above.
     let pulled = unsafe { bindings::rxud_skb_pull_udp_header(skb_ptr.as_ptr()) };
     // SAFETY: as above; the data now starts at the UDP payload (or the skb
