@@ -13,7 +13,8 @@
  * it loose again (rxud_rx_unlink_train) and receives its datagrams one by
  * one, in order. Nothing is rewritten in a datagram but the first's IP
  * and UDP lengths, which the stack sets to the train's and the unlinking
- * sets back, so every datagram's ICRC is checked as it was sent.
+ * sets back, and its checksums, which the ICRC masks, so every
+ * datagram's ICRC is checked as it was sent.
  *
  * udp_gro_complete marks a train of a socket with GRO callbacks
  * SKB_GSO_UDP_TUNNEL, which udp_unexpected_gso lets through to the encap
