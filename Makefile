@@ -8,6 +8,7 @@
 #   make install  install both (modules_install, libibverbs provider dir)
 #   make run      the main job: two VMs, rxud loaded, traffic between them
 #   make bench    perftest over rxe and rxud between two VMs, side by side
+#   make bench-scaling  1 to 64 QPs and XUD peers, 1 and 2 vCPUs per VM
 #   make check    lint gates, host unit tests + in-VM kselftest-style tests
 #   make fmt      format rust/ and the provider with the kernel's settings
 #   make lint     rustfmt --check and clippy (module, host crates, librxud)
@@ -38,7 +39,7 @@ XUD_FORGE := $(TOP)/tests/xud-forge/target/release/xud-forge
 QP_MEM := $(TOP)/tests/verbs/qp-mem
 KTEST := $(TOP)/tests/kmod
 
-.PHONY: all modules provider ktest install setup run bench check check-host check-vm clean help \
+.PHONY: all modules provider ktest install setup run bench bench-scaling check check-host check-vm clean help \
 	fmt lint fmt-check clippy clippy-module clippy-host
 
 all: modules provider $(VERBS_TEST) $(RC_TEST) $(DATA_TEST) $(EX_TEST) $(XUD_TEST) $(XUD_DATA) $(RXUD_PERF) \
@@ -131,6 +132,11 @@ run: all
 # that this tree's rxud.ko stays built for the test kernel.
 bench:
 	bash $(TOP)/qemu/bench.sh
+
+# Issue 10's scaling runs (Documentation/scaling.rst), on the bench kernel
+# as make bench.
+bench-scaling:
+	bash $(TOP)/qemu/bench.sh --scaling
 
 check: all
 	bash $(TOP)/tests/run.sh

@@ -398,18 +398,20 @@ xud_real_peers() {
 	done
 }
 
-# For the document: what ran.
-uname -r >"$RXUD_OUT/uname"
-echo "$QPS $QP_WRS" >"$RXUD_OUT/qp-mem.conf"
-ping -c 1 -W 1 "$RXUD_PEER_IP" >/dev/null || wait_for 60 ping -c 1 -W 1 "$RXUD_PEER_IP" >/dev/null
-rxud_deps
-
-step up-tcp
-run_both tcp tcp
-if [ "$RXUD_VM" = 1 ]; then
-	v=$(jq '.end.sum_received.bits_per_second / 8 / 1048576 * 100 | round / 100' "$RXUD_OUT/tcp.client" 2>/dev/null)
-	record tcp "iperf3 TCP" - "$v" MB/s
-fi
+# prepare: what each bench run in a guest does first: notes the kernel
+# for the document, waits for the link, checks the tools, and measures one
+# iperf3 TCP stream over the link (recorded as provider tcp).
+prepare() {
+	uname -r >"$RXUD_OUT/uname"
+	ping -c 1 -W 1 "$RXUD_PEER_IP" >/dev/null || wait_for 60 ping -c 1 -W 1 "$RXUD_PEER_IP" >/dev/null
+	rxud_deps
+	step up-tcp
+	run_both tcp tcp
+	if [ "$RXUD_VM" = 1 ]; then
+		v=$(jq '.end.sum_received.bits_per_second / 8 / 1048576 * 100 | round / 100' "$RXUD_OUT/tcp.client" 2>/dev/null)
+		record tcp "iperf3 TCP" - "$v" MB/s
+	fi
+}
 
 # up PROV: loads PROV's module and makes its device on the link; both VMs
 # wait for each other. Sets dev and gid.
@@ -644,6 +646,9 @@ syscalls() {
 # Sourced with BENCH_GUEST_LIB=1 (a trial script of one's own, say): the
 # functions above, nothing run.
 [ -n "${BENCH_GUEST_LIB:-}" ] && return 0
+
+echo "$QPS $QP_WRS" >"$RXUD_OUT/qp-mem.conf"
+prepare
 
 # Rounds alternate which provider goes first (rxe rxud, rxud rxe, ...), so
 # that a host whose load drifts during the run does not favour one of them.

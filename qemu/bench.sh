@@ -18,20 +18,34 @@
 #                                          RXUD_BENCH_REV=HEAD does too)
 #   qemu/bench.sh --report OUTDIR          write the tables and the document
 #                                          again from a finished run's results
+#   qemu/bench.sh --scaling [OUTDIR]       issue 10's scaling runs instead
+#                                          (make bench-scaling): 1 to 64 QPs
+#                                          and XUD peers on 1 and 2 vCPUs,
+#                                          written to
+#                                          Documentation/scaling.rst
+#                                          (qemu/scaling-guest.sh,
+#                                          qemu/bench-scaling.sh); with
+#                                          --report as well, that report
 set -euo pipefail
 export RXUD_FLAVOUR=bench
 . "$(dirname "$0")/lib.sh"
-report=
+report= scaling=
+if [ "${1:-}" = --scaling ]; then
+	scaling=1
+	shift
+fi
 if [ "${1:-}" = --report ]; then
 	report=1
 	out=${2:?usage: $0 --report OUTDIR}
 	[ -f "$out/run.env" ] || die "$out has no run.env (not a finished run)"
 else
-	out=${1:-$RXUD_TOP/tests/out/bench-$(date +%Y%m%d-%H%M%S)}
+	out=${1:-$RXUD_TOP/tests/out/bench${scaling:+-scaling}-$(date +%Y%m%d-%H%M%S)}
 	mkdir -p "$out"
 fi
 out=$(cd "$out" && pwd)
 doc=$RXUD_TOP/Documentation/benchmarks.rst
+# vCPUs per VM of the scaling runs: the pair boots once per count.
+SCALING_CPUS=(1 2)
 t0=$SECONDS
 
 if [ -z "$report" ]; then
@@ -78,19 +92,26 @@ if [ -z "$report" ]; then
 		{ tail -n 30 "$out/build.log" >&2; die "build failed (log: $out/build.log)"; }
 	build_s=$((SECONDS - t0 - kernel_s))
 
-	log "bench: two VMs, rxe and rxud in 3 rounds (about 4 minutes a round; logs: $out/vm0.log, $out/vm1.log)"
 	load0=$(cut -d' ' -f1 /proc/loadavg)
-	"$src/qemu/vm.sh" --pair --timeout 2400 --out "$out" -- "$src/qemu/bench-guest.sh" >/dev/null 2>&1 ||
-		log "bench: the VMs did not both finish cleanly (see $out/vm0.log, $out/vm1.log); rows without a figure show -"
+	if [ -n "$scaling" ]; then
+		for c in "${SCALING_CPUS[@]}"; do
+			log "bench: scaling, two VMs of $c vCPUs (about 6 minutes; logs: $out/cpus$c/vm0.log, $out/cpus$c/vm1.log)"
+			"$src/qemu/vm.sh" --pair --cpus "$c" --timeout 1800 --out "$out/cpus$c" -- "$src/qemu/scaling-guest.sh" \
+				>/dev/null 2>&1 ||
+				log "bench: the VMs of $c vCPUs did not both finish cleanly; rows without a figure show -"
+		done
+	else
+		log "bench: two VMs, rxe and rxud in 3 rounds (about 4 minutes a round; logs: $out/vm0.log, $out/vm1.log)"
+		"$src/qemu/vm.sh" --pair --timeout 2400 --out "$out" -- "$src/qemu/bench-guest.sh" >/dev/null 2>&1 ||
+			log "bench: the VMs did not both finish cleanly (see $out/vm0.log, $out/vm1.log); rows without a figure show -"
+	fi
 	load1=$(cut -d' ' -f1 /proc/loadavg)
 	total_s=$((SECONDS - t0))
 	# What the report says of the run, for --report.
-	declare -p rev kernel_note kernel_s build_s load0 load1 total_s >"$out/run.env"
+	declare -p rev kernel_note kernel_s build_s load0 load1 total_s scaling >"$out/run.env"
 fi
 # shellcheck source=/dev/null
 . "$out/run.env"
-tsv=$out/vm1/bench.tsv
-[ -s "$tsv" ] || die "no results (see $out/vm0.log, $out/vm1.log)"
 
 # awk: the median of the M numbers in A (sorts A), for both tables.
 MID_AWK='
@@ -99,6 +120,15 @@ function mid(a, m,   i, j, x) {
 		for (j = i; j > 1 && a[j - 1] > a[j]; j--) { x = a[j]; a[j] = a[j - 1]; a[j - 1] = x }
 	return m % 2 ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2
 }'
+
+# The scaling runs have a report of their own.
+if [ -n "$scaling" ]; then
+	# shellcheck source=qemu/bench-scaling.sh
+	. "$RXUD_TOP/qemu/bench-scaling.sh"
+	exit 0
+fi
+tsv=$out/vm1/bench.tsv
+[ -s "$tsv" ] || die "no results (see $out/vm0.log, $out/vm1.log)"
 
 # The table, as an RST simple table. Sizes in B/KB/MB, memory in KiB; each
 # figure is the median of its rounds. "per round" is rxud's figure over
