@@ -8,6 +8,8 @@
 #   make install  install both (modules_install, libibverbs provider dir)
 #   make run      the main job: two VMs, rxud loaded, traffic between them
 #   make bench    perftest over rxe and rxud between two VMs, side by side
+#                 (LINK=tap: over tap devices and a host bridge instead of
+#                 QEMU's socket link; needs root)
 #   make bench-scaling  1 to 64 QPs and XUD peers, 1 and 2 vCPUs per VM
 #   make check    lint gates, host unit tests + in-VM kselftest-style tests
 #   make fmt      format rust/ and the provider with the kernel's settings
@@ -131,12 +133,12 @@ run: all
 # builds rxud.ko, librxud and qp-mem against it in a copy of this tree, so
 # that this tree's rxud.ko stays built for the test kernel.
 bench:
-	bash $(TOP)/qemu/bench.sh
+	RXUD_LINK=$(LINK) bash $(TOP)/qemu/bench.sh
 
 # Issue 10's scaling runs (Documentation/scaling.rst), on the bench kernel
 # as make bench.
 bench-scaling:
-	bash $(TOP)/qemu/bench.sh --scaling
+	RXUD_LINK=$(LINK) bash $(TOP)/qemu/bench.sh --scaling
 
 check: all
 	bash $(TOP)/tests/run.sh

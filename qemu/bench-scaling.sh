@@ -4,9 +4,9 @@
 # ($out/cpusN/vm1/bench.tsv, qemu/scaling-guest.sh), printed and written,
 # with the run's facts, to Documentation/scaling.rst (its hand-written
 # section, from "What it shows" on, is kept). Uses bench.sh's out, rev,
-# kernel_note, load0, load1, total_s, kernel_s, build_s and MID_AWK.
+# doc_suffix, link_note, kernel_note, load0, load1, total_s, kernel_s, build_s and MID_AWK.
 
-scaling_doc=$RXUD_TOP/Documentation/scaling.rst
+scaling_doc=$RXUD_TOP/Documentation/scaling$doc_suffix.rst
 scaling_tsv=$out/scaling.tsv
 # Every boot's lines, each with its vCPUs first.
 : >"$scaling_tsv"
@@ -76,7 +76,24 @@ scaling_table() {
 	}'
 }
 
+# scaling_failures: each run without a figure, with what its client said
+# first of an error (perftest: "Failed status N", N an ibv_wc_status).
+scaling_failures() {
+	local c prov q r name f why first=1
+	awk -F'\t' '$2 != "tcp" && ($5 == "-" || $5 == "") { print $1, $2, $4, $7 }' "$scaling_tsv" |
+		while read -r c prov q r; do
+			name=$prov-$r-q$q
+			f=$out/cpus$c/vm1/$name-again.client
+			[ -f "$f" ] || f=$out/cpus$c/vm1/$name.client
+			why=$(grep -m1 -i -E 'fail|error|unable|timed out' "$f" 2>/dev/null | sed 's/^ *//')
+			[ -z "$first" ] || echo
+			first=
+			echo "- no figure: $prov, $q QPs, $c vCPU$([ "$c" -gt 1 ] && echo s), round $r: ${why:-the client printed no error}"
+		done
+}
+
 scaling_table >"$out/bench-scaling.txt"
+scaling_failures >>"$out/bench-scaling.txt"
 cat "$out/bench-scaling.txt"
 scaling_rounds=$(awk -F'\t' '$7 > r { r = $7 } END { print r + 0 }' "$scaling_tsv")
 scaling_reruns=$({ grep -l '^yes$' "$out"/cpus*/vm1/again-* 2>/dev/null || true; } |
@@ -99,7 +116,7 @@ perftest's defaults otherwise: 128 WRs in flight per QP, 6 s of which the
 middle 4 s are measured) and rxud's XUD (tests/verbs/rxud-perf: one XUD
 QP in vm1 writing $(sed -n 's/^XUD_MSGS=//p' "$RXUD_TOP/qemu/scaling-guest.sh") messages round robin to N XUD QPs in vm0,
 64 in flight), between two VMs on one virtio-net link
-(qemu/scaling-guest.sh). The pair boots once with 1 vCPU per VM and once
+($link_note; qemu/scaling-guest.sh). The pair boots once with 1 vCPU per VM and once
 with 2; $scaling_rounds rounds in each boot, the providers in turn (rxe
 first in odd rounds, rxud first in even ones). MB/s (2^20 bytes), the
 median of the rounds; rxud/rxe and XUD/rxe the median of each round's

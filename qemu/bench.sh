@@ -39,11 +39,16 @@ if [ "${1:-}" = --report ]; then
 	out=${2:?usage: $0 --report OUTDIR}
 	[ -f "$out/run.env" ] || die "$out has no run.env (not a finished run)"
 else
-	out=${1:-$RXUD_TOP/tests/out/bench${scaling:+-scaling}-$(date +%Y%m%d-%H%M%S)}
+	out=${1:-$RXUD_TOP/tests/out/bench${scaling:+-scaling}${RXUD_LINK:+-$RXUD_LINK}-$(date +%Y%m%d-%H%M%S)}
 	mkdir -p "$out"
 fi
 out=$(cd "$out" && pwd)
-doc=$RXUD_TOP/Documentation/benchmarks.rst
+# The VMs' link (qemu/vm.sh --link; make bench LINK=tap).
+link=${RXUD_LINK:-socket}
+case $link in
+socket | tap) ;;
+*) die "RXUD_LINK (make bench LINK=): socket or tap, not $link" ;;
+esac
 # vCPUs per VM of the scaling runs: the pair boots once per count.
 SCALING_CPUS=(1 2)
 t0=$SECONDS
@@ -96,22 +101,34 @@ if [ -z "$report" ]; then
 	if [ -n "$scaling" ]; then
 		for c in "${SCALING_CPUS[@]}"; do
 			log "bench: scaling, two VMs of $c vCPUs (about 6 minutes; logs: $out/cpus$c/vm0.log, $out/cpus$c/vm1.log)"
-			"$src/qemu/vm.sh" --pair --cpus "$c" --timeout 1800 --out "$out/cpus$c" -- "$src/qemu/scaling-guest.sh" \
+			"$src/qemu/vm.sh" --pair --link "$link" --cpus "$c" --timeout 1800 --out "$out/cpus$c" -- "$src/qemu/scaling-guest.sh" \
 				>/dev/null 2>&1 ||
 				log "bench: the VMs of $c vCPUs did not both finish cleanly; rows without a figure show -"
 		done
 	else
 		log "bench: two VMs, rxe and rxud in 3 rounds (about 4 minutes a round; logs: $out/vm0.log, $out/vm1.log)"
-		"$src/qemu/vm.sh" --pair --timeout 2400 --out "$out" -- "$src/qemu/bench-guest.sh" >/dev/null 2>&1 ||
+		"$src/qemu/vm.sh" --pair --link "$link" --timeout 2400 --out "$out" -- "$src/qemu/bench-guest.sh" >/dev/null 2>&1 ||
 			log "bench: the VMs did not both finish cleanly (see $out/vm0.log, $out/vm1.log); rows without a figure show -"
 	fi
 	load1=$(cut -d' ' -f1 /proc/loadavg)
 	total_s=$((SECONDS - t0))
 	# What the report says of the run, for --report.
-	declare -p rev kernel_note kernel_s build_s load0 load1 total_s scaling >"$out/run.env"
+	declare -p rev kernel_note kernel_s build_s load0 load1 total_s scaling link >"$out/run.env"
 fi
 # shellcheck source=/dev/null
 . "$out/run.env"
+# What the document says of the link; a run over the tap link writes
+# documents of their own (benchmarks-tap.rst, scaling-tap.rst), so that
+# both links' stay.
+doc_suffix=
+case $link in
+socket) link_note="qemu/vm.sh's socket link: frames between the QEMUs over a UDP socket, no virtio-net offloads" ;;
+tap)
+	link_note="qemu/vm.sh --link tap: a tap device per VM with virtio-net headers, joined by a host bridge, so TSO/GSO frames cross whole"
+	doc_suffix=-tap
+	;;
+esac
+doc=$RXUD_TOP/Documentation/benchmarks$doc_suffix.rst
 
 # awk: the median of the M numbers in A (sorts A), for both tables.
 MID_AWK='
@@ -383,7 +400,7 @@ rxud: benchmarks
    that section is written by hand, and later runs keep it.
 
 \`\`make bench\`\` of $(date -u +%Y-%m-%d): two VMs joined by one virtio-net
-link, rxe and rxud on that link, same run, same kernel, in $rounds rounds
+link ($link_note), rxe and rxud on that link, same run, same kernel, in $rounds rounds
 (rxe then rxud in odd rounds, rxud then rxe in even ones, so that a drift
 of the host's load favours neither). vm0 serves, vm1 connects; the sizes
 are those of qemu/bench-guest.sh, perftest's defaults otherwise (RC
