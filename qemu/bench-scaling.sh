@@ -76,8 +76,9 @@ scaling_table() {
 	}'
 }
 
-# scaling_failures: each run without a figure, with what its client said
-# first of an error (perftest: "Failed status N", N an ibv_wc_status).
+# scaling_failures: each run without a figure, with the errors its client
+# printed (perftest: "Failed status N", N the ibv_wc_status of the first
+# failed completion it polled).
 scaling_failures() {
 	local c prov q r name f why first=1
 	awk -F'\t' '$2 != "tcp" && ($5 == "-" || $5 == "") { print $1, $2, $4, $7 }' "$scaling_tsv" |
@@ -85,7 +86,8 @@ scaling_failures() {
 			name=$prov-$r-q$q
 			f=$out/cpus$c/vm1/$name-again.client
 			[ -f "$f" ] || f=$out/cpus$c/vm1/$name.client
-			why=$(grep -m1 -i -E 'fail|error|unable|timed out' "$f" 2>/dev/null | sed 's/^ *//')
+			why=$(grep -o -E 'Completion with error at [a-z]+|Failed status [0-9]+|Unable to [a-z /_]*|Couldn.t [a-z /_]*' \
+				"$f" 2>/dev/null | awk '!s[$0]++' | paste -sd ';' | sed 's/;/; /g')
 			[ -z "$first" ] || echo
 			first=
 			echo "- no figure: $prov, $q QPs, $c vCPU$([ "$c" -gt 1 ] && echo s), round $r: ${why:-the client printed no error}"
