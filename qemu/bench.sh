@@ -124,7 +124,7 @@ doc_suffix=
 case $link in
 socket) link_note="qemu/vm.sh's socket link: frames between the QEMUs over a UDP socket, no virtio-net offloads" ;;
 tap)
-	link_note="qemu/vm.sh --link tap: a tap device per VM with virtio-net headers, joined by a host bridge, so TSO/GSO frames cross whole"
+	link_note="qemu/vm.sh --link tap: a tap device per VM with virtio-net headers, joined by a host bridge; TCP's 64 KB TSO frames cross it whole, UDP datagrams (RoCE's) are still cut to the MTU in the guest: QEMU 7.2's virtio-net offers no UDP segmentation offload"
 	doc_suffix=-tap
 	;;
 esac

@@ -30,9 +30,11 @@
 #                    virtio-net header, so a guest offers no offloads and
 #                    segments everything before its device; tap: each VM
 #                    gets a tap device with virtio-net headers (vnet_hdr)
-#                    and a host bridge joins the two, so TSO/GSO frames of
-#                    up to 64 KB cross whole (needs root and /dev/net/tun;
-#                    the taps and the bridge go when the run ends)
+#                    and a host bridge joins the two, so TCP's TSO frames
+#                    of up to 64 KB cross whole (QEMU 7.2's virtio-net has
+#                    no UDP segmentation offload: UDP is still cut to the
+#                    MTU in the guest); needs root and /dev/net/tun; the
+#                    taps and the bridge go when the run ends
 #   -v               copy guest output to the terminal
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"

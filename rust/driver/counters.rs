@@ -128,9 +128,13 @@ pub(crate) enum RxCounter {
     /// back (routing, netfilter, the qdisc, segmentation of trains, the
     /// driver; `timing`).
     TxIpNs = 45,
+    /// Datagrams of a received train that found their QP in the datagram
+    /// before them: the QP lookups a train saved (one per run of
+    /// datagrams to one QP).
+    RxQpReused = 46,
 }
 
-const RX_COUNTERS: usize = 46;
+const RX_COUNTERS: usize = 47;
 
 /// Counter names, as `rdma statistic` shows them.
 pub(crate) static RX_COUNTER_DESCS: [CounterDesc; RX_COUNTERS] = [
@@ -180,6 +184,7 @@ pub(crate) static RX_COUNTER_DESCS: [CounterDesc; RX_COUNTERS] = [
     CounterDesc::new(c_str!("rx_icrc_ns")),
     CounterDesc::new(c_str!("tx_build_ns")),
     CounterDesc::new(c_str!("tx_ip_ns")),
+    CounterDesc::new(c_str!("rx_qp_reused")),
 ];
 
 /// The receive counters of one port.

@@ -75,33 +75,63 @@ impl RxPort {
 
     /// One datagram for this port. Context: softirq.
     pub(crate) fn receive(&self, skb: SkBuff) {
+        self.receive_one(skb, &mut None);
+    }
+
+    /// One datagram, `last_qp` the QP the one before it in the same train
+    /// was for (if any, and its successor's afterwards).
+    fn receive_one(&self, skb: SkBuff, last_qp: &mut Option<Arc<QpCore>>) {
         let _timed = self.counters.span(RxCounter::RxNs);
         self.counters.add(RxCounter::Packets, 1);
         self.counters.add(RxCounter::RxBytes, skb.len() as u64);
-        if let Err(why) = self.deliver(&skb) {
+        if let Err(why) = self.deliver(&skb, last_qp) {
             self.counters.add(why, 1);
         }
     }
 
     /// A train GRO linked (`rust/ffi/gro.c`), cut loose again: its
     /// datagrams one by one, in arrival order; `lost` more were dropped
-    /// cutting them loose. Context: softirq.
+    /// cutting them loose. The QP is looked up once for a run of datagrams
+    /// to the same QP (a train is one flow: mostly one QP's), which is no
+    /// looser than a lookup per datagram: the train is received within one
+    /// softirq, whose RCU read side a destroyed QP's teardown waits for as
+    /// it would for a lookup made at the first datagram, and each datagram
+    /// checks the QP's state again. Context: softirq.
     pub(crate) fn receive_train(&self, first: SkBuff, rest: Train, lost: u32) {
         let mut n = 1u64;
-        self.receive(first);
+        let mut last_qp = None;
+        self.receive_one(first, &mut last_qp);
         for skb in rest {
             n += 1;
-            self.receive(skb);
+            self.receive_one(skb, &mut last_qp);
         }
         self.counters.add(RxCounter::RxTrains, 1);
         self.counters.add(RxCounter::RxTrainPackets, n);
-        if lost > 0 {
-            self.counters.add(RxCounter::Packets, lost.into());
-            self.counters.add(RxCounter::DropNoMemory, lost.into());
+        self.lost(lost.into(), RxCounter::DropNoMemory);
+    }
+
+    /// `n` datagrams that were lost before they could be received: counted
+    /// as received and as dropped for `why`.
+    pub(crate) fn lost(&self, n: u64, why: RxCounter) {
+        if n > 0 {
+            self.counters.add(RxCounter::Packets, n);
+            self.counters.add(why, n);
         }
     }
 
-    fn deliver(&self, skb: &SkBuff) -> Verdict {
+    /// The QP numbered `qpn`: the one in `last`, if it is that QP (no
+    /// lookup, no reference taken), else looked up and kept in `last` for
+    /// the next datagram of the train.
+    fn qp_for<'a>(&self, qpn: u32, last: &'a mut Option<Arc<QpCore>>) -> Option<&'a Arc<QpCore>> {
+        if last.as_ref().is_some_and(|qp| qp.qpn() == qpn) {
+            self.counters.add(RxCounter::RxQpReused, 1);
+        } else {
+            *last = Some(self.qps.get(qpn)?);
+        }
+        last.as_ref()
+    }
+
+    fn deliver(&self, skb: &SkBuff, last_qp: &mut Option<Arc<QpCore>>) -> Verdict {
         let len = skb.len();
         if len < MIN_PACKET {
             return Err(RxCounter::DropMalformed);
@@ -123,11 +153,13 @@ impl RxPort {
             check_icrc(skb, ip, head, len)?;
         }
         let bth = bth::Header::new_checked(head).map_err(|_| RxCounter::DropMalformed)?;
-        let qp = self.qps.get(bth.dest_qp()).ok_or(RxCounter::DropNoQp)?;
+        let qp = self
+            .qp_for(bth.dest_qp(), last_qp)
+            .ok_or(RxCounter::DropNoQp)?;
         let payload = info.header_len..len - pad - 4;
         match bth.opcode() {
             Opcode::UD_SEND_ONLY | Opcode::UD_SEND_ONLY_WITH_IMMEDIATE => {
-                self.receive_ud(skb, &qp, ip, head, bth.solicited(), payload)
+                self.receive_ud(skb, qp, ip, head, bth.solicited(), payload)
             }
             op if matches!(op.transport(), Some(Transport::Rc | Transport::Uc)) => {
                 let want = if op.transport() == Some(Transport::Rc) {
@@ -148,7 +180,7 @@ impl RxPort {
                     solicited: bth.solicited(),
                     payload,
                 };
-                rc::receive(&qp, &self.atomics, &p).map_err(|e| match e {
+                rc::receive(qp, &self.atomics, &p).map_err(|e| match e {
                     rc::RcDrop::NotConnected => RxCounter::DropNoQp,
                     rc::RcDrop::Malformed => RxCounter::DropMalformed,
                     rc::RcDrop::Sequence => RxCounter::DropSequence,
@@ -170,7 +202,7 @@ impl RxPort {
                     solicited: bth.solicited(),
                     payload,
                 };
-                super::xud::receive(&qp, &p)
+                super::xud::receive(qp, &p)
             }
             _ => Err(RxCounter::DropUnsupported),
         }

@@ -98,12 +98,13 @@ impl TunnelRx for NetnsRx {
 
     fn lost(&self, skb: &SkBuff, n: u32, why: Lost) {
         if let Some(port) = self.port_of(skb) {
-            let counter = match why {
-                Lost::NoMemory => RxCounter::DropNoMemory,
-                Lost::Reshaped => RxCounter::DropMalformed,
-            };
-            port.counters.add(RxCounter::Packets, n.into());
-            port.counters.add(counter, n.into());
+            port.lost(
+                n.into(),
+                match why {
+                    Lost::NoMemory => RxCounter::DropNoMemory,
+                    Lost::Reshaped => RxCounter::DropMalformed,
+                },
+            );
         }
     }
 }
