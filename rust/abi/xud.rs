@@ -16,10 +16,6 @@
 /// Larger posts fail with `EINVAL`.
 pub const MAX_MSG_SZ: u32 = 1 << 24;
 
-/// XUD's window `W`: PSNs a stream may have in flight beyond its oldest
-/// unacknowledged one (xud.rst).
-pub const WINDOW: u32 = 128;
-
 /// Fewest per-peer state entries an XUD QP may be created with.
 pub const MAX_PEERS_MIN: u32 = 1;
 /// Most per-peer state entries an XUD QP may be created with.
@@ -27,8 +23,11 @@ pub const MAX_PEERS_LIMIT: u32 = 1 << 16;
 /// `max_peers` when the creator gives 0.
 pub const MAX_PEERS_DEFAULT: u32 = 4096;
 
-/// The largest `ack_every`: one acknowledgement request per window.
-pub const ACK_EVERY_LIMIT: u32 = WINDOW;
+/// The largest `ack_every` a creator may ask for: one acknowledgement
+/// request per 128 packets, the most a stream has out unanswered (its
+/// pipe, xud.rst; the sender asks at least twice per pipe whatever this
+/// says).
+pub const ACK_EVERY_LIMIT: u32 = 128;
 /// `ack_every` when the creator gives 0 (the provider's default).
 pub const ACK_EVERY_DEFAULT: u32 = 16;
 
@@ -126,6 +125,6 @@ mod tests {
     fn limits_are_the_specified_ones() {
         assert_eq!(MAX_MSG_SZ, 16 * 1024 * 1024);
         assert_eq!((MAX_PEERS_MIN, MAX_PEERS_LIMIT), (1, 65536));
-        assert_eq!((ACK_EVERY_LIMIT, WINDOW), (128, 128));
+        assert_eq!(ACK_EVERY_LIMIT, 128);
     }
 }

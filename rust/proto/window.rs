@@ -79,6 +79,19 @@ impl<const WORDS: usize> PsnBitmap<WORDS> {
         self.bits[w] & m != 0
     }
 
+    /// The bits of the 64 PSNs from `psn` on, bit `i` for `psn + i`, as
+    /// stored (no window check: the caller keeps them inside it).
+    fn run_of_64(&self, psn: Psn) -> u64 {
+        let p = psn.value() & (Self::SIZE - 1);
+        let (w, shift) = ((p / 64) as usize, p % 64);
+        let lo = self.bits.get(w).copied().unwrap_or(0);
+        if shift == 0 {
+            return lo;
+        }
+        let hi = self.bits.get((w + 1) % WORDS).copied().unwrap_or(0);
+        lo >> shift | hi << (64 - shift)
+    }
+
     /// Whether `psn` has been seen: before the window always, beyond it
     /// never.
     pub fn is_seen(&self, psn: Psn) -> bool {
@@ -288,6 +301,14 @@ impl<const WORDS: usize> RecvWindow<WORDS> {
             let all = u128::from(self.seen.bits[0]) | u128::from(self.seen.bits[1]) << 64;
             return all.rotate_right(base.next().value() & 127) & (u128::MAX >> 1);
         }
+        if WORDS > 2 {
+            // The window spans more than the 128 PSNs from the base: the
+            // 127 after it are two 64-bit runs of the circular bitmap.
+            let first = base.next();
+            let lo = u128::from(self.seen.run_of_64(first));
+            let hi = u128::from(self.seen.run_of_64(first.add(64)));
+            return (lo | hi << 64) & (u128::MAX >> 1);
+        }
         let n = (PsnBitmap::<WORDS>::SIZE - 1).min(127);
         let mut out = 0u128;
         for i in 0..n {
@@ -307,6 +328,50 @@ impl<const WORDS: usize> RecvWindow<WORDS> {
     /// to retransmit, as single PSNs (`count == 1`) or ranges.
     pub fn gaps(&self) -> Gaps<'_, WORDS> {
         self.seen.gaps(self.end)
+    }
+}
+
+/// A [`RecvWindow`] at rest, in the room of a 128-PSN one whatever the
+/// window's span: its base and the PSNs seen among the 127 after it. A
+/// window whose highest PSN seen lies further on has no resting form.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RestingWindow {
+    base: Psn,
+    end: Psn,
+    /// Bit `i` of word `i / 64`: PSN `base + 1 + i` was seen.
+    after: [u64; 2],
+}
+
+impl<const WORDS: usize> RecvWindow<WORDS> {
+    /// The resting form, if every PSN seen beyond the base is among the
+    /// 127 after it.
+    pub fn rest(&self) -> Option<RestingWindow> {
+        let base = self.seen.base();
+        if self.end.diff(base) > 128 {
+            return None;
+        }
+        let after = self.received_after_base();
+        Some(RestingWindow {
+            base,
+            end: self.end,
+            after: [after as u64, (after >> 64) as u64],
+        })
+    }
+
+    /// The window a resting form stands for.
+    pub fn wake(r: &RestingWindow) -> Self {
+        let mut w = Self::new(r.base);
+        w.end = r.end;
+        for (k, &word) in r.after.iter().enumerate() {
+            let mut bits = word;
+            while bits != 0 {
+                let i = bits.trailing_zeros();
+                bits &= bits - 1;
+                // Within the window (i < 127 < SIZE): never refused.
+                let _ = w.seen.mark(r.base.add(1 + k as u32 * 64 + i));
+            }
+        }
+        w
     }
 }
 
@@ -342,6 +407,15 @@ impl<const WORDS: usize> SendWindow<WORDS> {
     /// next), at most `SIZE`.
     pub fn in_flight(&self) -> u32 {
         self.next.diff(self.acked.base()) as u32
+    }
+
+    /// Packets sent and neither acknowledged nor known placed: those in
+    /// flight less those acknowledged beyond the oldest unacknowledged one.
+    pub fn outstanding(&self) -> u32 {
+        // The bitmap holds exactly the acknowledged PSNs after the base
+        // (the base's own bit is clear, and none at or beyond `next`).
+        let acked: u32 = self.acked.bits.iter().map(|w| w.count_ones()).sum();
+        self.in_flight().saturating_sub(acked)
     }
 
     /// The next PSN, or `None` while `SIZE` PSNs are in flight (the
@@ -407,6 +481,14 @@ mod tests {
         }
     }
 
+    /// What `received_after_base` must say, PSN by PSN.
+    fn after_base_bit_by_bit<const W: usize>(w: &RecvWindow<W>) -> u128 {
+        let base = w.expected();
+        (0..127)
+            .filter(|&i| w.is_received(base.add(1 + i)))
+            .fold(0, |acc, i| acc | 1 << i)
+    }
+
     #[test]
     fn received_after_base_is_the_bit_by_bit_answer() {
         let mut rng = Rng(0x5ac);
@@ -416,14 +498,7 @@ mod tests {
             for _ in 0..2000 {
                 let psn = w.expected().add(rng.below(130));
                 let _ = w.receive(psn);
-                let base = w.expected();
-                let mut want = 0u128;
-                for i in 0..127 {
-                    if w.is_received(base.add(1 + i)) {
-                        want |= 1 << i;
-                    }
-                }
-                assert_eq!(w.received_after_base(), want);
+                assert_eq!(w.received_after_base(), after_base_bit_by_bit(&w));
                 let w1 = {
                     let mut v = RecvWindow::<1>::new(start);
                     let _ = v.receive(start.add(3));
@@ -432,6 +507,50 @@ mod tests {
                 assert_eq!(w1.received_after_base(), 1 << 2);
             }
         }
+    }
+
+    /// The wider window's fast path (two 64-PSN runs of the circular
+    /// bitmap) against the bit-by-bit answer, and its resting form
+    /// against the window itself.
+    #[test]
+    fn a_wide_window_reports_and_rests_as_bit_by_bit() {
+        let mut rng = Rng(0x77);
+        let mut rested = 0;
+        // Arrivals up to the window's end, and (every other start) only
+        // within the 128 from the base, whose windows can always rest.
+        for (k, start) in [0u32, 63, 0xff_ff80, 0xff_fffe].into_iter().enumerate() {
+            let spread = if k % 2 == 0 { 260 } else { 128 };
+            let start = Psn::new(start);
+            let mut w = RecvWindow::<4>::new(start);
+            for _ in 0..3000 {
+                let psn = w.expected().add(rng.below(spread));
+                let _ = w.receive(psn);
+                if rng.below(50) == 0 {
+                    w.advance(w.expected().add(rng.below(40)));
+                }
+                let base = w.expected();
+                assert_eq!(w.received_after_base(), after_base_bit_by_bit(&w));
+                // Rests only if nothing seen lies past the 127 after the
+                // base; wakes as the same window.
+                let far = (128..256).any(|i| w.is_received(base.add(i)));
+                match w.rest() {
+                    Some(r) => {
+                        assert!(!far);
+                        let v = RecvWindow::<4>::wake(&r);
+                        assert_eq!(v.expected(), base);
+                        for i in 0..300 {
+                            let p = base.add(i);
+                            assert_eq!(v.is_received(p), w.is_received(p), "{i}");
+                            assert_eq!(v.check(p), w.check(p), "{i}");
+                        }
+                        assert_eq!(v.gaps().collect::<Vec<_>>(), w.gaps().collect::<Vec<_>>());
+                        rested += 1;
+                    }
+                    None => assert!(far || w.end.diff(base) > 128),
+                }
+            }
+        }
+        assert!(rested > 100, "only {rested} windows could rest");
     }
 
     #[test]
@@ -633,6 +752,7 @@ mod tests {
             let oldest = outstanding.first().copied().unwrap_or(next);
             assert_eq!(s.oldest_unacked(), start.add(oldest));
             assert_eq!(s.in_flight(), next - oldest);
+            assert_eq!(s.outstanding(), outstanding.len() as u32);
         }
     }
 }

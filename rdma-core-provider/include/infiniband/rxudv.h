@@ -41,7 +41,8 @@ extern "C" {
 #define RXUDV_MAX_PEERS_DEFAULT 4096u
 /*
  * ack_every: 0 for RXUDV_ACK_EVERY_DEFAULT, else 1 (an ACK for every
- * packet) to RXUDV_ACK_EVERY_MAX (XUD's window).
+ * packet) to RXUDV_ACK_EVERY_MAX (the most packets a stream has out
+ * unanswered).
  */
 #define RXUDV_ACK_EVERY_MAX 128u
 #define RXUDV_ACK_EVERY_DEFAULT 16u

@@ -31,9 +31,18 @@ pub mod sender;
 #[cfg(test)]
 mod model;
 
-/// The window: PSNs in flight per stream, and the PSNs an ACK's base and
-/// `sack` describe (the base and the 127 after it).
-pub const WINDOW: u32 = 128;
+/// The window: how far past its oldest unacknowledged PSN a stream may
+/// send, and the span of PSNs a receiver takes (the rest it drops). Twice
+/// [`PIPE`], so that a stream keeps sending while a hole is recovered
+/// (xud.rst, "Loss on a faster link"); an ACK describes its base and the
+/// 127 PSNs after it ([`super::wire::xack::SACK_BITS`]).
+pub const WINDOW: u32 = 256;
+
+/// Packets a stream may have out that no answer has shown placed: with
+/// nothing lost, the packets in flight. Packets placed beyond a hole
+/// leave it (`sack` shows them), so new ones may go up to the window's
+/// end while the hole is resent.
+pub const PIPE: u32 = 128;
 
 /// Words of a [`super::window::PsnBitmap`] covering [`WINDOW`] PSNs.
 pub const WINDOW_WORDS: usize = (WINDOW / 64) as usize;

@@ -13,7 +13,7 @@
 //! placed. The driver holds the peer's lock from `check` to `commit`.
 
 use super::super::psn::Psn;
-use super::super::window::{Arrival, RecvWindow};
+use super::super::window::{Arrival, RecvWindow, RestingWindow};
 use super::super::wire::xeth;
 use super::{
     seq_before, Op, RecvStatus, Refusal, GRH_LEN, MAX_MSGS, QUIET_NS, WINDOW, WINDOW_WORDS,
@@ -468,7 +468,9 @@ impl RecvStream {
 #[derive(Clone, Debug)]
 pub struct ParkedRecv {
     stream: u64,
-    window: RecvWindow<WINDOW_WORDS>,
+    /// The window in the room of a 128-PSN one (a stream whose window
+    /// holds PSNs further on does not park).
+    window: RestingWindow,
     oldest_msg: u32,
     last_accepted: u64,
 }
@@ -488,7 +490,7 @@ impl ParkedRecv {
     pub fn unpark(&self) -> RecvStream {
         RecvStream {
             stream: self.stream,
-            window: self.window.clone(),
+            window: RecvWindow::wake(&self.window),
             oldest_msg: self.oldest_msg,
             last_accepted: self.last_accepted,
             unanswered: 0,
@@ -509,9 +511,12 @@ impl RecvStream {
             && self.ack_owed.is_none()
             && self.pending_req.is_none()
             && self.msgs.iter().all(|m| m.state == MsgState::Free);
-        at_rest.then(|| ParkedRecv {
+        if !at_rest {
+            return None;
+        }
+        Some(ParkedRecv {
             stream: self.stream,
-            window: self.window.clone(),
+            window: self.window.rest()?,
             oldest_msg: self.oldest_msg,
             last_accepted: self.last_accepted,
         })

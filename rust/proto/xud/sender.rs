@@ -23,8 +23,8 @@ use super::super::rc::{local_ack_timeout_ns, rnr_timeout_ns};
 use super::super::window::{AckResult, SendWindow};
 use super::super::wire::xeth;
 use super::{
-    seq_before, SendStatus, MAX_MSGS, REORDER, REORDER_DEEP, REORDER_DELAY_MIN_NS, RETRY_SPAN_NS,
-    SENDER_IDLE_NS, WINDOW, WINDOW_WORDS,
+    seq_before, SendStatus, MAX_MSGS, PIPE, REORDER, REORDER_DEEP, REORDER_DELAY_MIN_NS,
+    RETRY_SPAN_NS, SENDER_IDLE_NS, WINDOW_WORDS,
 };
 
 /// The QP attributes a sender uses.
@@ -207,6 +207,50 @@ pub enum TimerOutcome {
     DestinationFailed,
 }
 
+/// A set of offsets `0..WINDOW` (PSNs to resend, from a base that moves
+/// only forward).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct RtxSet([u64; WINDOW_WORDS]);
+
+impl RtxSet {
+    const EMPTY: RtxSet = RtxSet([0; WINDOW_WORDS]);
+
+    /// Adds `i`; nothing if it is beyond the window.
+    fn insert(&mut self, i: u32) {
+        if let Some(w) = self.0.get_mut((i / 64) as usize) {
+            *w |= 1 << (i % 64);
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.iter().all(|&w| w == 0)
+    }
+
+    /// Takes out and returns the smallest offset.
+    fn take_first(&mut self) -> Option<u32> {
+        let (k, w) = self.0.iter_mut().enumerate().find(|(_, w)| **w != 0)?;
+        let b = w.trailing_zeros();
+        *w &= !(1 << b);
+        Some(k as u32 * 64 + b)
+    }
+
+    /// The base moved forward by `d`: offset `i + d` becomes `i`, those
+    /// below `d` go.
+    fn shift_down(&mut self, d: u32) {
+        let (words, bits) = ((d / 64) as usize, d % 64);
+        let old = self.0;
+        for (k, w) in self.0.iter_mut().enumerate() {
+            let lo = old.get(k + words).copied().unwrap_or(0);
+            let hi = old.get(k + words + 1).copied().unwrap_or(0);
+            *w = if bits == 0 {
+                lo
+            } else {
+                lo >> bits | hi << (64 - bits)
+            };
+        }
+    }
+}
+
 /// One destination's stream at the sender.
 #[derive(Clone, Debug)]
 pub struct SendStream {
@@ -221,8 +265,8 @@ pub struct SendStream {
     /// The handles of the messages it holds, message `seq` at
     /// `seq % MAX_MSGS` ([`NO_MSG`]: none).
     slots: [u32; MAX_MSGS as usize],
-    /// PSNs to resend: bit `i` is `rtx_base + i`.
-    rtx: u128,
+    /// PSNs to resend: `rtx_base + i` for each `i` in the set.
+    rtx: RtxSet,
     rtx_base: Psn,
     /// Holes before it were resent already by the reorder rule.
     recovered: Psn,
@@ -263,7 +307,7 @@ impl SendStream {
             next_msg: 0,
             tx_msg: 0,
             slots: [NO_MSG; MAX_MSGS as usize],
-            rtx: 0,
+            rtx: RtxSet::EMPTY,
             rtx_base: first,
             recovered: first,
             recovery_end: first,
@@ -400,9 +444,7 @@ impl SendStream {
 
     fn next_resend(&mut self, t: &MsgTable, now: u64) -> Option<TxPacket> {
         self.rebase_rtx();
-        while self.rtx != 0 {
-            let i = self.rtx.trailing_zeros();
-            self.rtx &= !(1u128 << i);
+        while let Some(i) = self.rtx.take_first() {
             let psn = self.rtx_base.add(i);
             if self.window.is_acked(psn) {
                 continue;
@@ -410,7 +452,7 @@ impl SendStream {
             let Some((m, k)) = self.find(t, psn) else {
                 continue;
             };
-            let last = self.rtx == 0;
+            let last = self.rtx.is_empty();
             let pkt = self.packet(t, m, k, psn, self.probing || last, true)?;
             self.arm(t, now);
             return Some(pkt);
@@ -434,6 +476,9 @@ impl SendStream {
             break;
         }
         let m = (self.tx_msg % MAX_MSGS) as usize;
+        if self.window.outstanding() >= PIPE {
+            return None;
+        }
         let psn = self.window.send()?;
         // The loop above found the entry.
         let msg = self.msg_mut(t, m)?;
@@ -448,9 +493,9 @@ impl SendStream {
             self.tx_msg = self.tx_msg.wrapping_add(1);
         }
         self.since_req += 1;
-        // At least twice a window, so a full window always has an ACK
-        // coming that opens it.
-        let ack_req = last || self.since_req >= self.cfg.ack_every.clamp(1, WINDOW / 2);
+        // At least twice a pipe, so a full pipe always has an ACK coming
+        // that opens it.
+        let ack_req = last || self.since_req >= self.cfg.ack_every.clamp(1, PIPE / 2);
         if ack_req {
             self.since_req = 0;
         }
@@ -552,7 +597,7 @@ impl SendStream {
         let base = self.window.oldest_unacked();
         let d = base.diff(self.rtx_base);
         if d > 0 {
-            self.rtx = if d as u32 >= 128 { 0 } else { self.rtx >> d };
+            self.rtx.shift_down(d as u32);
             self.rtx_base = base;
         }
     }
@@ -560,8 +605,8 @@ impl SendStream {
     fn mark_resend(&mut self, psn: Psn) {
         self.rebase_rtx();
         let d = psn.diff(self.rtx_base);
-        if d >= 0 && (d as u32) < WINDOW {
-            self.rtx |= 1u128 << d;
+        if d >= 0 {
+            self.rtx.insert(d as u32);
         }
     }
 
@@ -881,7 +926,7 @@ impl SendStream {
         self.retries += 1;
         self.probing = true;
         // Only the probe: its answer shows what else is missing.
-        self.rtx = 0;
+        self.rtx = RtxSet::EMPTY;
         self.reorder_mark = None;
         let oldest = self.window.oldest_unacked();
         self.mark_resend(oldest);
@@ -1013,4 +1058,32 @@ impl SendStream {
 /// driver's queues.
 pub fn msg_before(a: u32, b: u32) -> bool {
     seq_before(a, b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RtxSet;
+    use super::WINDOW_WORDS;
+
+    #[test]
+    fn rtx_set_keeps_offsets_across_words_as_its_base_moves() {
+        let top = WINDOW_WORDS as u32 * 64;
+        let mut r = RtxSet::EMPTY;
+        for i in [0, 5, 63, 64, 127, 128, 200, top - 1, top, top + 7] {
+            r.insert(i);
+        }
+        r.shift_down(5);
+        let mut got = std::vec::Vec::new();
+        let mut c = r;
+        while let Some(i) = c.take_first() {
+            got.push(i);
+        }
+        // `top` and past it were never in; 0 went with the shift.
+        assert_eq!(got, [0, 58, 59, 122, 123, 195, top - 6]);
+        r.shift_down(64);
+        assert_eq!(r.take_first(), Some(58));
+        r.shift_down(top);
+        assert!(r.is_empty());
+        assert_eq!(r.take_first(), None);
+    }
 }
