@@ -21,7 +21,7 @@
 use super::super::psn::Psn;
 use super::super::rc::{local_ack_timeout_ns, rnr_timeout_ns};
 use super::super::window::{AckResult, SendWindow};
-use super::super::wire::xeth;
+use super::super::wire::{xack, xeth};
 use super::{
     seq_before, SendStatus, MAX_MSGS, PIPE, REORDER, REORDER_DEEP, REORDER_DELAY_MIN_NS,
     RETRY_SPAN_NS, SENDER_IDLE_NS, WINDOW_WORDS,
@@ -668,11 +668,28 @@ impl SendStream {
                 self.arm(t, now);
             }
         }
+        // Marks kept behind the oldest unacknowledged PSN would, after 2^23
+        // PSNs without a loss, compare as ahead of it and turn the rules
+        // below off: they follow it.
+        let oldest_now = self.window.oldest_unacked();
+        if self.recovered.before(oldest_now) {
+            self.recovered = oldest_now;
+        }
+        if self.recovery_end.before(oldest_now) {
+            self.recovery_end = oldest_now;
+        }
         let was_probing = core::mem::replace(&mut self.probing, false);
         if was_probing {
-            // Everything sent before the timeout that this answer does
-            // not show placed is taken as lost.
-            self.mark_unacked_before(sent_end);
+            // Everything sent before the timeout that this answer could
+            // show and does not show placed is taken as lost. What lies
+            // past its `sack` the receiver may hold: later answers tell.
+            let shown_end = a.base.add(1 + xack::SACK_BITS);
+            let end = if shown_end.before(sent_end) {
+                shown_end
+            } else {
+                sent_end
+            };
+            self.mark_unacked_before(end);
         } else if let Some(h) = highest {
             // Holes REORDER or more before the highest placed PSN: lost
             // if they are still holes once the reorder delay has passed
@@ -1062,8 +1079,92 @@ pub fn msg_before(a: u32, b: u32) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::RtxSet;
-    use super::WINDOW_WORDS;
+    use super::{Answer, Config, Message, MsgTable, Psn, RtxSet, SendMsg, SendStream};
+    use super::{TimerOutcome, WINDOW_WORDS};
+    use std::vec::Vec;
+
+    /// Stream 42 from `first` with one message of `packets` packets, and
+    /// its message table.
+    fn one_message(first: Psn, packets: u32) -> (SendStream, Vec<SendMsg>) {
+        let mut t: Vec<SendMsg> = std::vec![SendMsg::FREE; 4];
+        let mut s = SendStream::new(42, first, Config::DEFAULT, 0);
+        let msg = Message {
+            wqe: 1,
+            len: packets * 256,
+            mtu: 256,
+        };
+        s.post(&mut t as &mut MsgTable, msg, 0).unwrap();
+        (s, t)
+    }
+
+    fn answer(base: Psn, sack: u128) -> Answer {
+        Answer {
+            stream: 42,
+            inc: 9,
+            base,
+            sack,
+            nak: None,
+        }
+    }
+
+    /// The reorder rule's marks follow the oldest unacknowledged PSN as
+    /// answers move it, so that they never fall 2^23 PSNs behind it (where
+    /// they would compare as ahead).
+    #[test]
+    fn recovery_marks_follow_the_oldest_unacknowledged_psn() {
+        let first = Psn::new(0xff_ff00);
+        let (mut s, mut t) = one_message(first, 600);
+        for _ in 0..100 {
+            s.next_packet(&mut t, 0).unwrap();
+        }
+        s.on_answer(&mut t, &answer(first.add(100), 0), 10);
+        assert_eq!(s.recovered, first.add(100));
+        assert_eq!(s.recovery_end, first.add(100));
+    }
+
+    /// After a timeout, the probe's answer marks for resending only the
+    /// unacknowledged PSNs it could show (its base and `sack`), not those
+    /// beyond, which the receiver may hold.
+    #[test]
+    fn a_probe_answer_resends_only_what_it_could_show() {
+        let first = Psn::new(5);
+        let (mut s, mut t) = one_message(first, 600);
+        let mut sent = 0;
+        while s.next_packet(&mut t, 0).is_some() {
+            sent += 1;
+        }
+        assert_eq!(sent, 128);
+        // `first` and `first + 10` lost, the rest placed: both go again
+        // (deep holes), and 126 new packets, the pipe allowing.
+        s.on_answer(&mut t, &answer(first, (u128::MAX >> 1) & !(1 << 9)), 10);
+        let (mut more, mut again) = (0, 0);
+        while let Some(p) = s.next_packet(&mut t, 10) {
+            more += u32::from(!p.retransmit);
+            again += u32::from(p.retransmit);
+        }
+        assert_eq!((more, again), (126, 2));
+        // Both resends lost too: the timeout's probe.
+        let mut now = 10;
+        while s.on_timer(&mut t, now) != TimerOutcome::Probe {
+            now = s.next_deadline().unwrap().max(now + 1);
+        }
+        let probe = s.next_packet(&mut t, now).unwrap();
+        assert_eq!((probe.psn, probe.retransmit), (first, true));
+        // The probe placed `first`; the answer's base is `first + 10` and
+        // its sack shows the 127 after it placed. Of what it could show
+        // only `first + 10` is missing: that goes again, not the 117
+        // packets past its sack (`first + 138` on), which it cannot show.
+        s.on_answer(&mut t, &answer(first.add(10), u128::MAX >> 1), now + 1);
+        let mut resent = Vec::new();
+        while let Some(p) = s.next_packet(&mut t, now + 1) {
+            if !p.retransmit {
+                // Resends go first; new packets then, the pipe allowing.
+                break;
+            }
+            resent.push(p.psn.diff(first));
+        }
+        assert_eq!(resent, [10]);
+    }
 
     #[test]
     fn rtx_set_keeps_offsets_across_words_as_its_base_moves() {
