@@ -1316,7 +1316,7 @@ fn stream_of_one_message(first: Psn, packets: u32) -> Solo {
 }
 
 /// An ACK or NAK-free answer of stream 42's receiver (incarnation 9).
-fn answer_of(base: Psn, sack: u128) -> Answer {
+pub(super) fn answer_of(base: Psn, sack: u128) -> Answer {
     Answer {
         stream: 42,
         inc: 9,

@@ -1079,7 +1079,7 @@ pub fn msg_before(a: u32, b: u32) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::{Answer, Config, Message, MsgTable, Psn, RtxSet, SendMsg, SendStream};
+    use super::{Config, Message, MsgTable, Psn, RtxSet, SendMsg, SendStream};
     use super::{TimerOutcome, WINDOW_WORDS};
     use std::vec::Vec;
 
@@ -1097,15 +1097,7 @@ mod tests {
         (s, t)
     }
 
-    fn answer(base: Psn, sack: u128) -> Answer {
-        Answer {
-            stream: 42,
-            inc: 9,
-            base,
-            sack,
-            nak: None,
-        }
-    }
+    use super::super::model::answer_of as answer;
 
     /// The reorder rule's marks follow the oldest unacknowledged PSN as
     /// answers move it, so that they never fall 2^23 PSNs behind it (where
