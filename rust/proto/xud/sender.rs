@@ -1079,6 +1079,7 @@ pub fn msg_before(a: u32, b: u32) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use super::super::model::answer_of as answer;
     use super::{Config, Message, MsgTable, Psn, RtxSet, SendMsg, SendStream};
     use super::{TimerOutcome, WINDOW_WORDS};
     use std::vec::Vec;
@@ -1096,8 +1097,6 @@ mod tests {
         s.post(&mut t as &mut MsgTable, msg, 0).unwrap();
         (s, t)
     }
-
-    use super::super::model::answer_of as answer;
 
     /// The reorder rule's marks follow the oldest unacknowledged PSN as
     /// answers move it, so that they never fall 2^23 PSNs behind it (where
