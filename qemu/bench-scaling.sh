@@ -4,7 +4,8 @@
 # ($out/cpusN/vm1/bench.tsv, qemu/scaling-guest.sh), printed and written,
 # with the run's facts, to Documentation/scaling.rst (its hand-written
 # section, from "What it shows" on, is kept). Uses bench.sh's out, rev,
-# doc_suffix, link_note, kernel_note, load0, load1, total_s, kernel_s, build_s and MID_AWK.
+# doc_suffix, link_note, kernel_note, load0, load1, total_s, kernel_s,
+# build_s, MID_AWK and RST_AWK.
 
 scaling_doc=$RXUD_TOP/Documentation/scaling$doc_suffix.rst
 scaling_tsv=$out/scaling.tsv
@@ -21,7 +22,7 @@ done
 # peers); rxud/rxe and XUD/rxe are the medians of each round's ratio
 # ("per round" lists rxud RC's).
 scaling_table() {
-	sort -t$'\t' -k1,1n -k4,4n "$scaling_tsv" | awk -F'\t' "$MID_AWK"'
+	sort -t$'\t' -k1,1n -k4,4n "$scaling_tsv" | awk -F'\t' "$MID_AWK$RST_AWK"'
 	function median(prov, key,   m, r, a) {
 		m = 0
 		for (r = 1; r <= rounds; r++)
@@ -56,19 +57,7 @@ scaling_table() {
 			cell[rows, 5] = ratio("rxud", k, 0); cell[rows, 6] = ratio("rxud", k, 1)
 			cell[rows, 7] = cell_of(median("xud", k)); cell[rows, 8] = ratio("xud", k, 0)
 		}
-		for (r = 1; r <= rows; r++)
-			for (c = 1; c <= 8; c++)
-				if (length(cell[r, c]) > w[c]) w[c] = length(cell[r, c])
-		rule = ""
-		for (c = 1; c <= 8; c++) { s = ""; for (j = 0; j < w[c]; j++) s = s "="; rule = rule (c > 1 ? "  " : "") s }
-		print rule
-		for (r = 1; r <= rows; r++) {
-			line = ""
-			for (c = 1; c <= 8; c++) line = line (c > 1 ? "  " : "") sprintf("%-" w[c] "s", cell[r, c])
-			sub(/ +$/, "", line); print line
-			if (r == 1) print rule
-		}
-		print rule
+		rst_table(rows, 8)
 		print ""
 		for (c = 1; c <= 64; c++)
 			if (c in tcp) t = t (t == "" ? "" : "; ") tcp[c] " MB/s with " c " vCPU" (c > 1 ? "s" : "")

@@ -137,6 +137,24 @@ function mid(a, m,   i, j, x) {
 		for (j = i; j > 1 && a[j - 1] > a[j]; j--) { x = a[j]; a[j] = a[j - 1]; a[j - 1] = x }
 	return m % 2 ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2
 }'
+# awk: prints cell[1..ROWS, 1..COLS] as an RST simple table, row 1 its
+# header, columns as wide as their widest cell.
+RST_AWK='
+function rst_table(rows, cols,   r, c, j, w, s, rule, line) {
+	for (r = 1; r <= rows; r++)
+		for (c = 1; c <= cols; c++)
+			if (length(cell[r, c]) > w[c]) w[c] = length(cell[r, c])
+	rule = ""
+	for (c = 1; c <= cols; c++) { s = ""; for (j = 0; j < w[c]; j++) s = s "="; rule = rule (c > 1 ? "  " : "") s }
+	print rule
+	for (r = 1; r <= rows; r++) {
+		line = ""
+		for (c = 1; c <= cols; c++) line = line (c > 1 ? "  " : "") sprintf("%-" w[c] "s", cell[r, c])
+		sub(/ +$/, "", line); print line
+		if (r == 1) print rule
+	}
+	print rule
+}'
 
 # The scaling runs have a report of their own.
 if [ -n "$scaling" ]; then
@@ -155,7 +173,7 @@ tsv=$out/vm1/bench.tsv
 # (bandwidth: higher is better for rxud; latency, memory and system calls:
 # lower); "% of TCP" is rxud's median bandwidth over iperf3's.
 table() {
-	awk -F'\t' "$MID_AWK"'
+	awk -F'\t' "$MID_AWK$RST_AWK"'
 	function size(s) {
 		if (s !~ /^[0-9]+$/) return s
 		if (s >= 1048576 && s % 1048576 == 0) return s / 1048576 " MB"
@@ -205,19 +223,7 @@ table() {
 				cell[rows, 6] = m > 1 ? per : "-"
 				cell[rows, 7] = (unit[k] == "MB/s" && tcp + 0 > 0 && b + 0 > 0) ? sprintf("%.0f%%", 100 * b / tcp) : "-"
 			}
-		for (r = 1; r <= rows; r++)
-			for (c = 1; c <= 7; c++)
-				if (length(cell[r, c]) > w[c]) w[c] = length(cell[r, c])
-		rule = ""
-		for (c = 1; c <= 7; c++) { s = ""; for (j = 0; j < w[c]; j++) s = s "="; rule = rule (c > 1 ? "  " : "") s }
-		print rule
-		for (r = 1; r <= rows; r++) {
-			line = ""
-			for (c = 1; c <= 7; c++) line = line (c > 1 ? "  " : "") sprintf("%-" w[c] "s", cell[r, c])
-			sub(/ +$/, "", line); print line
-			if (r == 1) print rule
-		}
-		print rule
+		rst_table(rows, 7)
 	}' "$tsv"
 }
 # XUD's table: rxud-perf's figures (one XUD QP to one peer) beside the RC
