@@ -644,6 +644,19 @@ syscalls() {
 	down "$prov" sys
 }
 
+# in_rounds N FN: FN PROV ROUND for rxe and rxud in each of N rounds, rxe
+# first in odd rounds and rxud first in even ones, so that a host whose load
+# drifts during the run favours neither.
+in_rounds() {
+	local n=$1 fn=$2 round prov order
+	for round in $(seq 1 "$n"); do
+		if [ $((round % 2)) = 1 ]; then order="rxe rxud"; else order="rxud rxe"; fi
+		for prov in $order; do
+			"$fn" "$prov" "$round"
+		done
+	done
+}
+
 # Sourced with BENCH_GUEST_LIB=1 (a trial script of one's own, say): the
 # functions above, nothing run.
 [ -n "${BENCH_GUEST_LIB:-}" ] && return 0
@@ -651,14 +664,7 @@ syscalls() {
 echo "$QPS $QP_WRS" >"$RXUD_OUT/qp-mem.conf"
 prepare
 
-# Rounds alternate which provider goes first (rxe rxud, rxud rxe, ...), so
-# that a host whose load drifts during the run does not favour one of them.
-for round in $(seq 1 "$ROUNDS"); do
-	if [ $((round % 2)) = 1 ]; then order="rxe rxud"; else order="rxud rxe"; fi
-	for prov in $order; do
-		measure "$prov" "$round"
-	done
-done
+in_rounds "$ROUNDS" measure
 for prov in rxe rxud; do
 	syscalls "$prov"
 done

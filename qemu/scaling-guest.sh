@@ -54,10 +54,5 @@ scale() {
 
 nproc >"$RXUD_OUT/cpus"
 prepare
-for round in $(seq 1 "$SCALE_ROUNDS"); do
-	if [ $((round % 2)) = 1 ]; then order="rxe rxud"; else order="rxud rxe"; fi
-	for prov in $order; do
-		scale "$prov" "$round"
-	done
-done
+in_rounds "$SCALE_ROUNDS" scale
 echo "== vm$RXUD_VM: done"
