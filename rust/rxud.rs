@@ -23,6 +23,7 @@ mod driver;
 mod ffi;
 mod ib;
 mod net;
+mod params;
 // Shared with the host crate (`rust/proto/lib.rs`), whose users need its
 // whole public API; the module uses only part of it so far.
 #[allow(dead_code, unreachable_pub)]

@@ -232,6 +232,13 @@ build_all() {
 		'self.recv = Some(Side::Parked(p));' 'let _ = p; self.recv = None;' \
 		tests/guest/18-xud-peers.sh 'not ok [0-9]+ - the 50 SENDs replayed'
 
+	# A destroyed XUD QP's number is free at once (rule 5's hold gone): a
+	# new QP gets it while peers may still hold streams for the old one.
+	mutant xud-qpn-not-held driver/qp.rs \
+		'QpType::Xud => self.table(qpn).remove_held(qpn, xud::QPN_HOLD_NS),' \
+		'QpType::Xud => self.table(qpn).remove(qpn),' \
+		tests/guest/19-xud-recreate.sh 'not ok [0-9]+ - just after R and T are destroyed'
+
 	# A packet of another stream for a peer whose stream is held goes
 	# into the held one (rule 3 dropped): an off-path forger who knows no
 	# stream gets its packets placed.

@@ -155,7 +155,7 @@ if [ "$mode" != host ]; then
 	half_a=() half_b=()
 	for t in "$TOP"/tests/guest/[0-9]*.sh; do
 		case $(basename "$t") in
-		08-* | 10-* | 11-* | 12-* | 13-* | 14-* | 15-* | 16-*) half_b+=("$t") ;;
+		08-* | 10-* | 11-* | 12-* | 13-* | 14-* | 15-* | 16-* | 19-*) half_b+=("$t") ;;
 		*) half_a+=("$t") ;;
 		esac
 	done

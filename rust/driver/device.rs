@@ -43,8 +43,6 @@ pub(crate) const MAX_MR: u32 = 1 << 16;
 pub(crate) const MAX_CQ: u32 = 1 << 14;
 /// Most entries of one CQ (64 bytes each: 4 MiB).
 pub(crate) const MAX_CQE: u32 = 1 << 16;
-/// Most queue pairs per device.
-pub(crate) const MAX_QP: u32 = 1 << 16;
 /// Most work requests in one send or receive queue.
 pub(crate) const MAX_QP_WR: u32 = 1 << 14;
 /// Most scatter/gather elements per work request.
@@ -112,7 +110,7 @@ impl RxudDevice {
         transports: &Arc<Transports>,
         ndev: &NetDevice,
     ) -> Result<Self> {
-        let qps = QpTable::new(MAX_QP)?;
+        let qps = QpTable::new(crate::params::max_qp())?;
         let mr_keys = IndexTable::new_rcu(1, MAX_MR, Start::Base)?;
         let rx = RxPort::new(qps.clone(), mr_keys.clone())?;
         let transport = transports.attach(ndev, rx.clone())?;
@@ -308,7 +306,7 @@ impl DeviceOps for RxudDevice {
             .max_sge_rd(MAX_SGE as i32)
             .max_qp_rd_atom(MAX_QP_RD_ATOM as i32)
             .max_qp_init_rd_atom(MAX_QP_RD_ATOM as i32)
-            .max_res_rd_atom((MAX_QP_RD_ATOM * MAX_QP) as i32)
+            .max_res_rd_atom((MAX_QP_RD_ATOM * d.qps.max()) as i32)
             .max_srq(d.srqs.max() as i32)
             .max_srq_wr(MAX_SRQ_WR as i32)
             .max_srq_sge(MAX_SRQ_SGE as i32)

@@ -676,6 +676,39 @@ bool rxud_timing(void)
 }
 
 /*
+ * Most QPs of each device created from now on (rust/params.rs): a small
+ * number makes QP numbers come back soon, which tests of XUD's hold on a
+ * destroyed QP's number need (Documentation/xud.rst, rule 5). Values
+ * outside 1..RXUD_MAX_QP are refused with EINVAL, at insmod or later.
+ */
+static unsigned int max_qp = RXUD_MAX_QP;
+
+static int rxud_max_qp_set(const char *val, const struct kernel_param *kp)
+{
+	unsigned int n;
+	int ret = kstrtouint(val, 0, &n);
+
+	if (ret)
+		return ret;
+	if (n < 1 || n > RXUD_MAX_QP)
+		return -EINVAL;
+	WRITE_ONCE(*(unsigned int *)kp->arg, n);
+	return 0;
+}
+
+static const struct kernel_param_ops rxud_max_qp_ops = {
+	.set = rxud_max_qp_set,
+	.get = param_get_uint,
+};
+module_param_cb(max_qp, &rxud_max_qp_ops, &max_qp, 0644);
+MODULE_PARM_DESC(max_qp, "Most QPs of each device created from now on, its GSI QP aside: 1 to 65536 (default 65536)");
+
+unsigned int rxud_max_qp(void)
+{
+	return READ_ONCE(max_qp);
+}
+
+/*
  * Whether to send trains out of the skb's device: asked for by the
  * module parameter and GSO wanted on the device, not necessarily in
  * effect. The core drops NETIF_F_GSO from the features of a device

@@ -127,6 +127,13 @@ void rxud_timer_setup(struct timer_list *timer,
 int rxud_timer_arm_ns(struct timer_list *timer, u64 delay_ns);
 u64 rxud_now_ns(void);
 bool rxud_timing(void);
+/*
+ * Most QPs of a device besides its GSI QP: the size of its QP number
+ * range (rust/params.rs). The module parameter max_qp lowers it for the
+ * devices created after it is set.
+ */
+#define RXUD_MAX_QP 65536U
+unsigned int rxud_max_qp(void);
 /* The kernel's CSPRNG (rust/random.rs). */
 u64 rxud_random_u64(void);
 
