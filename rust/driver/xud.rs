@@ -42,7 +42,6 @@ use crate::abi::{
 use crate::ib::{AccessFlags, AddressVector, NetworkType};
 use crate::net::skb::{SkBuff, TxSkb};
 use crate::proto::{
-    mtu::IbMtu,
     psn::Psn,
     wire::{
         aeth::{self, AckSyndrome, NakCode},
@@ -71,10 +70,6 @@ const RECLAIM_PERIOD_NS: u64 = xud::QUIET_NS / 4;
 /// it: long enough that a stream in use between two messages keeps its
 /// table (parking and taking back cost an allocation each).
 const PARK_AFTER_NS: u64 = 1_000_000_000;
-/// Bytes of XUD's headers beyond what an RC packet's MTU allowance
-/// (`IbMtu::for_link_mtu`) covers: the DETH (8), the XETH (20) and the
-/// ImmDt (4) beside a RETH.
-const XUD_EXTRA_HEADERS: u32 = 32;
 /// The hop limit of ACKs to a peer known only from its packets.
 const DEFAULT_TTL: u8 = 64;
 
@@ -802,14 +797,13 @@ fn queue_wqe(
     }
 }
 
-/// The payload bytes an XUD packet carries at most on `qp`'s netdev: the
-/// largest IB MTU that fits the link with XUD's 32 bytes of headers
-/// beyond RC's (DETH, XETH; RETH and ImmDt are in RC's allowance).
+/// The payload bytes an XUD packet carries at most on `qp`'s netdev
+/// ([`xud::payload_per_packet`]: as much as the link takes, not an IB
+/// MTU).
 fn xud_mtu(qp: &QpCore) -> u32 {
     qp.ud_netdev()
-        .and_then(|n| IbMtu::for_link_mtu(n.mtu().saturating_sub(XUD_EXTRA_HEADERS)))
-        .map(IbMtu::bytes)
-        .unwrap_or(256)
+        .and_then(|n| xud::payload_per_packet(n.mtu()))
+        .unwrap_or(xud::MIN_PAYLOAD)
 }
 
 /// The peer `key`, made if new.

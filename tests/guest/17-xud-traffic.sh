@@ -19,7 +19,7 @@
 . "$(dirname "$0")/../lib/rxud.sh"
 . "$(dirname "$0")/../lib/traffic.sh"
 XD=$RXUD_TOP/tests/verbs/xud-data
-TAP_PLANNED=18
+TAP_PLANNED=19
 tap_begin $TAP_PLANNED
 export RDMAV_DRIVERS=$RXUD_TOP/rdma-core-provider/build/librxud
 
@@ -109,12 +109,20 @@ rxud_perf() {
 }
 RP=$RXUD_TOP/tests/verbs/rxud-perf
 rxud_perf "rxud-perf SEND bandwidth, 64 KB x 300, one QP to 4 peers" -t bw -o send -s 65536 -n 300
+# The WRITEs go in packets of 1344 bytes, all the veth's 1500 takes
+# beside XUD's headers (xud.rst, "Packet sizes"): 49 per 64 KB message,
+# not the 64 of 1 KB packets. rxud1 sends nothing else meanwhile but
+# what it resends.
+tp0=$(hwc rxud1 tx_packets)
 rxud_perf "rxud-perf RDMA WRITE bandwidth, 64 KB x 300, one QP to 4 peers" -t bw -o write -s 65536 -n 300
+tp=$(($(hwc rxud1 tx_packets) - tp0))
+check "the 300 WRITEs of 64 KB took 49 packets each, 1344 bytes of payload (rxud1 tx_packets +$tp; 14700 and what was resent)" \
+	test "$tp" -ge 14700 -a "$tp" -le 15435
 rxud_perf "rxud-perf SEND latency, 64 B x 300" -t lat -s 64 -n 300
 
 # The QP's cap on packets in flight (1024 over all its streams; xud.rst,
-# "Limits, per QP"): one QP to 16 peers, 4 messages of 64 packets each,
-# each stream with its window of 128, over a link that delays the data 1
+# "Limits, per QP"): one QP to 16 peers, 4 messages of 49 packets each,
+# each stream with its pipe of 128, over a link that delays the data 1
 # s: the streams would have 2048 packets out before the first ACK came
 # back, however slowly the guest sends (1024 packets take well under a
 # second here). The cap holds new packets back (xud_qp_cap_waits) and

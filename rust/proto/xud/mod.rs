@@ -44,6 +44,37 @@ pub const WINDOW: u32 = 256;
 /// end while the hole is resent.
 pub const PIPE: u32 = 128;
 
+/// Bytes of an XUD data packet besides its payload, IP header to ICRC:
+/// RC's allowance ([`super::mtu::ROCE_MAX_HDR_LEN`]: IPv6, UDP, BTH,
+/// RETH, ICRC) and the DETH, the XETH and an ImmDt.
+pub const DATA_HEADERS: u32 = super::mtu::ROCE_MAX_HDR_LEN
+    + (super::wire::deth::HEADER_LEN
+        + super::wire::xeth::HEADER_LEN
+        + super::wire::immdt::HEADER_LEN) as u32;
+
+/// Most payload bytes of an XUD packet: RC's largest MTU (a packet's
+/// buffer stays as small as RC's).
+pub const MAX_PAYLOAD: u32 = 4096;
+
+/// Least payload bytes of an XUD packet: IB's smallest MTU.
+pub const MIN_PAYLOAD: u32 = 256;
+
+/// Payload bytes of each packet of a message but its last, on a link of
+/// `link_mtu` bytes (IP header onwards): as many as fit beside
+/// [`DATA_HEADERS`], rounded down to a multiple of 64, at most
+/// [`MAX_PAYLOAD`]; `None` if not even [`MIN_PAYLOAD`] fit.
+///
+/// XUD is not held to IB's five MTUs as RC is: every packet carries its
+/// offset and the message length, and a receiver places a packet of any
+/// size that lies within its message (xud.rst, "Packet sizes"). On a
+/// 1500-byte link a packet carries 1344 bytes where RC's carries 1024:
+/// a quarter fewer packets for the same bytes, and per-packet work is
+/// what a software transport pays for.
+pub fn payload_per_packet(link_mtu: u32) -> Option<u32> {
+    let room = link_mtu.checked_sub(DATA_HEADERS)? & !63;
+    (room >= MIN_PAYLOAD).then_some(room.min(MAX_PAYLOAD))
+}
+
 /// Words of a [`super::window::PsnBitmap`] covering [`WINDOW`] PSNs.
 pub const WINDOW_WORDS: usize = (WINDOW / 64) as usize;
 
@@ -170,4 +201,38 @@ pub enum RecvStatus {
 /// `a` is before `b` in 32-bit serial arithmetic (message numbers).
 pub(crate) const fn seq_before(a: u32, b: u32) -> bool {
     (a.wrapping_sub(b) as i32) < 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::mtu::IbMtu;
+    use super::*;
+
+    #[test]
+    fn a_packet_fills_the_link_in_steps_of_64_bytes() {
+        // Ethernet's 1500: 1500 - 112 = 1388, down to 1344 (RC: 1024).
+        assert_eq!(DATA_HEADERS, 112);
+        assert_eq!(payload_per_packet(1500), Some(1344));
+        assert_eq!(payload_per_packet(9000), Some(MAX_PAYLOAD));
+        assert_eq!(payload_per_packet(4200), Some(4032));
+        assert_eq!(payload_per_packet(DATA_HEADERS + 256), Some(256));
+        assert_eq!(payload_per_packet(DATA_HEADERS + 255), None);
+        assert_eq!(payload_per_packet(0), None);
+    }
+
+    #[test]
+    fn a_packet_always_fits_and_never_carries_less_than_an_rc_packet() {
+        for link in 0..=65535 {
+            let Some(p) = payload_per_packet(link) else {
+                assert!(link < DATA_HEADERS + MIN_PAYLOAD, "{link}");
+                continue;
+            };
+            assert!(p + DATA_HEADERS <= link && p % 64 == 0 && p <= MAX_PAYLOAD);
+            // What XUD carried before: the IB MTU that fits with its
+            // 32 bytes of headers beyond RC's.
+            if let Some(ib) = IbMtu::for_link_mtu(link.saturating_sub(32)) {
+                assert!(p >= ib.bytes(), "{link}: {p} < {}", ib.bytes());
+            }
+        }
+    }
 }

@@ -920,6 +920,41 @@ fn receiver_not_ready_for_good_fails_rnr_retry_exceeded() {
     assert_eq!(m.msgs[id].status, Some(SendStatus::RnrRetryExceeded));
 }
 
+/// `rnr_retry` 7 waits for a receive however many RNR NAKs it takes, as
+/// RC's does, within the retry span.
+#[test]
+fn rnr_retry_seven_waits_for_a_late_receive_past_seven_naks() {
+    let mut m = Model::new(2, 4);
+    m.cfg.rnr_retry = 7;
+    let id = m.post(0, 1, Op::Send, 3000, false);
+    // Each RNR wait is 10 us (code 1): 2 s is many more than 7 of them.
+    m.run_for(2_000_000_000);
+    assert_eq!(m.msgs[id].status, None, "still waiting");
+    m.post_recvs(1, 1, GRH_LEN + 3000);
+    m.settle(20_000_000_000);
+    m.verify();
+    assert_eq!(m.msgs[id].status, Some(SendStatus::Success));
+}
+
+/// ... and fails once the retry span is over, not before.
+#[test]
+fn rnr_retry_seven_fails_at_the_retry_span() {
+    let mut m = Model::new(2, 4);
+    m.cfg.rnr_retry = 7;
+    let id = m.post(0, 1, Op::Send, 3000, false);
+    let t0 = m.now;
+    while m.msgs[id].status.is_none() {
+        m.run_for(100_000_000);
+    }
+    m.verify();
+    assert_eq!(m.msgs[id].status, Some(SendStatus::RnrRetryExceeded));
+    let took = m.now - t0;
+    assert!(
+        (RETRY_SPAN_NS..RETRY_SPAN_NS + 1_000_000_000).contains(&took),
+        "{took}"
+    );
+}
+
 #[test]
 fn a_receive_too_short_fails_both_sides() {
     let mut m = Model::new(2, 5);

@@ -27,6 +27,11 @@ use super::{
     RETRY_SPAN_NS, SENDER_IDLE_NS, WINDOW_WORDS,
 };
 
+/// `rnr_retry` 7: no limit on the count of RNR NAKs, as for RC (IBTA:
+/// "infinite"); an XUD message still fails after [`RETRY_SPAN_NS`], as
+/// the reclaim argument needs (xud.rst, "Reclaim and limits").
+pub const RNR_RETRY_UNLIMITED: u8 = 7;
+
 /// The QP attributes a sender uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Config {
@@ -36,8 +41,9 @@ pub struct Config {
     /// Retransmit timeouts without progress before
     /// [`SendStatus::RetryExceeded`].
     pub retry_cnt: u8,
-    /// RNR NAKs for one message before [`SendStatus::RnrRetryExceeded`]
-    /// (7 is not "forever" for XUD: [`RETRY_SPAN_NS`] bounds it).
+    /// RNR NAKs for one message before [`SendStatus::RnrRetryExceeded`];
+    /// [`RNR_RETRY_UNLIMITED`] counts none, and [`RETRY_SPAN_NS`] alone
+    /// bounds the waits.
     pub rnr_retry: u8,
     /// AckReq at least every this many packets (0 counts as 1).
     pub ack_every: u32,
@@ -792,14 +798,15 @@ impl SendStream {
                 let Some(msg) = self.msg_mut(t, m) else {
                     return;
                 };
-                if msg.rnr_left == 0 || now.saturating_sub(msg.first_tx) >= RETRY_SPAN_NS {
+                let counted_out = msg.rnr_left == 0 && self.cfg.rnr_retry != RNR_RETRY_UNLIMITED;
+                if counted_out || now.saturating_sub(msg.first_tx) >= RETRY_SPAN_NS {
                     self.fail(t, m, SendStatus::RnrRetryExceeded);
                     return;
                 }
                 // One RNR wait per round: the other packets of a message
                 // refused at once come back with NAKs of their own.
                 if self.rnr_until.is_none() {
-                    msg.rnr_left -= 1;
+                    msg.rnr_left = msg.rnr_left.saturating_sub(1);
                     self.rnr_until = Some(now + rnr_timeout_ns(code));
                 }
                 self.mark_resend(psn);
