@@ -452,9 +452,10 @@ $(cat "$out/bench.txt")
 XUD (rxud only; Documentation/xud.rst): rxud-perf, one XUD QP to one peer,
 beside the RC rows of the same operation and size (its latency at 4 B:
 each message carries its number; a round trip there ends when both the
-answer and the ACK of the message sent have come). Its server spot-checks each SEND (the message number, the
-first and last 64 bytes: rxud-perf -S), as perftest, beside it, checks
-nothing. Then the kernel memory per XUD peer:
+answer and the ACK of the message sent have come). Its server
+spot-checks each SEND (the message number, the first and last 64 bytes:
+rxud-perf -S), as perftest, beside it, checks nothing. Then the kernel
+memory per XUD peer:
 the growth of the slab objects in use (/proc/slabinfo) in vm1 while vm0
 sends one forged RDMA WRITE from each of N source QPNs (tests/xud-forge)
 to one XUD QP, over the peers made: "in use" right after, "idle" once the

@@ -860,13 +860,14 @@ impl RxudQp {
     /// at RESET the state starts again (a new incarnation: peers that
     /// still send to the old one are told so, rule 1).
     fn xud_transition(&self, next: QpState, new: &QpConfig) -> Result {
-        // The transmit budget at the netdev's MTU (held from RTS on).
-        if let Some(mtu) = self
+        // The transmit budget for XUD's packets on the netdev (held from
+        // RTS on).
+        if let Some(payload) = self
             .core
             .ud_netdev()
-            .and_then(|n| IbMtu::for_link_mtu(n.mtu()))
+            .and_then(|n| xud::payload_per_packet(n.mtu()))
         {
-            self.core.flight.set_mtu(mtu.bytes());
+            self.core.flight.set_mtu(payload);
         }
         let fresh = match (next, self.core.xud_params) {
             (QpState::Reset, Some(p)) => Some(XudState::new(

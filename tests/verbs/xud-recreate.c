@@ -82,9 +82,10 @@ static int post_recv(struct end *e, int i)
 	return ibv_post_recv(e->qp, &wr, &bad);
 }
 
-/* An XUD QP on @d at RTS with RECVS receives posted; 0, or an errno
- * (ENOMEM when the device has no number to give). */
-static int make_end(struct dev *d, struct end *e)
+/* An XUD QP on @d at RTS with RECVS receives posted; 0, or an errno.
+ * *@at_create (if given) says whether the error was the QP's creation's
+ * (ENOMEM there: the device has no number to give). */
+static int make_end(struct dev *d, struct end *e, int *at_create)
 {
 	struct ibv_qp_init_attr_ex at = {
 		.qp_type = IBV_QPT_DRIVER,
@@ -96,21 +97,28 @@ static int make_end(struct dev *d, struct end *e)
 	struct ibv_qp_attr qa = { .qp_state = IBV_QPS_INIT, .port_num = 1, .qkey = QKEY };
 	int err;
 
-	if (!e->cq) {
-		size_t len = (size_t)(RECVS + 1) * (GRH + MSG_LEN);
+	size_t len = (size_t)(RECVS + 1) * (GRH + MSG_LEN);
 
+	if (at_create)
+		*at_create = 0;
+	/* Each piece once; one that failed is tried again next time. */
+	if (!e->cq)
 		e->cq = ibv_create_cq(d->ctx, 64, NULL, NULL, 0);
+	if (!e->buf)
 		e->buf = calloc(1, len);
-		e->mr = e->buf ? ibv_reg_mr(d->pd, e->buf, len, IBV_ACCESS_LOCAL_WRITE) : NULL;
-		if (!e->cq || !e->mr)
-			return errno ? errno : ENOMEM;
-	}
+	if (!e->mr && e->buf)
+		e->mr = ibv_reg_mr(d->pd, e->buf, len, IBV_ACCESS_LOCAL_WRITE);
+	if (!e->cq || !e->mr)
+		return errno ? errno : ENOMEM;
 	at.pd = d->pd;
 	at.send_cq = e->cq;
 	at.recv_cq = e->cq;
 	e->qp = rxudv_create_qp(d->ctx, &at, &x, sizeof(x));
-	if (!e->qp)
+	if (!e->qp) {
+		if (at_create)
+			*at_create = 1;
 		return errno;
+	}
 	err = ibv_modify_qp(e->qp, &qa, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
 			    IBV_QP_QKEY);
 	qa.qp_state = IBV_QPS_RTR;
@@ -213,14 +221,16 @@ static int send_one(struct dev *d, struct end *from, struct end *to, uint32_t m)
  * any other error (in *@err). */
 static int try_create(struct dev *d, struct end *e, int *err)
 {
-	*err = make_end(d, e);
+	int at_create;
+
+	*err = make_end(d, e, &at_create);
 	if (!*err)
 		return 1;
 	if (e->qp) {
 		ibv_destroy_qp(e->qp);
 		e->qp = NULL;
 	}
-	return *err == ENOMEM ? 0 : -1;
+	return at_create && *err == ENOMEM ? 0 : -1;
 }
 
 int main(int argc, char **argv)
@@ -252,15 +262,15 @@ int main(int argc, char **argv)
 	check(!ibv_query_device(a.ctx, &attr_a) && !ibv_query_device(b.ctx, &attr_b) &&
 	      attr_a.max_qp == MAX_QP && attr_b.max_qp == MAX_QP,
 	      "both devices report max_qp %d (the module parameter)", MAX_QP);
-	err = make_end(&a, &s);
-	err = err ? err : make_end(&a, &t);
-	err = err ? err : make_end(&b, &r);
-	err = err ? err : make_end(&b, &r2);
+	err = make_end(&a, &s, NULL);
+	err = err ? err : make_end(&a, &t, NULL);
+	err = err ? err : make_end(&b, &r, NULL);
+	err = err ? err : make_end(&b, &r2, NULL);
 	if (err) {
 		check(0, "XUD QPs S and T on %s, R and R2 on %s: %s", name_a, name_b, strerror(err));
 		goto out;
 	}
-	err = make_end(&a, &extra);
+	err = make_end(&a, &extra, NULL);
 	check(err == ENOMEM, "a third QP on %s is refused with ENOMEM (%s)", name_a,
 	      strerror(err));
 
@@ -273,15 +283,21 @@ int main(int argc, char **argv)
 	      "S -> R and T -> R2: 4 SENDs each, delivered");
 
 	uint32_t r_qpn = r.qp->qp_num, t_qpn = t.qp->qp_num;
-	long long t0 = now_ms(), r_ms = -1, t_ms = -1, next_try = t0;
+	long long t0, t0_t, r_ms = -1, t_ms = -1, next_try;
 	int dead = 0, dead_failed = 0, dead_other = 0, in_flight = 0, fatal = 0;
+	int create_b, create_a;
 
+	/* Each hold starts within its destroy: timed from its return, the
+	 * hold can only look shorter than it is. */
 	ibv_destroy_qp(r.qp);
+	t0 = now_ms();
 	ibv_destroy_qp(t.qp);
+	t0_t = now_ms();
+	next_try = t0;
 	r.qp = t.qp = NULL;
-	err_b = make_end(&b, &r_new);
-	err_a = make_end(&a, &t_new);
-	check(err_b == ENOMEM && err_a == ENOMEM,
+	err_b = make_end(&b, &r_new, &create_b);
+	err_a = make_end(&a, &t_new, &create_a);
+	check(err_b == ENOMEM && create_b && err_a == ENOMEM && create_a,
 	      "just after R and T are destroyed, a new QP is refused with ENOMEM on both devices "
 	      "(%s, %s): their numbers are held", strerror(err_b), strerror(err_a));
 	if (r_new.qp)
@@ -328,9 +344,15 @@ int main(int argc, char **argv)
 
 				fatal |= ret < 0;
 				if (ret > 0)
-					t_ms = now_ms() - t0;
+					t_ms = now_ms() - t0_t;
 			}
 		}
+	}
+	if (fatal) {
+		check(0, "over the hold, a SEND to R's number could not be posted or a QP "
+		      "creation failed otherwise than ENOMEM (%s, %s)", strerror(err_b),
+		      strerror(err_a));
+		goto out;
 	}
 	check(dead > 0 && dead_failed == dead && !dead_other,
 	      "the %d SENDs to R's number over the hold failed IBV_WC_RETRY_EXC_ERR (%d did, %d "
