@@ -679,7 +679,8 @@ bool rxud_timing(void)
  * Most QPs of each device created from now on (rust/params.rs): a small
  * number makes QP numbers come back soon, which tests of XUD's hold on a
  * destroyed QP's number need (Documentation/xud.rst, rule 5). Values
- * outside 1..RXUD_MAX_QP are refused with EINVAL, at insmod or later.
+ * outside 1..RXUD_MAX_QP are refused (EINVAL; ERANGE past UINT_MAX), at
+ * insmod or later.
  */
 static unsigned int max_qp = RXUD_MAX_QP;
 

@@ -19,18 +19,13 @@
 //! them (rule 4).
 
 use super::super::psn::Psn;
-use super::super::rc::{local_ack_timeout_ns, rnr_timeout_ns};
+use super::super::rc::{local_ack_timeout_ns, rnr_timeout_ns, RNR_RETRY_INFINITE};
 use super::super::window::{AckResult, SendWindow};
 use super::super::wire::{xack, xeth};
 use super::{
     seq_before, SendStatus, MAX_MSGS, PIPE, REORDER, REORDER_DEEP, REORDER_DELAY_MIN_NS,
     RETRY_SPAN_NS, SENDER_IDLE_NS, WINDOW_WORDS,
 };
-
-/// `rnr_retry` 7: no limit on the count of RNR NAKs, as for RC (IBTA:
-/// "infinite"); an XUD message still fails after [`RETRY_SPAN_NS`], as
-/// the reclaim argument needs (xud.rst, "Reclaim and limits").
-pub const RNR_RETRY_UNLIMITED: u8 = 7;
 
 /// The QP attributes a sender uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,8 +37,9 @@ pub struct Config {
     /// [`SendStatus::RetryExceeded`].
     pub retry_cnt: u8,
     /// RNR NAKs for one message before [`SendStatus::RnrRetryExceeded`];
-    /// [`RNR_RETRY_UNLIMITED`] counts none, and [`RETRY_SPAN_NS`] alone
-    /// bounds the waits.
+    /// [`RNR_RETRY_INFINITE`] (7) counts none, as for RC, and
+    /// [`RETRY_SPAN_NS`] alone bounds the waits (the reclaim argument
+    /// needs a bound: xud.rst, "Reclaim and limits").
     pub rnr_retry: u8,
     /// AckReq at least every this many packets (0 counts as 1).
     pub ack_every: u32,
@@ -55,7 +51,7 @@ impl Config {
     pub const DEFAULT: Config = Config {
         timeout: 14,
         retry_cnt: 7,
-        rnr_retry: 7,
+        rnr_retry: RNR_RETRY_INFINITE,
         ack_every: 16,
     };
 
@@ -798,7 +794,7 @@ impl SendStream {
                 let Some(msg) = self.msg_mut(t, m) else {
                     return;
                 };
-                let counted_out = msg.rnr_left == 0 && self.cfg.rnr_retry != RNR_RETRY_UNLIMITED;
+                let counted_out = msg.rnr_left == 0 && self.cfg.rnr_retry != RNR_RETRY_INFINITE;
                 if counted_out || now.saturating_sub(msg.first_tx) >= RETRY_SPAN_NS {
                     self.fail(t, m, SendStatus::RnrRetryExceeded);
                     return;
