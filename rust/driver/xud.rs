@@ -703,7 +703,7 @@ fn admit(qp: &QpCore, st: &mut XudState, t: u64) -> bool {
         st.wqes.give(h);
     };
     // Into the streams.
-    let mtu = xud_mtu(qp);
+    let ndev = qp.ud_netdev();
     let cfg = st.cfg;
     let max_peers = st.params.max_peers;
     let XudState {
@@ -717,10 +717,15 @@ fn admit(qp: &QpCore, st: &mut XudState, t: u64) -> bool {
     } = st;
     *starved = false;
     for i in 0..busy.len() {
-        let Some((_, peer)) = busy.peer_mut(i, peers) else {
+        let Some((key, peer)) = busy.peer_mut(i, peers) else {
             continue;
         };
+        // Looked up at the first post admitted to the peer in this pass.
+        let mut peer_mtu = None;
         while let Some(h) = peer.queue.front() {
+            let sgid = peer.reply.sgid;
+            let mtu =
+                *peer_mtu.get_or_insert_with(|| xud_payload(ndev.as_deref(), &sgid, &key.gid));
             if peer.send.is_none() {
                 if *send_peers >= max_peers {
                     // The table of sending states is full: the posts to a
@@ -797,13 +802,18 @@ fn queue_wqe(
     }
 }
 
-/// The payload bytes an XUD packet carries at most on `qp`'s netdev
-/// ([`xud::payload_per_packet`]: as much as the link takes, not an IB
-/// MTU).
-fn xud_mtu(qp: &QpCore) -> u32 {
-    qp.ud_netdev()
-        .and_then(|n| xud::payload_per_packet(n.mtu()))
-        .unwrap_or(xud::MIN_PAYLOAD)
+/// The payload bytes an XUD packet from `sgid` to `dgid` carries at most
+/// on `ndev` ([`xud::payload_per_packet`]: as much as the link and the
+/// route take, not an IB MTU). The route's MTU counts where it is smaller
+/// than the link's (`ip route ... mtu`, a path MTU learnt from ICMP): IP
+/// drops a larger packet, as RoCE's carry the don't-fragment bit.
+fn xud_payload(ndev: Option<&crate::net::NetDevice>, sgid: &[u8; 16], dgid: &[u8; 16]) -> u32 {
+    ndev.and_then(|n| {
+        let link = n.mtu();
+        let mtu = n.route_mtu(sgid, dgid).map_or(link, |r| r.min(link));
+        xud::payload_per_packet(mtu)
+    })
+    .unwrap_or(xud::MIN_PAYLOAD)
 }
 
 /// The peer `key`, made if new.

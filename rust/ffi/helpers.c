@@ -402,6 +402,48 @@ void rxud_dst_cache_free(struct dst_cache *cache)
 	kfree(cache);
 }
 
+/*
+ * The MTU of the route that packets from @sgid to @dgid leave @ndev by
+ * (rxud_tx_push_udp4/6's lookup, without a cache), 0 if there is none.
+ * IPv4 addresses come as IPv4-mapped GIDs. Any context but hard irq.
+ */
+unsigned int rxud_route_mtu(struct net_device *ndev, const struct in6_addr *sgid,
+			    const struct in6_addr *dgid)
+{
+	unsigned int mtu = 0;
+
+	if (ipv6_addr_v4mapped(sgid) && ipv6_addr_v4mapped(dgid)) {
+		struct flowi4 fl = {
+			.flowi4_oif = ndev->ifindex,
+			.flowi4_proto = IPPROTO_UDP,
+			.saddr = sgid->s6_addr32[3],
+			.daddr = dgid->s6_addr32[3],
+		};
+		struct rtable *rt = ip_route_output_key(dev_net(ndev), &fl);
+
+		if (IS_ERR(rt))
+			return 0;
+		mtu = dst_mtu(&rt->dst);
+		ip_rt_put(rt);
+	} else {
+		struct flowi6 fl6 = {
+			.flowi6_oif = ndev->ifindex,
+			.flowi6_proto = IPPROTO_UDP,
+			.saddr = *sgid,
+			.daddr = *dgid,
+		};
+		struct dst_entry *dst;
+
+		dst = ipv6_stub->ipv6_dst_lookup_flow(dev_net(ndev), NULL, &fl6, NULL);
+		if (IS_ERR(dst))
+			return 0;
+		if (!dst->error)
+			mtu = dst_mtu(dst);
+		dst_release(dst);
+	}
+	return mtu;
+}
+
 int rxud_tx_push_udp4(struct sk_buff *skb, struct dst_cache *cache,
 		      __be32 saddr, __be32 daddr, __be16 sport, u8 tos, u8 ttl,
 		      u16 id, u8 **datagram)

@@ -164,6 +164,8 @@ struct page *rxud_kva_page(u64 addr);
  * GFP_ATOMIC if @atomic), reset (forget the route), freed. Uses disable
  * bottom halves around the per-CPU slot they touch.
  */
+unsigned int rxud_route_mtu(struct net_device *ndev, const struct in6_addr *sgid,
+			    const struct in6_addr *dgid);
 struct dst_cache *rxud_dst_cache_new(bool atomic);
 void rxud_dst_cache_reset(struct dst_cache *cache);
 void rxud_dst_cache_free(struct dst_cache *cache);

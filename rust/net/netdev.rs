@@ -73,6 +73,23 @@ impl NetDevice {
         unsafe { bindings::rxud_netdev_mtu(self.as_raw()) }
     }
 
+    /// The MTU of the route from `sgid` to `dgid` out of this device (IPv4
+    /// addresses as IPv4-mapped GIDs): a route's own MTU (`ip route ...
+    /// mtu`, a learnt path MTU) or the device's; `None` without a route.
+    /// Any context but hard irq.
+    pub(crate) fn route_mtu(&self, sgid: &[u8; 16], dgid: &[u8; 16]) -> Option<u32> {
+        let s = bindings::in6_addr {
+            in6_u: bindings::in6_addr__bindgen_ty_1 { u6_addr8: *sgid },
+        };
+        let d = bindings::in6_addr {
+            in6_u: bindings::in6_addr__bindgen_ty_1 { u6_addr8: *dgid },
+        };
+        // SAFETY: the device is alive (type invariant); the addresses are
+        // valid for the call, which only reads them.
+        let mtu = unsafe { bindings::rxud_route_mtu(self.as_raw(), &s, &d) };
+        (mtu != 0).then_some(mtu)
+    }
+
     /// Administratively up (`IFF_UP` and running).
     pub(crate) fn is_running(&self) -> bool {
         // SAFETY: the device is alive (type invariant).

@@ -12,14 +12,15 @@
 # way (nothing placed after the dereg; the QP goes on), and rxud-perf
 # (bandwidth and latency, one QP to four peers; one QP to 16 peers over a
 # link with 1 s of delay, where the QP's cap on packets in flight holds
-# new packets back).
+# new packets back), and XUD's packet size: all the link takes, or a
+# smaller route's MTU.
 #
 # The seed is printed; RXUD_XUD_SEED=N replays a run.
 . "$(dirname "$0")/../lib/tap.sh"
 . "$(dirname "$0")/../lib/rxud.sh"
 . "$(dirname "$0")/../lib/traffic.sh"
 XD=$RXUD_TOP/tests/verbs/xud-data
-TAP_PLANNED=19
+TAP_PLANNED=21
 tap_begin $TAP_PLANNED
 export RDMAV_DRIVERS=$RXUD_TOP/rdma-core-provider/build/librxud
 
@@ -118,6 +119,16 @@ rxud_perf "rxud-perf RDMA WRITE bandwidth, 64 KB x 300, one QP to 4 peers" -t bw
 tp=$(($(hwc rxud1 tx_packets) - tp0))
 check "the 300 WRITEs of 64 KB took 49 packets each, 1344 bytes of payload (rxud1 tx_packets +$tp; 14700 and what was resent)" \
 	test "$tp" -ge 14700 -a "$tp" -le 15435
+# A route to the peer with a smaller MTU than the link's (1300): packets
+# to it carry what that route takes, 1152 bytes (57 per 64 KB), where a
+# 1344-byte packet would not fit it and IP would drop it (DF).
+inns xb ip route replace "$SIP/32" dev xv1 mtu 1300
+tp0=$(hwc rxud1 tx_packets)
+rxud_perf "rxud-perf RDMA WRITE, 64 KB x 100, over a route with MTU 1300" -t bw -o write -s 65536 -n 100
+tp=$(($(hwc rxud1 tx_packets) - tp0))
+inns xb ip route del "$SIP/32" dev xv1
+check "the route's MTU set the packets: 57 per 64 KB, 1152 bytes of payload (rxud1 tx_packets +$tp; 5700 and what was resent)" \
+	test "$tp" -ge 5700 -a "$tp" -le 5985
 rxud_perf "rxud-perf SEND latency, 64 B x 300" -t lat -s 64 -n 300
 
 # The QP's cap on packets in flight (1024 over all its streams; xud.rst,
