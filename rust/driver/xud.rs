@@ -720,7 +720,8 @@ fn admit(qp: &QpCore, st: &mut XudState, t: u64) -> bool {
         let Some((key, peer)) = busy.peer_mut(i, peers) else {
             continue;
         };
-        // Looked up at the first post admitted to the peer in this pass.
+        // The route is looked up once per peer and pass, when its queue
+        // holds a post.
         let mut peer_mtu = None;
         while let Some(h) = peer.queue.front() {
             let sgid = peer.reply.sgid;
