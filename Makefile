@@ -40,6 +40,7 @@ XUD_SINK := $(TOP)/tests/verbs/xud-sink
 XUD_RECREATE := $(TOP)/tests/verbs/xud-recreate
 XUD_FORGE := $(TOP)/tests/xud-forge/target/release/xud-forge
 QP_MEM := $(TOP)/tests/verbs/qp-mem
+UDP_LAT := $(TOP)/tests/verbs/udp-lat
 KTEST := $(TOP)/tests/kmod
 
 .PHONY: all modules provider ktest install setup run bench bench-scaling check check-host check-vm clean help \
@@ -103,6 +104,10 @@ $(RXUD_PERF): $(TOP)/tests/verbs/rxud-perf.c $(PROVIDER)/include/infiniband/rxud
 # Kernel memory per QP, for make bench (which builds it in its own copy).
 $(QP_MEM): $(TOP)/tests/verbs/qp-mem.c
 	$(CC) -O2 -g -Wall -Wextra -Werror -o $@ $< -libverbs
+
+# Plain UDP sockets' round trip, make bench's latency reference.
+$(UDP_LAT): $(TOP)/tests/verbs/udp-lat.c
+	$(CC) -O2 -g -Wall -Wextra -Werror -o $@ $< -lm
 
 # librxud, named as libibverbs loads it. Tests use it in place through
 # RDMAV_DRIVERS=$(PROVIDER)/build/librxud.
@@ -191,7 +196,7 @@ clean:
 	-$(MAKE) -C $(KDIR) M=$(KTEST) LLVM=1 clean
 	rm -f $(TOP)/.rxud-kdir
 	rm -f $(VERBS_TEST) $(RC_TEST) $(DATA_TEST) $(EX_TEST) $(XUD_TEST) $(XUD_DATA) $(RXUD_PERF) \
-		$(XUD_SINK) $(XUD_RECREATE) $(QP_MEM)
+		$(XUD_SINK) $(XUD_RECREATE) $(QP_MEM) $(UDP_LAT)
 	rm -rf $(TOP)/rust/proto/target $(TOP)/rust/abi/target $(PROVIDER)/target $(PROVIDER)/build
 
 help:

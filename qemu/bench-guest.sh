@@ -487,10 +487,22 @@ again() {
 	[ "$verdict" = yes ]
 }
 
+# udp_lat ROUND: the latency rows' reference, as iperf3 is the bandwidth
+# rows': plain UDP sockets between the same two VMs, one 2-byte datagram
+# each way at a time with both ends polling (tests/verbs/udp-lat, shaped
+# as ib_send_lat: half the round trip, the median of 300), recorded as
+# provider udp.
+udp_lat() {
+	run_both "udp-lat-$1" timeout 120 "$top/tests/verbs/udp-lat" -s 2 -n 300
+	[ "$RXUD_VM" = 1 ] && record udp udp-lat 2 "$(result "$RXUD_OUT/udp-lat-$1.client" ib_send_lat)" us "$1"
+}
+
 # measure PROV ROUND: every entry of RUNS over PROV's device, one line of
-# results each (and, in the first round, its kernel memory per QP).
+# results each (and, in the first round, its kernel memory per QP); in each
+# round, before rxe's runs, udp-lat's.
 measure() {
 	local prov=$1 round=$2 n=0 name v unit
+	[ "$prov" = rxe ] && udp_lat "$round"
 	up "$prov" "$round"
 	if [ "$round" = 1 ]; then
 		if [ "$RXUD_VM" = 1 ]; then

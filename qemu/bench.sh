@@ -93,7 +93,7 @@ if [ -z "$report" ]; then
 	mv "$stage.files" "$src/.bench-files"
 	log "bench: building rxud.ko, librxud and qp-mem for $KDIR in $src (log: $out/build.log)"
 	make -C "$src" KDIR="$KDIR" modules provider "$src/tests/verbs/qp-mem" "$src/tests/verbs/rxud-perf" \
-		"$src/tests/verbs/xud-sink" "$src/tests/xud-forge/target/release/xud-forge" >"$out/build.log" 2>&1 ||
+		"$src/tests/verbs/xud-sink" "$src/tests/verbs/udp-lat" "$src/tests/xud-forge/target/release/xud-forge" >"$out/build.log" 2>&1 ||
 		{ tail -n 30 "$out/build.log" >&2; die "build failed (log: $out/build.log)"; }
 	build_s=$((SECONDS - t0 - kernel_s))
 
@@ -171,7 +171,8 @@ tsv=$out/vm1/bench.tsv
 # (rxud over rxe measured minutes apart in one round, so that the host's
 # drift between rounds cancels out), or with one round its ratio
 # (bandwidth: higher is better for rxud; latency, memory and system calls:
-# lower); "% of TCP" is rxud's median bandwidth over iperf3's.
+# lower); "% of the link" is rxud's median bandwidth over iperf3's, its
+# median latency over udp-lat's.
 table() {
 	awk -F'\t' "$MID_AWK$RST_AWK"'
 	function size(s) {
@@ -194,6 +195,7 @@ table() {
 		return sprintf(unit[key] == "calls/WR" ? "%.3f" : (unit[key] == "B" || unit[key] == "op/s") ? "%.0f" : "%.2f", mid(a, m))
 	}
 	$1 == "tcp" { tcp = $4; next }
+	$1 == "udp" { if ($4 != "-" && $4 != "") { udp[++nudp] = $4 + 0 }; next }
 	$1 == "xud" || $1 == "step" || $1 == "budget" { next }
 	{ key = $2 "\t" $3; if (!(key in seen)) { seen[key] = 1; order[++n] = key; unit[key] = $5 }
 	  if ($4 != "-" && $4 != "") v[$1, key, $6] = $4
@@ -202,9 +204,12 @@ table() {
 		rows = 0
 		cell[++rows, 1] = "test"; cell[rows, 2] = "size"; cell[rows, 3] = "rxe"
 		cell[rows, 4] = "rxud"; cell[rows, 5] = "rxud/rxe"; cell[rows, 6] = "per round"
-		cell[rows, 7] = "rxud % of TCP"
+		cell[rows, 7] = "rxud % of the link"
 		cell[++rows, 1] = "iperf3 TCP (the link)"; cell[rows, 2] = "-"; cell[rows, 3] = "-"
 		cell[rows, 4] = "-"; cell[rows, 5] = "-"; cell[rows, 6] = "-"; cell[rows, 7] = val(tcp, "MB/s")
+		udpm = nudp ? sprintf("%.2f", mid(udp, nudp)) : ""
+		cell[++rows, 1] = "udp-lat (the link)"; cell[rows, 2] = "2 B"; cell[rows, 3] = "-"
+		cell[rows, 4] = "-"; cell[rows, 5] = "-"; cell[rows, 6] = "-"; cell[rows, 7] = val(udpm, "us")
 		# Traffic first, then memory (unit B), then system calls.
 		for (pass = 1; pass <= 3; pass++)
 			for (i = 1; i <= n; i++) {
@@ -221,7 +226,8 @@ table() {
 					}
 				cell[rows, 5] = m > 1 ? sprintf("%.2f", mid(q, m)) : (a + 0 > 0 && b != "") ? sprintf(pass == 3 ? "%.3f" : "%.2f", b / a) : "-"
 				cell[rows, 6] = m > 1 ? per : "-"
-				cell[rows, 7] = (unit[k] == "MB/s" && tcp + 0 > 0 && b + 0 > 0) ? sprintf("%.0f%%", 100 * b / tcp) : "-"
+				cell[rows, 7] = (unit[k] == "MB/s" && tcp + 0 > 0 && b + 0 > 0) ? sprintf("%.0f%%", 100 * b / tcp) : \
+					(unit[k] == "us" && udpm + 0 > 0 && b + 0 > 0) ? sprintf("%.0f%%", 100 * b / (f[1] ~ /_(read|atomic)_lat/ ? 2 * udpm : udpm)) : "-"
 			}
 		rst_table(rows, 7)
 	}' "$tsv"
@@ -424,8 +430,13 @@ figure is the median of the rounds. "per round": rxud's figure over rxe's
 within each round, in round order (how far the noise goes); rxud/rxe: the
 median of those (rxe and rxud measured minutes apart in the same round),
 above 1 better for rxud in bandwidth, below 1 in latency, memory and
-system calls. % of TCP: rxud's median bandwidth over that of one iperf3
-TCP stream (5 s) over the same link, in the same run. System calls per WR: \`\`write\`\`
+system calls. % of the link: rxud's median bandwidth over that of one
+iperf3 TCP stream (5 s) over the same link, in the same run; for latency,
+rxud's median over that of plain UDP sockets (udp-lat: tests/verbs/udp-lat,
+one 2-byte datagram each way at a time, both ends polling as perftest
+does, half the round trip, once a round; \`\`ib_read_lat\`\` reports a whole
+round trip, so its figure is set against twice udp-lat's). System calls
+per WR: \`\`write\`\`
 calls on the uverbs file (where a post_send doorbell goes) that the client
 made per work request, counted with strace in a run of its own after the
 rounds (one WR per \`\`ibv_post_send\`\`, as perftest posts).
