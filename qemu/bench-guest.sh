@@ -27,7 +27,12 @@ step() { barrier "$1" 300 || { echo "peer never reached $1"; exit 1; }; }
 # (a count of iterations sized for rxe under TCG ran 1 MB rows for about a
 # second and atomics for a third of one). Latency runs count iterations.
 # UD's figure is the receiver's: a sender's rate counts the datagrams lost
-# on the way (rxud's UD sender outruns the link).
+# on the way (rxud's UD sender outruns the link). "-e": both ends wait for
+# completions on their completion channel instead of polling their CQ, so
+# a vCPU halts when it has nothing to do (perftest takes -e for SEND only,
+# and not with -D: those rows count iterations, some 6 s of rxe's).
+# Documentation/performance.rst, "The host's two CPUs", says why they are
+# here.
 BW=D6
 RUNS=(
 	"ib_send_bw 4096 $BW"
@@ -47,6 +52,8 @@ RUNS=(
 	"ib_read_lat 2 300"
 	"ib_write_bw 1048576 $BW | loss 1%"
 	"ib_write_bw 1048576 $BW | loss 5%"
+	"ib_send_bw 65536 1000 -e"
+	"ib_send_bw 1048576 70 -e"
 )
 # Runs of the client under strace, for the system calls it makes per work
 # request (one WR per ibv_post_send, as perftest posts).

@@ -371,8 +371,9 @@ each way), "+GSO" adds trains on transmit, "+GRO" GRO trains on
 receive. MB/s, the median of $(awk -F'\t' '$1 == "step" && $6 > r { r = $6 } END { print r + 0 }' "$tsv") rounds (the steps in reverse order
 in even rounds); "step": over the step before; "last/rxe": the last
 step over rxe's figure of the same test in the rounds above (rxe was
-measured minutes earlier). ACK coalescing and the CQ ring's one publish
-per batch came with the data path and have no switch.
+measured minutes earlier). ACK coalescing came with the data path and
+has no switch, so no step of its own; completions are not batched (each
+CQE is published as its message ends: one per message, not per packet).
 
 ::
 
@@ -418,7 +419,13 @@ of the host's load favours neither). vm0 serves, vm1 connects; the sizes
 are those of qemu/bench-guest.sh, perftest's defaults otherwise (RC
 unless said, one QP, 128 WRs in flight for bandwidth). Bandwidth and
 atomics runs last 6 s each, of which perftest measures the middle 4 s
-(\`\`-D 6 -f 1\`\`); latency runs are 300 iterations. Bandwidth is
+(\`\`-D 6 -f 1\`\`); latency runs are 300 iterations. In the \`\`-e\`\` rows
+perftest waits for completions on a completion channel instead of
+polling its CQ, so that a vCPU with nothing to do halts and leaves the
+host's CPU to the link (Documentation/performance.rst, "The host's two
+CPUs"); perftest takes \`\`-e\`\` for SEND only and only counting
+iterations (1000 of 64 KB, 70 of 1 MB: its figure is over the whole
+run). Bandwidth is
 perftest's average in MB/s (2^20 bytes), atomics its message rate,
 latency its typical figure; UD's bandwidth is the receiver's (a sender's
 counts datagrams lost on the way). "netem loss" rows: netem on vm1's side
