@@ -372,8 +372,8 @@ receive. MB/s, the median of $(awk -F'\t' '$1 == "step" && $6 > r { r = $6 } END
 in even rounds); "step": over the step before; "last/rxe": the last
 step over rxe's figure of the same test in the rounds above (rxe was
 measured minutes earlier). ACK coalescing came with the data path and
-has no switch, so no step of its own; completions are not batched (each
-CQE is published as its message ends: one per message, not per packet).
+has no switch, so no step of its own; completions published once per
+run of a GRO train came with +GRO's step.
 
 ::
 

@@ -132,9 +132,16 @@ pub(crate) enum RxCounter {
     /// before them: the QP lookups a train saved (one per run of
     /// datagrams to one QP).
     RxQpReused = 46,
+    /// Completions a received train's run of datagrams to one QP wrote
+    /// into that QP's CQs while it held them (`CqCore::hold`), published
+    /// to the CQs' owner at once when the run ended: the publishes...
+    RxCqBatches = 47,
+    /// ...and the entries they published (`rx_cq_batch_entries /
+    /// rx_cq_batches` is the average batch).
+    RxCqBatchEntries = 48,
 }
 
-const RX_COUNTERS: usize = 47;
+const RX_COUNTERS: usize = 49;
 
 /// Counter names, as `rdma statistic` shows them.
 pub(crate) static RX_COUNTER_DESCS: [CounterDesc; RX_COUNTERS] = [
@@ -185,6 +192,8 @@ pub(crate) static RX_COUNTER_DESCS: [CounterDesc; RX_COUNTERS] = [
     CounterDesc::new(c_str!("tx_build_ns")),
     CounterDesc::new(c_str!("tx_ip_ns")),
     CounterDesc::new(c_str!("rx_qp_reused")),
+    CounterDesc::new(c_str!("rx_cq_batches")),
+    CounterDesc::new(c_str!("rx_cq_batch_entries")),
 ];
 
 /// The receive counters of one port.

@@ -12,7 +12,7 @@ use crate::abi::{
 };
 use crate::ib::{CqArm, CqEvents, CqInitAttr, UData};
 use crate::sync::{new_spinlock_irq, SpinLockIrq};
-use core::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
 use kernel::{prelude::*, sync::Arc};
 
 /// Arming state (`req_notify_cq`), read by the completer.
@@ -33,12 +33,23 @@ pub(crate) struct CqCore {
     events: CqEvents,
     /// A completion found the CQ full; the owner has been told (once).
     overflowed: AtomicBool,
+    /// Receivers holding the CQ's new entries back ([`CqCore::hold`]).
+    /// Changed without the ring's lock, read under it: a producer that
+    /// sees a hold leaves the publishing to the release, which takes the
+    /// lock after the count dropped, so it sees every such entry, and a
+    /// producer after it sees no hold and publishes itself.
+    holds: AtomicU32,
 }
 
 struct CqRing {
     ring: Ring,
-    /// Next index to produce at; the ring's producer field mirrors it.
+    /// Next index to produce at; the ring's producer field, which the
+    /// owner polls, mirrors it except while the CQ is held.
     producer: u32,
+    /// Entries written while held, not yet published, and whether any of
+    /// them asked for a solicited event.
+    held: u32,
+    held_solicited: bool,
 }
 
 pub(crate) struct RxudCq {
@@ -69,9 +80,18 @@ impl RxudCq {
         })?;
         let core = Arc::pin_init(
             pin_init!(CqCore {
-                ring <- new_spinlock_irq!(CqRing { ring, producer: 0 }, "rxud:cq"),
+                ring <- new_spinlock_irq!(
+                    CqRing {
+                        ring,
+                        producer: 0,
+                        held: 0,
+                        held_solicited: false,
+                    },
+                    "rxud:cq"
+                ),
                 armed: AtomicU8::new(DISARMED),
                 overflowed: AtomicBool::new(false),
+                holds: AtomicU32::new(0),
                 events,
             }),
             GFP_KERNEL,
@@ -179,8 +199,21 @@ impl CqCore {
                 .write_slot(at, &cqe.to_bytes())
                 .map_err(|_| CqFull::Broken)?;
             r.producer = at.wrapping_add(1);
+            if self.holds.load(Ordering::Acquire) > 0 {
+                // Published, and its event raised, when the hold ends.
+                r.held += 1;
+                r.held_solicited |= solicited;
+                return Ok(());
+            }
             r.ring.set_producer(r.producer);
         }
+        self.notify(solicited);
+        Ok(())
+    }
+
+    /// Raises the completion event if the CQ is armed for a completion
+    /// (`solicited`: one asked for a solicited event), once per arming.
+    fn notify(&self, solicited: bool) {
         let armed = self.armed.load(Ordering::Acquire);
         if armed == ARMED_ANY || (armed == ARMED_SOLICITED && solicited) {
             // One event per arming, however many completions race here.
@@ -188,7 +221,39 @@ impl CqCore {
                 self.events.notify();
             }
         }
-        Ok(())
+    }
+
+    /// Holds the entries written from now on back from the owner until
+    /// [`CqCore::release`]: they go into the ring (a kernel consumer's
+    /// `poll_cq` takes them at once), but the producer index a process
+    /// polls is stored, and the completion event raised, once for all of
+    /// them when the last hold ends. The receive path holds a QP's CQs
+    /// while it takes a GRO train's datagrams to that QP, so that a train
+    /// that completes several messages publishes them together. Entries
+    /// other producers write meanwhile wait for the release too; a hold
+    /// lasts one softirq's work on one train. Any context.
+    pub(crate) fn hold(&self) {
+        self.holds.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Ends a [`CqCore::hold`]; the last one publishes what was written
+    /// meanwhile and raises the event it owes. The number of entries it
+    /// published (0 if none, or if another hold remains).
+    pub(crate) fn release(&self) -> u32 {
+        if self.holds.fetch_sub(1, Ordering::AcqRel) != 1 {
+            return 0;
+        }
+        let (n, solicited) = {
+            let mut r = self.ring.lock();
+            if r.held == 0 {
+                return 0;
+            }
+            r.ring.set_producer(r.producer);
+            let n = core::mem::replace(&mut r.held, 0);
+            (n, core::mem::replace(&mut r.held_solicited, false))
+        };
+        self.notify(solicited);
+        n
     }
 
     /// Takes the oldest entry, for a kernel consumer (`ib_poll_cq`; a

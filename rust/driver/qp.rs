@@ -372,6 +372,18 @@ impl QpCore {
         let _ = self.send_cq.push(&cqe, false);
     }
 
+    /// Holds the QP's CQs ([`super::cq::CqCore::hold`]) while the receive
+    /// path takes a run of a train's datagrams to it.
+    pub(crate) fn hold_cqs(&self) {
+        self.send_cq.hold();
+        self.recv_cq.hold();
+    }
+
+    /// Ends [`QpCore::hold_cqs`]; the entries that publishes.
+    pub(crate) fn release_cqs(&self) -> u32 {
+        self.send_cq.release() + self.recv_cq.release()
+    }
+
     pub(crate) fn qp_type(&self) -> QpType {
         self.qp_type
     }

@@ -60,6 +60,71 @@ pub(crate) struct RxPort {
 /// What happens to a datagram: delivered, or dropped and counted.
 type Verdict = core::result::Result<(), RxCounter>;
 
+/// What a run of datagrams to one QP shares: those of a GRO train received
+/// back to back (or a datagram alone). The QP is looked up once for the
+/// run (a train is one flow: mostly one QP's), which is no looser than a
+/// lookup per datagram: the train is received within one softirq, whose
+/// RCU read side a destroyed QP's teardown waits for as it would for a
+/// lookup made at the first datagram, and each datagram checks the QP's
+/// state again. The QP's CQs are held while the run lasts
+/// ([`super::cq::CqCore::hold`]): the completions the run writes (a train
+/// of small messages, or an ACK that finishes several requests) reach the
+/// CQs' owner at once, with one store of the producer index and at most
+/// one event, when the run ends (another QP's datagram, the train's end).
+struct Run<'a> {
+    port: &'a RxPort,
+    qp: Option<Arc<QpCore>>,
+    /// Whether the QP's CQs are held: for a train's datagrams, not for a
+    /// datagram alone, which publishes as it completes.
+    batch: bool,
+}
+
+impl<'a> Run<'a> {
+    fn new(port: &'a RxPort, batch: bool) -> Self {
+        Self {
+            port,
+            qp: None,
+            batch,
+        }
+    }
+
+    /// The QP numbered `qpn`: the run's, if it is that QP (no lookup, no
+    /// reference taken), else looked up and made the run's, after the one
+    /// before it has released its CQs.
+    fn qp_for(&mut self, qpn: u32) -> Option<&Arc<QpCore>> {
+        if self.qp.as_ref().is_some_and(|qp| qp.qpn() == qpn) {
+            self.port.counters.add(RxCounter::RxQpReused, 1);
+        } else {
+            let qp = self.port.qps.get(qpn)?;
+            self.end();
+            if self.batch {
+                qp.hold_cqs();
+            }
+            self.qp = Some(qp);
+        }
+        self.qp.as_ref()
+    }
+
+    /// Ends the run of datagrams to the current QP: its CQs publish.
+    fn end(&mut self) {
+        if let Some(qp) = self.qp.take().filter(|_| self.batch) {
+            let n = qp.release_cqs();
+            if n > 0 {
+                self.port.counters.add(RxCounter::RxCqBatches, 1);
+                self.port
+                    .counters
+                    .add(RxCounter::RxCqBatchEntries, n.into());
+            }
+        }
+    }
+}
+
+impl Drop for Run<'_> {
+    fn drop(&mut self) {
+        self.end();
+    }
+}
+
 impl RxPort {
     pub(crate) fn new(qps: Arc<QpTable>, mrs: Arc<MrTable>) -> Result<Arc<Self>> {
         Arc::pin_init(
@@ -75,36 +140,33 @@ impl RxPort {
 
     /// One datagram for this port. Context: softirq.
     pub(crate) fn receive(&self, skb: SkBuff) {
-        self.receive_one(skb, &mut None);
+        self.receive_one(skb, &mut Run::new(self, false));
     }
 
-    /// One datagram, `last_qp` the QP the one before it in the same train
-    /// was for (if any, and its successor's afterwards).
-    fn receive_one(&self, skb: SkBuff, last_qp: &mut Option<Arc<QpCore>>) {
+    /// One datagram, `run` what the datagrams before it in the same train
+    /// left (its QP, whose CQs it holds).
+    fn receive_one(&self, skb: SkBuff, run: &mut Run<'_>) {
         let _timed = self.counters.span(RxCounter::RxNs);
         self.counters.add(RxCounter::Packets, 1);
         self.counters.add(RxCounter::RxBytes, skb.len() as u64);
-        if let Err(why) = self.deliver(&skb, last_qp) {
+        if let Err(why) = self.deliver(&skb, run) {
             self.counters.add(why, 1);
         }
     }
 
     /// A train GRO linked (`rust/ffi/gro.c`), cut loose again: its
     /// datagrams one by one, in arrival order; `lost` more were dropped
-    /// cutting them loose. The QP is looked up once for a run of datagrams
-    /// to the same QP (a train is one flow: mostly one QP's), which is no
-    /// looser than a lookup per datagram: the train is received within one
-    /// softirq, whose RCU read side a destroyed QP's teardown waits for as
-    /// it would for a lookup made at the first datagram, and each datagram
-    /// checks the QP's state again. Context: softirq.
+    /// cutting them loose. Runs of datagrams to one QP share what [`Run`]
+    /// keeps. Context: softirq.
     pub(crate) fn receive_train(&self, first: SkBuff, rest: Train, lost: u32) {
         let mut n = 1u64;
-        let mut last_qp = None;
-        self.receive_one(first, &mut last_qp);
+        let mut run = Run::new(self, true);
+        self.receive_one(first, &mut run);
         for skb in rest {
             n += 1;
-            self.receive_one(skb, &mut last_qp);
+            self.receive_one(skb, &mut run);
         }
+        drop(run);
         self.counters.add(RxCounter::RxTrains, 1);
         self.counters.add(RxCounter::RxTrainPackets, n);
         self.lost(lost.into(), RxCounter::DropNoMemory);
@@ -119,19 +181,7 @@ impl RxPort {
         }
     }
 
-    /// The QP numbered `qpn`: the one in `last`, if it is that QP (no
-    /// lookup, no reference taken), else looked up and kept in `last` for
-    /// the next datagram of the train.
-    fn qp_for<'a>(&self, qpn: u32, last: &'a mut Option<Arc<QpCore>>) -> Option<&'a Arc<QpCore>> {
-        if last.as_ref().is_some_and(|qp| qp.qpn() == qpn) {
-            self.counters.add(RxCounter::RxQpReused, 1);
-        } else {
-            *last = Some(self.qps.get(qpn)?);
-        }
-        last.as_ref()
-    }
-
-    fn deliver(&self, skb: &SkBuff, last_qp: &mut Option<Arc<QpCore>>) -> Verdict {
+    fn deliver(&self, skb: &SkBuff, run: &mut Run<'_>) -> Verdict {
         let len = skb.len();
         if len < MIN_PACKET {
             return Err(RxCounter::DropMalformed);
@@ -153,9 +203,7 @@ impl RxPort {
             check_icrc(skb, ip, head, len)?;
         }
         let bth = bth::Header::new_checked(head).map_err(|_| RxCounter::DropMalformed)?;
-        let qp = self
-            .qp_for(bth.dest_qp(), last_qp)
-            .ok_or(RxCounter::DropNoQp)?;
+        let qp = run.qp_for(bth.dest_qp()).ok_or(RxCounter::DropNoQp)?;
         let payload = info.header_len..len - pad - 4;
         match bth.opcode() {
             Opcode::UD_SEND_ONLY | Opcode::UD_SEND_ONLY_WITH_IMMEDIATE => {
