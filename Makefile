@@ -12,6 +12,7 @@
 #                 QEMU's socket link; needs root)
 #   make bench-scaling  1 to 64 QPs and XUD peers, 1 and 2 vCPUs per VM
 #   make check    lint gates, host unit tests + in-VM kselftest-style tests
+#   make check-mutants  the tests of the tests: each mutant must be caught
 #   make fmt      format rust/ and the provider with the kernel's settings
 #   make lint     rustfmt --check and clippy (module, host crates, librxud)
 #   make clean
@@ -43,7 +44,7 @@ QP_MEM := $(TOP)/tests/verbs/qp-mem
 UDP_LAT := $(TOP)/tests/verbs/udp-lat
 KTEST := $(TOP)/tests/kmod
 
-.PHONY: all modules provider ktest install setup run bench bench-scaling check check-host check-vm clean help \
+.PHONY: all modules provider ktest install setup run bench bench-scaling check check-host check-vm check-mutants clean help \
 	fmt lint fmt-check clippy clippy-module clippy-host
 
 all: modules provider $(VERBS_TEST) $(RC_TEST) $(DATA_TEST) $(EX_TEST) $(XUD_TEST) $(XUD_DATA) $(RXUD_PERF) \
@@ -160,6 +161,11 @@ check-host:
 
 check-vm: all
 	bash $(TOP)/tests/run.sh --vm-only
+
+# The tests of the tests (tests/mutation.sh): each mutant must fail the
+# test named for it. CI runs it after check.
+check-mutants: all
+	bash $(TOP)/tests/run.sh --mutants
 
 # Lint gates. Debian's rustfmt and clippy-driver match the kernel's rustc
 # (rustc-web); the rustup ones on PATH are another version.
