@@ -132,12 +132,13 @@ pub(crate) enum RxCounter {
     /// before them: the QP lookups a train saved (one per run of
     /// datagrams to one QP).
     RxQpReused = 46,
-    /// Completions a received train's run of datagrams to one QP wrote
-    /// into that QP's CQs while it held them (`CqCore::hold`), published
-    /// to the CQs' owner at once when the run ended: the publishes...
+    /// Runs of a received train's datagrams to one QP, whose CQs were
+    /// held meanwhile (`CqCore::hold`), that ended by publishing held
+    /// completions to the CQs' owner...
     RxCqBatches = 47,
-    /// ...and the entries they published (`rx_cq_batch_entries /
-    /// rx_cq_batches` is the average batch).
+    /// ...and the completions they published (those of other producers
+    /// that wrote into a held CQ meanwhile included): `rx_cq_batch_entries
+    /// / rx_cq_batches` is the average batch.
     RxCqBatchEntries = 48,
 }
 

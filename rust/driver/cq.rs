@@ -34,17 +34,18 @@ pub(crate) struct CqCore {
     /// A completion found the CQ full; the owner has been told (once).
     overflowed: AtomicBool,
     /// Receivers holding the CQ's new entries back ([`CqCore::hold`]).
-    /// Changed without the ring's lock, read under it: a producer that
-    /// sees a hold leaves the publishing to the release, which takes the
-    /// lock after the count dropped, so it sees every such entry, and a
-    /// producer after it sees no hold and publishes itself.
+    /// Changed without the ring's lock, read under it by producers. The
+    /// lock, not the atomic's ordering, makes it work: a producer that
+    /// saw a hold wrote its entry under the lock, and every release takes
+    /// the lock afterwards and publishes what it finds held, so the first
+    /// release after an entry publishes it.
     holds: AtomicU32,
 }
 
 struct CqRing {
     ring: Ring,
     /// Next index to produce at; the ring's producer field, which the
-    /// owner polls, mirrors it except while the CQ is held.
+    /// owner polls, mirrors it but for the entries held (`held`).
     producer: u32,
     /// Entries written while held, not yet published, and whether any of
     /// them asked for a solicited event.
@@ -227,22 +228,26 @@ impl CqCore {
     /// [`CqCore::release`]: they go into the ring (a kernel consumer's
     /// `poll_cq` takes them at once), but the producer index a process
     /// polls is stored, and the completion event raised, once for all of
-    /// them when the last hold ends. The receive path holds a QP's CQs
-    /// while it takes a GRO train's datagrams to that QP, so that a train
+    /// them at the next release. The receive path holds a QP's CQs while
+    /// it takes a GRO train's run of datagrams to that QP, so that a run
     /// that completes several messages publishes them together. Entries
-    /// other producers write meanwhile wait for the release too; a hold
-    /// lasts one softirq's work on one train. Any context.
+    /// other producers write meanwhile wait for that release too (or for
+    /// the release of another holder, whichever comes first), so no entry
+    /// waits longer than one hold: one softirq's work on one run. Any
+    /// context.
     pub(crate) fn hold(&self) {
         self.holds.fetch_add(1, Ordering::AcqRel);
     }
 
-    /// Ends a [`CqCore::hold`]; the last one publishes what was written
-    /// meanwhile and raises the event it owes. The number of entries it
-    /// published (0 if none, or if another hold remains).
+    /// Ends a [`CqCore::hold`]: publishes what is held, whoever wrote it
+    /// (other holds may remain: publishing early is harmless), and raises
+    /// the event it owes. The number of entries it published.
     pub(crate) fn release(&self) -> u32 {
-        if self.holds.fetch_sub(1, Ordering::AcqRel) != 1 {
-            return 0;
-        }
+        // A release without its hold leaves the count at 0 rather than
+        // wrapping it (which would hold the CQ for good).
+        let _ = self
+            .holds
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |h| h.checked_sub(1));
         let (n, solicited) = {
             let mut r = self.ring.lock();
             if r.held == 0 {

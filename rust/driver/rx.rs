@@ -68,9 +68,10 @@ type Verdict = core::result::Result<(), RxCounter>;
 /// lookup made at the first datagram, and each datagram checks the QP's
 /// state again. The QP's CQs are held while the run lasts
 /// ([`super::cq::CqCore::hold`]): the completions the run writes (a train
-/// of small messages, or an ACK that finishes several requests) reach the
-/// CQs' owner at once, with one store of the producer index and at most
-/// one event, when the run ends (another QP's datagram, the train's end).
+/// of small messages, or ACKs that finish several requests) reach the
+/// CQs' owner together, with one store of each CQ's producer index and at
+/// most one event each, when the run ends (another QP's datagram, the
+/// train's end).
 struct Run<'a> {
     port: &'a RxPort,
     qp: Option<Arc<QpCore>>,
