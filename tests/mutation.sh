@@ -12,8 +12,8 @@
 # kmemleak mutants first, each scanned for leaks of its own.
 #
 #   tests/mutation.sh              build and run every mutant
-#   tests/mutation.sh build DIR    only build them into DIR (make check does
-#                                  this while the one-vCPU suite runs)
+#   tests/mutation.sh build DIR    only build them into DIR (make
+#                                  check-mutants: then run DIR)
 #   tests/mutation.sh run DIR      run and judge the mutants built in DIR
 set -uo pipefail
 TOP=$(cd "$(dirname "$0")/.." && pwd)

@@ -27,13 +27,17 @@ hwc() { cat "/sys/class/infiniband/$1/ports/1/hw_counters/$2"; }
 # server on SERVER_DEV, then as its client on CLIENT_DEV, both with ARGS,
 # -d DEV and DEV's RoCE v2 GID index (-g for ibv_rc_pingpong, -x for
 # perftest; with GID_PREFIX, the GID that starts with it). The client
-# connects to $SIP. Output in $CLI_OUT and $SRV_OUT, and as diagnostics.
+# connects to $SIP. Output in $CLI_OUT and $SRV_OUT, and as diagnostics;
+# PAIR_RUNS says how many times it ran PROG (2 when perftest's clock
+# calibration failed the first time: counters read around the call then
+# hold both runs' traffic).
 run_pair() {
 	local sns=$1 sdev=$2 cns=$3 cdev=$4 prog=$5 gopt=-x sg cg spid crc attempt t0=$SECONDS
 	shift 5
 	case $prog in ibv_*_pingpong) gopt=-g ;; esac
 	: >"$CLI_OUT"
 	: >"$SRV_OUT"
+	PAIR_RUNS=0
 	if sg=$(v2_gid_index "$sdev" ${GID_PREFIX:+"$GID_PREFIX"}) &&
 		cg=$(v2_gid_index "$cdev" ${GID_PREFIX:+"$GID_PREFIX"}); then
 		# perftest times itself with the TSC, calibrated against
@@ -41,6 +45,7 @@ run_pair() {
 		# (r^2 < 0.9) it prints no result and fails whatever moved: that
 		# run alone goes again, once, and says so.
 		for attempt in 1 2; do
+			PAIR_RUNS=$attempt
 			bg_in "$sns" timeout "${PP_TIMEOUT:-60}" "$prog" -d "$sdev" "$gopt" "$sg" "$@" >"$SRV_OUT" 2>&1
 			spid=$!
 			wait_for 60 serving "$spid"
