@@ -65,7 +65,7 @@ mutant() {
 # both lanes end together (the kmemleak lane pays for kmemleak's scans).
 # In CI of effd4e0 the lanes took 273 s and 172 s; train-charge-one and
 # xud-qpn-not-held (some 50 s of tests) moved here after it.
-LANE_B=" invalidate-noop mr-key-outlives-dereg xud-park-forgets xud-streams-merge train-charge-one xud-qpn-not-held "
+LANE_B=" invalidate-noop mr-key-outlives-dereg mr-memo-key-unchecked xud-park-forgets xud-streams-merge train-charge-one xud-qpn-not-held "
 
 # is_leak I: whether mutant I is caught by kmemleak.
 is_leak() { case ${wants[$1]} in *unreferenced*) return 0 ;; *) return 1 ;; esac; }
@@ -202,6 +202,20 @@ build_all() {
 	mutant rx-qp-never-reused driver/rx.rs \
 		'is_some_and(|qp| qp.qpn() == qpn)' 'is_some_and(|qp| qp.qpn() == qpn && false)' \
 		tests/guest/13-data-integrity.sh 'not ok [0-9]+ - datagrams of a train took the QP found for the one before them'
+
+	# A train's datagrams never take the MR the lookup before them found
+	# (rust/driver/mr.rs, MrMemo::get): each looks its MR up again, as
+	# before session 19, which no data check can tell; rx_mr_reused does.
+	mutant mr-memo-never-reused driver/mr.rs \
+		'is_some_and(|mr| mr.named_by(key))' 'is_some_and(|mr| mr.named_by(key) && false)' \
+		tests/guest/13-data-integrity.sh 'not ok [0-9]+ - datagrams of a train took the MR the one before them found'
+
+	# The MR memo hands out the last MR whatever key is asked for: the
+	# IETH key of a SEND with invalidate then finds the receive buffer's
+	# MR, which cannot be invalidated.
+	mutant mr-memo-key-unchecked driver/mr.rs \
+		'is_some_and(|mr| mr.named_by(key))' 'is_some()' \
+		tests/guest/06-kernel-verbs.sh 'not ok [0-9]+ - SEND with invalidate completes'
 
 	# A kernel consumer's XUD WRITE gets a wrong rkey on the way into the send
 	# ring (struct rxud_xud_rdma_wr read wrong): the WRITE is refused and

@@ -140,9 +140,12 @@ pub(crate) enum RxCounter {
     /// that wrote into a held CQ meanwhile included): `rx_cq_batch_entries
     /// / rx_cq_batches` is the average batch.
     RxCqBatchEntries = 48,
+    /// MR lookups by key on receive that took the MR the lookup before
+    /// them in the same train found (`MrMemo`): the lookups trains saved.
+    RxMrReused = 49,
 }
 
-const RX_COUNTERS: usize = 49;
+const RX_COUNTERS: usize = 50;
 
 /// Counter names, as `rdma statistic` shows them.
 pub(crate) static RX_COUNTER_DESCS: [CounterDesc; RX_COUNTERS] = [
@@ -195,6 +198,7 @@ pub(crate) static RX_COUNTER_DESCS: [CounterDesc; RX_COUNTERS] = [
     CounterDesc::new(c_str!("rx_qp_reused")),
     CounterDesc::new(c_str!("rx_cq_batches")),
     CounterDesc::new(c_str!("rx_cq_batch_entries")),
+    CounterDesc::new(c_str!("rx_mr_reused")),
 ];
 
 /// The receive counters of one port.

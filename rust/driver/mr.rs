@@ -284,6 +284,53 @@ pub(crate) fn lookup(table: &MrTable, key: u32) -> Option<Arc<MrCore>> {
     table.get(key >> 8).filter(|mr| mr.named_by(key))
 }
 
+/// Looks MRs up by key for a run of accesses, keeping the last one found:
+/// the packets of a received train mostly name one key (a message's
+/// packets its receive buffer, a peer's WRITEs one region), so the run
+/// looks it up once (issue 10's "one MR check per train"). The table
+/// lookup is all a memo saves: each use matches the key against the MR
+/// again (a fast-registration MR's key changes with each REG_MR), and
+/// each access is still checked whole by [`MrCore::check`] (PD, rights,
+/// bounds, a fast-registration MR's validity), since every packet names
+/// its own range.
+///
+/// A memo lives no longer than the call or the receive callback that
+/// made it, as a lookup's result must: a deregistration waits for a grace
+/// period after taking the MR out of the table, so it cannot complete
+/// while a receive callback (softirq, an RCU read side) still holds it.
+pub(crate) struct MrMemo<'a> {
+    table: &'a MrTable,
+    last: Option<Arc<MrCore>>,
+    reused: u64,
+}
+
+impl<'a> MrMemo<'a> {
+    /// An empty memo over the MRs of `table`.
+    pub(crate) fn new(table: &'a MrTable) -> Self {
+        Self {
+            table,
+            last: None,
+            reused: 0,
+        }
+    }
+
+    /// The MR `key` names: the last one found, if the key still names it,
+    /// else looked up (and remembered). Any context.
+    pub(crate) fn get(&mut self, key: u32) -> Option<&MrCore> {
+        if self.last.as_ref().is_some_and(|mr| mr.named_by(key)) {
+            self.reused += 1;
+        } else {
+            self.last = Some(lookup(self.table, key)?);
+        }
+        self.last.as_deref()
+    }
+
+    /// How many times [`MrMemo::get`] found its MR without a lookup.
+    pub(crate) fn reused(&self) -> u64 {
+        self.reused
+    }
+}
+
 /// The MR at `key`'s index whatever its current tag (REG_MR gives a
 /// fast-registration MR a new one). Any context.
 pub(crate) fn by_index(table: &MrTable, key: u32) -> Option<Arc<MrCore>> {

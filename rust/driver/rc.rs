@@ -35,7 +35,7 @@
 
 use super::counters::RxCounter;
 use super::local;
-use super::mr::{self, MrError};
+use super::mr::{self, MrError, MrMemo};
 use super::qp::QpCore;
 use super::sgl::{Sgl, SglError};
 use super::tx;
@@ -729,7 +729,7 @@ fn check_wqe(
         if w.num_sge > cap.max_send_sge {
             return Err(Status::LocalQpOperation);
         }
-        Sgl::new(&qp.mrs, qp.pd, body, w.num_sge).total_len()
+        Sgl::new(qp.pd, body, w.num_sge).total_len()
     };
     if kind.is_atomic() {
         let a = AtomicOp::decode(&w.op);
@@ -838,8 +838,8 @@ fn build_request(
             data.copy_from_slice(src);
         } else if payload > 0 {
             let body = slot.get(SEND_WQE_HEADER_SIZE as usize..).unwrap_or(&[]);
-            Sgl::new(&qp.mrs, qp.pd, body, w.num_sge.min(qp.cap().max_send_sge))
-                .read(u64::from(p.offset), data)
+            Sgl::new(qp.pd, body, w.num_sge.min(qp.cap().max_send_sge))
+                .read(&mut MrMemo::new(&qp.mrs), u64::from(p.offset), data)
                 .map_err(|_| Some(Status::LocalProtection))?;
         }
     }
@@ -991,11 +991,13 @@ pub(crate) enum RcDrop {
     NoRecv,
 }
 
-/// An RC packet for `qp`. Context: softirq.
+/// An RC packet for `qp`, whose keys are looked up through `mrs`.
+/// Context: softirq.
 pub(crate) fn receive(
     qp: &Arc<QpCore>,
     atomics: &crate::sync::SpinLockIrq<()>,
     p: &RxPacket<'_>,
+    mrs: &mut MrMemo<'_>,
 ) -> core::result::Result<(), RcDrop> {
     let info = p.opcode.info().map_err(|_| RcDrop::Malformed)?;
     let is_response = info.direction == crate::proto::wire::opcode::Direction::Response;
@@ -1008,11 +1010,11 @@ pub(crate) fn receive(
             return Err(RcDrop::NotConnected);
         }
         if st.uc.is_some() {
-            on_uc_packet(qp, st, p)
+            on_uc_packet(qp, st, p, mrs)
         } else if is_response {
-            on_response(qp, st, p)
+            on_response(qp, st, p, mrs)
         } else {
-            on_request(qp, st, atomics, p)
+            on_request(qp, st, atomics, p, mrs)
         }
     };
     kick(qp);
@@ -1024,6 +1026,7 @@ fn on_uc_packet(
     qp: &QpCore,
     st: &mut RcState,
     p: &RxPacket<'_>,
+    mrs: &mut MrMemo<'_>,
 ) -> core::result::Result<(), RcDrop> {
     let req = uc::Request {
         psn: p.psn,
@@ -1042,8 +1045,8 @@ fn on_uc_packet(
         Ok(())
     }
     .and_then(|()| match plan.kind {
-        MsgKind::Write | MsgKind::WriteImm => place_write(qp, st, p, plan.va, plan.rkey),
-        _ => place_send(qp, st, p, plan.offset),
+        MsgKind::Write | MsgKind::WriteImm => place_write(qp, st, p, mrs, plan.va, plan.rkey),
+        _ => place_send(qp, st, p, mrs, plan.offset),
     });
     let u = st.uc.as_mut().ok_or(RcDrop::NotConnected)?;
     match placed {
@@ -1073,6 +1076,7 @@ fn on_response(
     qp: &QpCore,
     st: &mut RcState,
     p: &RxPacket<'_>,
+    mrs: &mut MrMemo<'_>,
 ) -> core::result::Result<(), RcDrop> {
     let s = st.sender.as_mut().ok_or(RcDrop::NotConnected)?;
     let incoming = Incoming {
@@ -1096,10 +1100,10 @@ fn on_response(
             let slot = s.wqe(wqe);
             let w = SendWqe::decode(slot);
             let body = slot.get(SEND_WQE_HEADER_SIZE as usize..).unwrap_or(&[]);
-            let sgl = Sgl::new(&qp.mrs, qp.pd, body, w.num_sge.min(qp.cap().max_send_sge));
+            let sgl = Sgl::new(qp.pd, body, w.num_sge.min(qp.cap().max_send_sge));
             let n = (len as usize).min(p.payload.len());
             if sgl
-                .copy_from_skb(u64::from(offset), p.skb, p.payload.start, n)
+                .copy_from_skb(mrs, u64::from(offset), p.skb, p.payload.start, n)
                 .is_err()
             {
                 let _ = s.req.fail_wqe(wqe, Status::LocalProtection);
@@ -1111,8 +1115,8 @@ fn on_response(
             let slot = s.wqe(wqe);
             let w = SendWqe::decode(slot);
             let body = slot.get(SEND_WQE_HEADER_SIZE as usize..).unwrap_or(&[]);
-            let sgl = Sgl::new(&qp.mrs, qp.pd, body, w.num_sge.min(qp.cap().max_send_sge));
-            if sgl.write(0, &orig.to_ne_bytes()).is_err() {
+            let sgl = Sgl::new(qp.pd, body, w.num_sge.min(qp.cap().max_send_sge));
+            if sgl.write(mrs, 0, &orig.to_ne_bytes()).is_err() {
                 let _ = s.req.fail_wqe(wqe, Status::LocalProtection);
             }
             Ok(())
@@ -1126,6 +1130,7 @@ fn on_request(
     st: &mut RcState,
     atomics: &crate::sync::SpinLockIrq<()>,
     p: &RxPacket<'_>,
+    mrs: &mut MrMemo<'_>,
 ) -> core::result::Result<(), RcDrop> {
     let req = Request {
         psn: p.psn,
@@ -1148,7 +1153,7 @@ fn on_request(
             return Err(RcDrop::Malformed);
         }
     };
-    match execute(qp, st, atomics, p, &plan) {
+    match execute(qp, st, atomics, p, mrs, &plan) {
         Ok(orig) => {
             let _ = st.receiver.resp.commit(&plan, orig);
             if plan.completes_recv {
@@ -1178,6 +1183,7 @@ fn execute(
     st: &mut RcState,
     atomics: &crate::sync::SpinLockIrq<()>,
     p: &RxPacket<'_>,
+    mrs: &mut MrMemo<'_>,
     plan: &Plan,
 ) -> core::result::Result<u64, Refuse> {
     if plan.needs_recv {
@@ -1188,17 +1194,17 @@ fn execute(
             // The last packet of a SEND with invalidate: placed, then the
             // key its IETH names is invalidated (a fast-registration MR
             // of the QP's PD; anything else is an invalid request).
-            place_send(qp, st, p, plan.offset)?;
+            place_send(qp, st, p, mrs, plan.offset)?;
             let rkey = p.ieth().ok_or(Refuse::Nak(NakCode::InvalidRequest))?;
-            mr::lookup(&qp.mrs, rkey)
+            mrs.get(rkey)
                 .ok_or(Refuse::Nak(NakCode::InvalidRequest))?
                 .invalidate(qp.pd, rkey)
                 .map_err(|_| Refuse::Nak(NakCode::InvalidRequest))?;
             Ok(0)
         }
-        MsgKind::Send | MsgKind::SendImm => place_send(qp, st, p, plan.offset).map(|()| 0),
+        MsgKind::Send | MsgKind::SendImm => place_send(qp, st, p, mrs, plan.offset).map(|()| 0),
         MsgKind::Write | MsgKind::WriteImm => {
-            place_write(qp, st, p, plan.va, plan.rkey).map(|()| 0)
+            place_write(qp, st, p, mrs, plan.va, plan.rkey).map(|()| 0)
         }
         MsgKind::Read => {
             // Checked whole now; each response packet checks its piece
@@ -1207,6 +1213,7 @@ fn execute(
                 remote_mr(
                     qp,
                     st,
+                    mrs,
                     plan.rkey,
                     plan.va,
                     plan.len as usize,
@@ -1222,7 +1229,7 @@ fn execute(
             if a.va % 8 != 0 {
                 return Err(Refuse::Nak(NakCode::InvalidRequest));
             }
-            let (mr, off) = remote_mr(qp, st, a.rkey, a.va, 8, AccessFlags::REMOTE_ATOMIC)?;
+            let (mr, off) = remote_mr(qp, st, mrs, a.rkey, a.va, 8, AccessFlags::REMOTE_ATOMIC)?;
             // Atomic with respect to every other atomic of the device.
             let _g = atomics.lock();
             let mut v = [0u8; 8];
@@ -1265,6 +1272,7 @@ fn place_send(
     qp: &QpCore,
     st: &RcState,
     p: &RxPacket<'_>,
+    mrs: &mut MrMemo<'_>,
     offset: u32,
 ) -> core::result::Result<(), Refuse> {
     let w = RecvWqe::decode(&st.receiver.recv);
@@ -1280,8 +1288,14 @@ fn place_send(
         .recv
         .get(RECV_WQE_HEADER_SIZE as usize..)
         .unwrap_or(&[]);
-    Sgl::new(&qp.mrs, qp.pd, body, w.num_sge)
-        .copy_from_skb(u64::from(offset), p.skb, p.payload.start, p.payload.len())
+    Sgl::new(qp.pd, body, w.num_sge)
+        .copy_from_skb(
+            mrs,
+            u64::from(offset),
+            p.skb,
+            p.payload.start,
+            p.payload.len(),
+        )
         .map_err(|e| match e {
             SglError::Length => Refuse::Nak(NakCode::InvalidRequest),
             SglError::Protection => Refuse::Nak(NakCode::RemoteOperationalError),
@@ -1293,6 +1307,7 @@ fn place_write(
     qp: &QpCore,
     st: &RcState,
     p: &RxPacket<'_>,
+    mrs: &mut MrMemo<'_>,
     va: u64,
     rkey: u32,
 ) -> core::result::Result<(), Refuse> {
@@ -1304,25 +1319,28 @@ fn place_write(
             Err(Refuse::Nak(NakCode::RemoteAccessError))
         };
     }
-    let (mr, off) = remote_mr(qp, st, rkey, va, n, AccessFlags::REMOTE_WRITE)?;
+    let (mr, off) = remote_mr(qp, st, mrs, rkey, va, n, AccessFlags::REMOTE_WRITE)?;
     mr.copy_from_skb(off, p.skb, p.payload.start, n)
         .map_err(|_| Refuse::Nak(NakCode::RemoteAccessError))
 }
 
-/// The MR `rkey` names, checked for `len` bytes at `va` with `rights`
-/// (and the QP granting them); its offset.
-fn remote_mr(
+/// The MR `rkey` names (looked up through `mrs`), checked for `len`
+/// bytes at `va` with `rights` (and the QP granting them); its offset.
+fn remote_mr<'m>(
     qp: &QpCore,
     st: &RcState,
+    mrs: &'m mut MrMemo<'_>,
     rkey: u32,
     va: u64,
     len: usize,
     rights: AccessFlags,
-) -> core::result::Result<(Arc<mr::MrCore>, u64), Refuse> {
+) -> core::result::Result<(&'m mr::MrCore, u64), Refuse> {
     if !st.access.contains(rights) {
         return Err(Refuse::Nak(NakCode::RemoteAccessError));
     }
-    let mr = mr::lookup(&qp.mrs, rkey).ok_or(Refuse::Nak(NakCode::RemoteAccessError))?;
+    let mr = mrs
+        .get(rkey)
+        .ok_or(Refuse::Nak(NakCode::RemoteAccessError))?;
     match mr.check(qp.pd, va, len, rights) {
         Ok(off) => Ok((mr, off)),
         Err(MrError::Protection | MrError::Bounds) => Err(Refuse::Nak(NakCode::RemoteAccessError)),
@@ -1431,7 +1449,9 @@ fn build_response(qp: &QpCore, st: &RcState, r: &Response) -> Option<TxSkb> {
             let n = len as usize;
             // The MR may have gone since the READ was accepted: then no
             // answer, and the requester's retries run out.
-            let (mr, off) = remote_mr(qp, st, rkey, va, n, AccessFlags::REMOTE_READ).ok()?;
+            let mut mrs = MrMemo::new(&qp.mrs);
+            let (mr, off) =
+                remote_mr(qp, st, &mut mrs, rkey, va, n, AccessFlags::REMOTE_READ).ok()?;
             let mut skb = new_packet(ndev, &repr, n)?;
             {
                 let mut pkt = packet::Packet::new_checked(skb.payload_mut()).ok()?;

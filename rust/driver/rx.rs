@@ -16,7 +16,7 @@
 //! CQE written, completion event if armed.
 
 use super::counters::{RxCounter, RxCounters};
-use super::mr::{self, MrCore, MrTable};
+use super::mr::{MrCore, MrMemo, MrTable};
 use super::qp::{QpCore, QpTable};
 use super::rc;
 use crate::abi::{
@@ -71,10 +71,13 @@ type Verdict = core::result::Result<(), RxCounter>;
 /// of small messages, or ACKs that finish several requests) reach the
 /// CQs' owner together, with one store of each CQ's producer index and at
 /// most one event each, when the run ends (another QP's datagram, the
-/// train's end).
+/// train's end). The MRs the datagrams place into are looked up through
+/// one [`MrMemo`] for the whole train, so a run of packets into one MR
+/// looks it up once (each packet's access still checked whole).
 struct Run<'a> {
     port: &'a RxPort,
     qp: Option<Arc<QpCore>>,
+    mrs: MrMemo<'a>,
     /// Whether the QP's CQs are held: for a train's datagrams, not for a
     /// datagram alone, which publishes as it completes.
     batch: bool,
@@ -85,14 +88,15 @@ impl<'a> Run<'a> {
         Self {
             port,
             qp: None,
+            mrs: MrMemo::new(&port.mrs),
             batch,
         }
     }
 
     /// The QP numbered `qpn`: the run's, if it is that QP (no lookup, no
     /// reference taken), else looked up and made the run's, after the one
-    /// before it has released its CQs.
-    fn qp_for(&mut self, qpn: u32) -> Option<&Arc<QpCore>> {
+    /// before it has released its CQs; with the train's MR memo.
+    fn qp_for(&mut self, qpn: u32) -> Option<(&Arc<QpCore>, &mut MrMemo<'a>)> {
         if self.qp.as_ref().is_some_and(|qp| qp.qpn() == qpn) {
             self.port.counters.add(RxCounter::RxQpReused, 1);
         } else {
@@ -103,7 +107,7 @@ impl<'a> Run<'a> {
             }
             self.qp = Some(qp);
         }
-        self.qp.as_ref()
+        Some((self.qp.as_ref()?, &mut self.mrs))
     }
 
     /// Ends the run of datagrams to the current QP: its CQs publish.
@@ -123,6 +127,9 @@ impl<'a> Run<'a> {
 impl Drop for Run<'_> {
     fn drop(&mut self) {
         self.end();
+        self.port
+            .counters
+            .add(RxCounter::RxMrReused, self.mrs.reused());
     }
 }
 
@@ -204,11 +211,11 @@ impl RxPort {
             check_icrc(skb, ip, head, len)?;
         }
         let bth = bth::Header::new_checked(head).map_err(|_| RxCounter::DropMalformed)?;
-        let qp = run.qp_for(bth.dest_qp()).ok_or(RxCounter::DropNoQp)?;
+        let (qp, mrs) = run.qp_for(bth.dest_qp()).ok_or(RxCounter::DropNoQp)?;
         let payload = info.header_len..len - pad - 4;
         match bth.opcode() {
             Opcode::UD_SEND_ONLY | Opcode::UD_SEND_ONLY_WITH_IMMEDIATE => {
-                self.receive_ud(skb, qp, ip, head, bth.solicited(), payload)
+                receive_ud(skb, qp, mrs, ip, head, bth.solicited(), payload)
             }
             op if matches!(op.transport(), Some(Transport::Rc | Transport::Uc)) => {
                 let want = if op.transport() == Some(Transport::Rc) {
@@ -229,7 +236,7 @@ impl RxPort {
                     solicited: bth.solicited(),
                     payload,
                 };
-                rc::receive(qp, &self.atomics, &p).map_err(|e| match e {
+                rc::receive(qp, &self.atomics, &p, mrs).map_err(|e| match e {
                     rc::RcDrop::NotConnected => RxCounter::DropNoQp,
                     rc::RcDrop::Malformed => RxCounter::DropMalformed,
                     rc::RcDrop::Sequence => RxCounter::DropSequence,
@@ -251,123 +258,123 @@ impl RxPort {
                     solicited: bth.solicited(),
                     payload,
                 };
-                super::xud::receive(qp, &p)
+                super::xud::receive(qp, &p, mrs)
             }
             _ => Err(RxCounter::DropUnsupported),
         }
     }
+}
 
-    /// A UD SEND (to a UD QP or the GSI QP): into the next receive WQE,
-    /// after a 40-byte GRH.
-    fn receive_ud(
-        &self,
-        skb: &SkBuff,
-        qp: &QpCore,
-        ip: &[u8],
-        head: &[u8],
-        solicited: bool,
-        payload: core::ops::Range<usize>,
-    ) -> Verdict {
-        if !matches!(qp.qp_type(), QpType::Ud | QpType::Gsi) || !qp.live.can_receive() {
-            return Err(RxCounter::DropNoQp);
-        }
-        let deth = deth::Header::new_checked(head.get(bth::HEADER_LEN..).unwrap_or(&[]))
-            .map_err(|_| RxCounter::DropMalformed)?;
-        if deth.qkey() != qp.live.qkey() {
-            return Err(RxCounter::DropQkey);
-        }
-        let imm = head
-            .get(bth::HEADER_LEN + deth::HEADER_LEN..)
-            .and_then(|b| immdt::Header::new_checked(b).ok())
-            .map(|h| h.imm_data())
-            .filter(|_| head.first() == Some(&Opcode::UD_SEND_ONLY_WITH_IMMEDIATE.0));
-        let mut slot = [0u8; MAX_RECV_SLOT];
-        // UD drops what finds no receive buffer.
-        match qp.pop_recv(&mut slot) {
-            Ok(true) => {}
-            Ok(false) => return Err(RxCounter::DropNoRecv),
-            Err(_) => return Err(RxCounter::DropNoRecv),
-        }
-        let wqe = RecvWqe::decode(&slot);
-        let mut grh = [0u8; GRH_LEN];
-        let (net, ip_len) = match ip.len() {
-            28 => (network::IPV4, 20),
-            48 => (network::IPV6, 40),
-            _ => return Err(RxCounter::DropMalformed),
-        };
-        // As rxe and hardware do: an IPv4 header goes in the GRH's last
-        // 20 bytes, an IPv6 header fills it.
-        grh[GRH_LEN - ip_len..].copy_from_slice(&ip[..ip_len]);
-        let status = self.place(qp, &slot, wqe.num_sge, &grh, skb, payload.clone());
-        let mut cqe = Cqe {
-            wr_id: wqe.wr_id,
-            status,
-            opcode: wc_opcode::RECV,
-            byte_len: (GRH_LEN + payload.len()) as u32,
-            qp_num: qp.qpn(),
-            src_qp: deth.src_qp(),
-            wc_flags: wc_flags::GRH,
-            network_hdr_type: net,
-            ..Default::default()
-        };
-        if let Some(imm) = imm {
-            cqe.imm_data = u32::from_ne_bytes(imm);
-            cqe.wc_flags |= wc_flags::WITH_IMM;
-        }
-        if qp.recv_cq.push(&cqe, solicited).is_err() {
-            return Err(RxCounter::DropCqFull);
-        }
-        Ok(())
+/// A UD SEND (to a UD QP or the GSI QP): into the next receive WQE,
+/// after a 40-byte GRH.
+fn receive_ud(
+    skb: &SkBuff,
+    qp: &QpCore,
+    mrs: &mut MrMemo<'_>,
+    ip: &[u8],
+    head: &[u8],
+    solicited: bool,
+    payload: core::ops::Range<usize>,
+) -> Verdict {
+    if !matches!(qp.qp_type(), QpType::Ud | QpType::Gsi) || !qp.live.can_receive() {
+        return Err(RxCounter::DropNoQp);
     }
+    let deth = deth::Header::new_checked(head.get(bth::HEADER_LEN..).unwrap_or(&[]))
+        .map_err(|_| RxCounter::DropMalformed)?;
+    if deth.qkey() != qp.live.qkey() {
+        return Err(RxCounter::DropQkey);
+    }
+    let imm = head
+        .get(bth::HEADER_LEN + deth::HEADER_LEN..)
+        .and_then(|b| immdt::Header::new_checked(b).ok())
+        .map(|h| h.imm_data())
+        .filter(|_| head.first() == Some(&Opcode::UD_SEND_ONLY_WITH_IMMEDIATE.0));
+    let mut slot = [0u8; MAX_RECV_SLOT];
+    // UD drops what finds no receive buffer.
+    match qp.pop_recv(&mut slot) {
+        Ok(true) => {}
+        Ok(false) => return Err(RxCounter::DropNoRecv),
+        Err(_) => return Err(RxCounter::DropNoRecv),
+    }
+    let wqe = RecvWqe::decode(&slot);
+    let mut grh = [0u8; GRH_LEN];
+    let (net, ip_len) = match ip.len() {
+        28 => (network::IPV4, 20),
+        48 => (network::IPV6, 40),
+        _ => return Err(RxCounter::DropMalformed),
+    };
+    // As rxe and hardware do: an IPv4 header goes in the GRH's last
+    // 20 bytes, an IPv6 header fills it.
+    grh[GRH_LEN - ip_len..].copy_from_slice(&ip[..ip_len]);
+    let status = place(qp, mrs, &slot, wqe.num_sge, &grh, skb, payload.clone());
+    let mut cqe = Cqe {
+        wr_id: wqe.wr_id,
+        status,
+        opcode: wc_opcode::RECV,
+        byte_len: (GRH_LEN + payload.len()) as u32,
+        qp_num: qp.qpn(),
+        src_qp: deth.src_qp(),
+        wc_flags: wc_flags::GRH,
+        network_hdr_type: net,
+        ..Default::default()
+    };
+    if let Some(imm) = imm {
+        cqe.imm_data = u32::from_ne_bytes(imm);
+        cqe.wc_flags |= wc_flags::WITH_IMM;
+    }
+    if qp.recv_cq.push(&cqe, solicited).is_err() {
+        return Err(RxCounter::DropCqFull);
+    }
+    Ok(())
+}
 
-    /// Copies the GRH and the payload into the receive WQE's SGEs; the
-    /// completion status.
-    fn place(
-        &self,
-        qp: &QpCore,
-        slot: &[u8],
-        num_sge: u32,
-        grh: &[u8],
-        skb: &SkBuff,
-        payload: core::ops::Range<usize>,
-    ) -> u32 {
-        let max = qp
-            .cap()
-            .max_recv_sge
-            .max(qp.srq.as_ref().map(|s| s.max_sge()).unwrap_or(0));
-        if num_sge > max {
+/// Copies the GRH and the payload into the receive WQE's SGEs (keys
+/// looked up through `mrs`); the completion status.
+fn place(
+    qp: &QpCore,
+    mrs: &mut MrMemo<'_>,
+    slot: &[u8],
+    num_sge: u32,
+    grh: &[u8],
+    skb: &SkBuff,
+    payload: core::ops::Range<usize>,
+) -> u32 {
+    let max = qp
+        .cap()
+        .max_recv_sge
+        .max(qp.srq.as_ref().map(|s| s.max_sge()).unwrap_or(0));
+    if num_sge > max {
+        return status::LOC_QP_OP_ERR;
+    }
+    let need = grh.len() + payload.len();
+    let mut placed = 0usize;
+    for i in 0..num_sge as usize {
+        if placed == need {
+            break;
+        }
+        let at = RECV_WQE_HEADER_SIZE as usize + i * SGE_SIZE as usize;
+        let Some(sge) = slot.get(at..at + SGE_SIZE as usize).map(Sge::decode) else {
             return status::LOC_QP_OP_ERR;
+        };
+        let n = (sge.length as usize).min(need - placed);
+        if n == 0 {
+            continue;
         }
-        let need = grh.len() + payload.len();
-        let mut placed = 0usize;
-        for i in 0..num_sge as usize {
-            if placed == need {
-                break;
-            }
-            let at = RECV_WQE_HEADER_SIZE as usize + i * SGE_SIZE as usize;
-            let Some(sge) = slot.get(at..at + SGE_SIZE as usize).map(Sge::decode) else {
-                return status::LOC_QP_OP_ERR;
-            };
-            let n = (sge.length as usize).min(need - placed);
-            if n == 0 {
-                continue;
-            }
-            let Some(mr) = mr::lookup(&self.mrs, sge.lkey) else {
-                return status::LOC_PROT_ERR;
-            };
-            let Ok(off) = mr.check(qp.pd, sge.addr, n, AccessFlags::LOCAL_WRITE) else {
-                return status::LOC_PROT_ERR;
-            };
-            if copy_piece(&mr, off, grh, skb, &payload, placed, n).is_err() {
-                return status::LOC_PROT_ERR;
-            }
-            placed += n;
+        let Some(mr) = mrs.get(sge.lkey) else {
+            return status::LOC_PROT_ERR;
+        };
+        let Ok(off) = mr.check(qp.pd, sge.addr, n, AccessFlags::LOCAL_WRITE) else {
+            return status::LOC_PROT_ERR;
+        };
+        if copy_piece(mr, off, grh, skb, &payload, placed, n).is_err() {
+            return status::LOC_PROT_ERR;
         }
-        if placed < need {
-            return status::LOC_LEN_ERR;
-        }
-        status::SUCCESS
+        placed += n;
     }
+    if placed < need {
+        return status::LOC_LEN_ERR;
+    }
+    status::SUCCESS
 }
 
 /// Copies bytes `[from, from + n)` of GRH-then-payload to offset `off` of

@@ -7,9 +7,11 @@
 //! in the list rather than walking it from the start with a cursor.
 //!
 //! Every SGE is re-checked on each access (key, PD, rights, bounds): an
-//! MR may be deregistered between two packets of one message.
+//! MR may be deregistered between two packets of one message. Keys are
+//! looked up through the caller's [`MrMemo`], so the packets of a
+//! received train that place into one MR look it up once.
 
-use super::mr::{self, MrCore, MrTable};
+use super::mr::{MrCore, MrMemo};
 use crate::abi::{Sge, SGE_SIZE};
 use crate::ib::AccessFlags;
 use crate::net::skb::SkBuff;
@@ -29,7 +31,6 @@ pub(crate) enum SglError {
 /// The SGEs of one work request (`num_sge` 16-byte entries at the start
 /// of `sges`), used by a QP of PD `pd`.
 pub(crate) struct Sgl<'a> {
-    mrs: &'a MrTable,
     pd: u32,
     sges: &'a [u8],
     num_sge: usize,
@@ -38,9 +39,8 @@ pub(crate) struct Sgl<'a> {
 impl<'a> Sgl<'a> {
     /// The list; `num_sge` must already be bounded by the QP's limit
     /// (entries missing from `sges` read as empty).
-    pub(crate) fn new(mrs: &'a MrTable, pd: u32, sges: &'a [u8], num_sge: u32) -> Self {
+    pub(crate) fn new(pd: u32, sges: &'a [u8], num_sge: u32) -> Self {
         Self {
-            mrs,
             pd,
             sges,
             num_sge: num_sge as usize,
@@ -58,9 +58,11 @@ impl<'a> Sgl<'a> {
     }
 
     /// Calls `f(mr, offset in mr, range in the access)` for each SGE
-    /// piece of the `len` bytes at byte `offset` of the list.
+    /// piece of the `len` bytes at byte `offset` of the list, the SGEs'
+    /// keys looked up through `mrs`.
     fn for_each_piece(
         &self,
+        mrs: &mut MrMemo<'_>,
         offset: u64,
         len: usize,
         rights: AccessFlags,
@@ -81,11 +83,11 @@ impl<'a> Sgl<'a> {
             let n = ((sge_len - skip) as usize).min(len - done);
             let addr = sge.addr.checked_add(skip).ok_or(SglError::Protection)?;
             skip = 0;
-            let mr = mr::lookup(self.mrs, sge.lkey).ok_or(SglError::Protection)?;
+            let mr = mrs.get(sge.lkey).ok_or(SglError::Protection)?;
             let off = mr
                 .check(self.pd, addr, n, rights)
                 .map_err(|_| SglError::Protection)?;
-            f(&mr, off, done..done + n).map_err(|_| SglError::Protection)?;
+            f(mr, off, done..done + n).map_err(|_| SglError::Protection)?;
             done += n;
         }
         if done < len {
@@ -95,15 +97,26 @@ impl<'a> Sgl<'a> {
     }
 
     /// Copies `out.len()` bytes at `offset` of the list into `out`.
-    pub(crate) fn read(&self, offset: u64, out: &mut [u8]) -> core::result::Result<(), SglError> {
-        self.for_each_piece(offset, out.len(), AccessFlags::EMPTY, |mr, off, r| {
+    pub(crate) fn read(
+        &self,
+        mrs: &mut MrMemo<'_>,
+        offset: u64,
+        out: &mut [u8],
+    ) -> core::result::Result<(), SglError> {
+        self.for_each_piece(mrs, offset, out.len(), AccessFlags::EMPTY, |mr, off, r| {
             mr.read(off, out.get_mut(r).ok_or(EINVAL)?)
         })
     }
 
     /// Copies `data` to `offset` of the list (needs LOCAL_WRITE).
-    pub(crate) fn write(&self, offset: u64, data: &[u8]) -> core::result::Result<(), SglError> {
+    pub(crate) fn write(
+        &self,
+        mrs: &mut MrMemo<'_>,
+        offset: u64,
+        data: &[u8],
+    ) -> core::result::Result<(), SglError> {
         self.for_each_piece(
+            mrs,
             offset,
             data.len(),
             AccessFlags::LOCAL_WRITE,
@@ -115,12 +128,13 @@ impl<'a> Sgl<'a> {
     /// straight from the skb's fragments (needs LOCAL_WRITE).
     pub(crate) fn copy_from_skb(
         &self,
+        mrs: &mut MrMemo<'_>,
         offset: u64,
         skb: &SkBuff,
         skb_off: usize,
         len: usize,
     ) -> core::result::Result<(), SglError> {
-        self.for_each_piece(offset, len, AccessFlags::LOCAL_WRITE, |mr, off, r| {
+        self.for_each_piece(mrs, offset, len, AccessFlags::LOCAL_WRITE, |mr, off, r| {
             mr.copy_from_skb(off, skb, skb_off + r.start, r.len())
         })
     }

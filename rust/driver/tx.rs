@@ -20,6 +20,7 @@
 use super::ah::Destination;
 use super::counters::RxCounter;
 use super::local;
+use super::mr::MrMemo;
 use super::qp::QpCore;
 use super::sgl::{Sgl, SglError};
 use crate::abi::{
@@ -236,7 +237,9 @@ fn build_and_send(
     let data = &mut p[hdr..hdr + len];
     if inline {
         data.copy_from_slice(&body[..len]);
-    } else if let Err(e) = Sgl::new(&qp.mrs, qp.pd, body, wqe.num_sge).read(0, data) {
+    } else if let Err(e) =
+        Sgl::new(qp.pd, body, wqe.num_sge).read(&mut MrMemo::new(&qp.mrs), 0, data)
+    {
         return match e {
             SglError::Protection => status::LOC_PROT_ERR,
             SglError::Length => status::LOC_LEN_ERR,

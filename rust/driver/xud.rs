@@ -30,7 +30,7 @@
 //! ACK. Answers: the XACK's base and `sack` to the destination's stream.
 
 use super::counters::RxCounter;
-use super::mr::{self, MrError};
+use super::mr::{MrError, MrMemo};
 use super::qp::QpCore;
 use super::sgl::Sgl;
 use super::tx;
@@ -666,7 +666,7 @@ fn check_wqe(qp: &QpCore, w: &SendWqe, slot: &[u8]) -> core::result::Result<(Op,
         if w.num_sge > cap.max_send_sge {
             return Err(status::LOC_QP_OP_ERR);
         }
-        Sgl::new(&qp.mrs, qp.pd, body, w.num_sge).total_len()
+        Sgl::new(qp.pd, body, w.num_sge).total_len()
     };
     if len > u64::from(crate::abi::xud::MAX_MSG_SZ) {
         return Err(status::LOC_LEN_ERR);
@@ -1009,8 +1009,8 @@ fn build_data(
             data.copy_from_slice(src);
         } else if n > 0 {
             let body = slot.get(SEND_WQE_HEADER_SIZE as usize..).unwrap_or(&[]);
-            Sgl::new(&qp.mrs, qp.pd, body, w.num_sge.min(qp.cap().max_send_sge))
-                .read(u64::from(p.offset), data)
+            Sgl::new(qp.pd, body, w.num_sge.min(qp.cap().max_send_sge))
+                .read(&mut MrMemo::new(&qp.mrs), u64::from(p.offset), data)
                 .map_err(|_| Some(SendStatus::LocalProtection))?;
         }
     }
@@ -1290,7 +1290,11 @@ impl RxPacket<'_> {
 }
 
 /// An XUD packet for `qp`. Context: softirq.
-pub(crate) fn receive(qp: &Arc<QpCore>, p: &RxPacket<'_>) -> core::result::Result<(), RxCounter> {
+pub(crate) fn receive(
+    qp: &Arc<QpCore>,
+    p: &RxPacket<'_>,
+    mrs: &mut MrMemo<'_>,
+) -> core::result::Result<(), RxCounter> {
     use crate::proto::wire::opcode::ExtHeader as H;
     if !qp.live.can_receive() {
         return Err(RxCounter::DropNoQp);
@@ -1307,7 +1311,7 @@ pub(crate) fn receive(qp: &Arc<QpCore>, p: &RxPacket<'_>) -> core::result::Resul
             if d.qkey != qp.live.qkey() {
                 return Err(RxCounter::DropQkey);
             }
-            on_data(qp, p, key, d.qkey)
+            on_data(qp, p, key, d.qkey, mrs)
         }
     };
     // Only a packet that was taken (or answered) can have made work: a
@@ -1394,6 +1398,7 @@ fn on_data(
     p: &RxPacket<'_>,
     key: PeerKey,
     qkey: u32,
+    mrs: &mut MrMemo<'_>,
 ) -> core::result::Result<(), RxCounter> {
     use crate::proto::wire::opcode::ExtHeader as H;
     let x = p.ext(H::Xeth).ok_or(RxCounter::DropMalformed)?;
@@ -1518,7 +1523,7 @@ fn on_data(
             answer = Some(Some(nak_of(why, *min_rnr_timer, p.psn)));
             Err(RxCounter::DropSequence)
         }
-        Check::Place(mut plan) => match place(qp, p, rs, recvs, &pkt, &mut plan, r) {
+        Check::Place(mut plan) => match place(qp, p, mrs, rs, recvs, &pkt, &mut plan, r) {
             Ok(()) => {
                 let c = rs.commit(&plan, params.ack_every);
                 if p.ack_req {
@@ -1583,6 +1588,7 @@ fn nak_of(why: Refusal, min_rnr_timer: u8, psn: Psn) -> (AckSyndrome, Psn) {
 fn place(
     qp: &QpCore,
     p: &RxPacket<'_>,
+    mrs: &mut MrMemo<'_>,
     rs: &mut RecvStream,
     recvs: &mut Pool,
     pkt: &DataPacket,
@@ -1590,73 +1596,90 @@ fn place(
     r: reth::Repr,
 ) -> core::result::Result<(), Refusal> {
     let n = p.payload.len();
-    // A WRITE's access before any claim (a refused WRITE_IMM leaves the
-    // receive queue as it was).
-    let write_to = if !pkt.op.is_send() && n > 0 {
-        let mr = mr::lookup(&qp.mrs, r.rkey).ok_or(Refusal::RemoteAccess)?;
-        match mr.check(qp.pd, r.va, n, AccessFlags::REMOTE_WRITE) {
-            Ok(off) => Some((mr, off)),
-            Err(MrError::Protection | MrError::Bounds) => return Err(Refusal::RemoteAccess),
+    if !pkt.op.is_send() {
+        // A WRITE's access before any claim (a refused WRITE_IMM leaves
+        // the receive queue as it was).
+        let write_to = if n > 0 {
+            let mr = mrs.get(r.rkey).ok_or(Refusal::RemoteAccess)?;
+            match mr.check(qp.pd, r.va, n, AccessFlags::REMOTE_WRITE) {
+                Ok(off) => Some((mr, off)),
+                Err(MrError::Protection | MrError::Bounds) => return Err(Refusal::RemoteAccess),
+            }
+        } else {
+            None
+        };
+        if plan.claim {
+            claim(qp, rs, recvs, pkt, plan)?;
         }
-    } else {
-        None
-    };
-    if plan.claim {
-        let h = recvs.take().ok_or(Refusal::ReceiverNotReady)?;
-        let slot = recvs.get_mut(h);
-        if !matches!(qp.pop_recv(slot), Ok(true)) {
-            recvs.give(h);
-            return Err(Refusal::ReceiverNotReady);
+        if let Some((mr, off)) = write_to {
+            mr.copy_from_skb(off, p.skb, p.payload.start, n)
+                .map_err(|_| Refusal::RemoteAccess)?;
         }
-        let w = RecvWqe::decode(recvs.get(h));
-        let max_sge = qp
-            .cap()
-            .max_recv_sge
-            .max(qp.srq.as_ref().map(|s| s.max_sge()).unwrap_or(0));
-        if w.num_sge > max_sge {
-            // A receive no SGE list of the QP could hold (the ring is the
-            // user's to write): it completes in error, unused, and the
-            // message waits for the next one.
-            complete_recv_status(qp, w.wr_id, status::LOC_QP_OP_ERR);
-            recvs.give(h);
-            return Err(Refusal::ReceiverNotReady);
-        }
-        let total = recv_len(qp, recvs.get(h));
-        rs.claimed(plan, pkt, h, total)?;
-        if pkt.op.is_send() {
-            // The GRH, as UD writes it.
-            let grh = grh_of(p.ip);
-            let w = RecvWqe::decode(recvs.get(h));
-            let body = recvs
-                .get(h)
-                .get(RECV_WQE_HEADER_SIZE as usize..)
-                .unwrap_or(&[]);
-            Sgl::new(&qp.mrs, qp.pd, body, w.num_sge)
-                .write(0, &grh)
-                .map_err(|_| Refusal::InvalidRequest)?;
-        }
+        return Ok(());
     }
-    if let Some((mr, off)) = write_to {
-        mr.copy_from_skb(off, p.skb, p.payload.start, n)
-            .map_err(|_| Refusal::RemoteAccess)?;
-    } else if pkt.op.is_send() && n > 0 {
+    if plan.claim {
+        let h = claim(qp, rs, recvs, pkt, plan)?;
+        // The GRH, as UD writes it.
+        let w = RecvWqe::decode(recvs.get(h));
+        let body = recvs
+            .get(h)
+            .get(RECV_WQE_HEADER_SIZE as usize..)
+            .unwrap_or(&[]);
+        Sgl::new(qp.pd, body, w.num_sge)
+            .write(mrs, 0, &grh_of(p.ip))
+            .map_err(|_| Refusal::InvalidRequest)?;
+    }
+    if n > 0 {
         let w = RecvWqe::decode(recvs.get(plan.recv));
         let body = recvs
             .get(plan.recv)
             .get(RECV_WQE_HEADER_SIZE as usize..)
             .unwrap_or(&[]);
-        Sgl::new(&qp.mrs, qp.pd, body, w.num_sge)
-            .copy_from_skb(u64::from(plan.recv_offset), p.skb, p.payload.start, n)
+        Sgl::new(qp.pd, body, w.num_sge)
+            .copy_from_skb(mrs, u64::from(plan.recv_offset), p.skb, p.payload.start, n)
             .map_err(|_| Refusal::InvalidRequest)?;
     }
     Ok(())
+}
+
+/// Step 6, the claim: the message's receive WQE taken from the QP's
+/// receive queue into `recvs`; its handle.
+fn claim(
+    qp: &QpCore,
+    rs: &mut RecvStream,
+    recvs: &mut Pool,
+    pkt: &DataPacket,
+    plan: &mut receiver::Plan,
+) -> core::result::Result<u32, Refusal> {
+    let h = recvs.take().ok_or(Refusal::ReceiverNotReady)?;
+    let slot = recvs.get_mut(h);
+    if !matches!(qp.pop_recv(slot), Ok(true)) {
+        recvs.give(h);
+        return Err(Refusal::ReceiverNotReady);
+    }
+    let w = RecvWqe::decode(recvs.get(h));
+    let max_sge = qp
+        .cap()
+        .max_recv_sge
+        .max(qp.srq.as_ref().map(|s| s.max_sge()).unwrap_or(0));
+    if w.num_sge > max_sge {
+        // A receive no SGE list of the QP could hold (the ring is the
+        // user's to write): it completes in error, unused, and the
+        // message waits for the next one.
+        complete_recv_status(qp, w.wr_id, status::LOC_QP_OP_ERR);
+        recvs.give(h);
+        return Err(Refusal::ReceiverNotReady);
+    }
+    let total = recv_len(qp, recvs.get(h));
+    rs.claimed(plan, pkt, h, total)?;
+    Ok(h)
 }
 
 /// The total length of a receive WQE's SGEs.
 fn recv_len(qp: &QpCore, slot: &[u8]) -> u32 {
     let w = RecvWqe::decode(slot);
     let body = slot.get(RECV_WQE_HEADER_SIZE as usize..).unwrap_or(&[]);
-    Sgl::new(&qp.mrs, qp.pd, body, w.num_sge)
+    Sgl::new(qp.pd, body, w.num_sge)
         .total_len()
         .min(u64::from(u32::MAX)) as u32
 }

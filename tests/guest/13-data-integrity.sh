@@ -17,7 +17,7 @@
 . "$(dirname "$0")/../lib/rxud.sh"
 . "$(dirname "$0")/../lib/traffic.sh"
 DT=$RXUD_TOP/tests/verbs/data-test
-TAP_PLANNED=18
+TAP_PLANNED=19
 tap_begin $TAP_PLANNED
 export RDMAV_DRIVERS=$RXUD_TOP/rdma-core-provider/build/librxud
 
@@ -72,13 +72,15 @@ gro_link() { # on|off
 }
 trains_in() { echo $(($(hwc rxud0 rx_trains) + $(hwc rxud1 rx_trains))); }
 qp_reused() { echo $(($(hwc rxud0 rx_qp_reused) + $(hwc rxud1 rx_qp_reused))); }
-rt0=$(trains_in) rp0=$(($(hwc rxud0 rx_train_packets) + $(hwc rxud1 rx_train_packets))) rq0=$(qp_reused)
+mr_reused() { echo $(($(hwc rxud0 rx_mr_reused) + $(hwc rxud1 rx_mr_reused))); }
+rt0=$(trains_in) rp0=$(($(hwc rxud0 rx_train_packets) + $(hwc rxud1 rx_train_packets))) rq0=$(qp_reused) rm0=$(mr_reused)
 check "GRO on and GSO off on both veth ends" gro_link on
 data_test "data-test, 200 random operations between rxud0 and rxud1 with GRO trains, seed $((SEED + 6))" dia \
 	-d rxud0 -g "${g0:-0}" -D rxud1 -G "${g1:-0}" -s $((SEED + 6)) -n 200
 rt=$(($(trains_in) - rt0))
 rp=$(($(hwc rxud0 rx_train_packets) + $(hwc rxud1 rx_train_packets) - rp0))
 rq=$(($(qp_reused) - rq0))
+rm=$(($(mr_reused) - rm0))
 check "received datagrams came in GRO trains (rx_trains +$rt, rx_train_packets +$rp)" \
 	test "$rt" -gt 0 -a "$rp" -ge $((2 * rt))
 # A train is one flow, mostly one QP's: its datagrams after the first find
@@ -86,6 +88,11 @@ check "received datagrams came in GRO trains (rx_trains +$rt, rx_train_packets +
 # that many.
 check "datagrams of a train took the QP found for the one before them (rx_qp_reused +$rq of at most $((rp - rt)))" \
 	test "$rq" -gt 0 -a "$rq" -le $((rp - rt))
+# And the MR a datagram placed into is the next one's without a lookup,
+# when it names the same key (the packets of one message, WRITEs into one
+# region): data-test above checks every byte landed where its key says.
+check "datagrams of a train took the MR the one before them found (rx_mr_reused +$rm)" \
+	test "$rm" -gt 0
 gro_link off
 
 # --- The same over a link that loses, duplicates and reorders ------------

@@ -46,6 +46,9 @@
  * Each side's buffer is MAX_BATCH slots; operation i of a batch uses slot i
  * on both sides (the requester's for its local SGEs, the responder's for its
  * receive or its remote range), so operations in flight never share bytes.
+ * Each slot is an MR of its own, so the operations in flight name different
+ * keys: a device that took one key's MR for another's would refuse or
+ * misplace them.
  */
 #define MAX_BATCH	8
 #define MAX_SGE		4
@@ -272,7 +275,7 @@ static struct ibv_pd *pd[2];
 static union ibv_gid gid[2];
 static int gid_idx[2] = { -1, -1 };
 static uint8_t *buf[2], *expect;
-static struct ibv_mr *mr[2];
+static struct ibv_mr *mr[2][MAX_BATCH];
 static struct ibv_cq *scq[2], *rcq[2];
 static struct ibv_qp *qp[2];
 
@@ -379,7 +382,7 @@ static int setup_qps(void)
 static struct ibv_sge sge_of(int side, int slot, const struct piece *p)
 {
 	return (struct ibv_sge){ .addr = (uintptr_t)(buf[side] + slot * SLOT + p->off),
-				 .length = p->len, .lkey = mr[side]->lkey };
+				 .length = p->len, .lkey = mr[side][slot]->lkey };
 }
 
 static int post_recv_of(const struct op *o)
@@ -416,12 +419,12 @@ static int post_send_of(const struct op *o)
 		wr.imm_data = htobe32(o->imm);
 	if (is_atomic(o->kind)) {
 		wr.wr.atomic.remote_addr = raddr;
-		wr.wr.atomic.rkey = mr[1 - o->req]->rkey;
+		wr.wr.atomic.rkey = mr[1 - o->req][o->slot]->rkey;
 		wr.wr.atomic.compare_add = o->operand;
 		wr.wr.atomic.swap = o->swap;
 	} else if (o->kind != K_SEND && o->kind != K_SEND_IMM) {
 		wr.wr.rdma.remote_addr = raddr;
-		wr.wr.rdma.rkey = mr[1 - o->req]->rkey;
+		wr.wr.rdma.rkey = mr[1 - o->req][o->slot]->rkey;
 	}
 	return ibv_post_send(qp[o->req], &wr, &bad);
 }
@@ -723,8 +726,23 @@ static void *map(size_t len)
 	return p == MAP_FAILED ? NULL : p;
 }
 
+/* Registers side @i's slots, an MR each; whether all were registered. */
+static int reg_slots(int i)
+{
+	for (int j = 0; j < MAX_BATCH; j++) {
+		if (!pd[i] || !buf[i])
+			return 0;
+		mr[i][j] = ibv_reg_mr(pd[i], buf[i] + j * SLOT, SLOT, ALL_ACCESS);
+		if (!mr[i][j])
+			return 0;
+	}
+	return 1;
+}
+
 static int open_side(int i, const char *dev)
 {
+	int ok;
+
 	ctx[i] = open_dev(dev);
 	check(ctx[i] != NULL, "open %s", dev);
 	if (!ctx[i])
@@ -733,16 +751,17 @@ static int open_side(int i, const char *dev)
 		  gid_idx[i], dev);
 	pd[i] = ibv_alloc_pd(ctx[i]);
 	buf[i] = map(BUF_LEN);
-	mr[i] = pd[i] && buf[i] ? ibv_reg_mr(pd[i], buf[i], BUF_LEN, ALL_ACCESS) : NULL;
-	check(mr[i] != NULL, "PD and an MR of %d KB with all access rights on %s", BUF_LEN / 1024, dev);
-	return mr[i] != NULL;
+	ok = reg_slots(i);
+	check(ok, "PD and %d MRs of %d KB (one a slot) with all access rights on %s", MAX_BATCH,
+	      SLOT / 1024, dev);
+	return ok;
 }
 
 int main(int argc, char **argv)
 {
 	const char *dev[2] = { NULL, NULL };
 	uint32_t max_len = MAX_LEN;
-	int opt, n_total = 300, verbose = 0, done = 0, all_ok;
+	int opt, n_total = 300, verbose = 0, done = 0, all_ok, ok;
 	int have_seed = 0;
 	long long t0;
 
@@ -788,15 +807,15 @@ int main(int argc, char **argv)
 		if (!open_side(1, dev[1]))
 			goto close;
 	} else {
-		/* Both QPs on one device, one PD and MR each all the same. */
+		/* Both QPs on one device, one PD and slots' MRs each all the same. */
 		ctx[1] = ctx[0];
 		gid[1] = gid[0];
 		gid_idx[1] = gid_idx[0];
 		pd[1] = ibv_alloc_pd(ctx[1]);
 		buf[1] = map(BUF_LEN);
-		mr[1] = pd[1] && buf[1] ? ibv_reg_mr(pd[1], buf[1], BUF_LEN, ALL_ACCESS) : NULL;
-		check(mr[1] != NULL, "a second PD and MR on %s for B", dev[0]);
-		if (!mr[1])
+		ok = reg_slots(1);
+		check(ok, "a second PD and %d MRs on %s for B", MAX_BATCH, dev[0]);
+		if (!ok)
 			goto close;
 	}
 	if (!setup_qps())
@@ -831,8 +850,9 @@ close:
 			ibv_destroy_cq(rcq[i]);
 	}
 	for (int i = 0; i < 2; i++) {
-		if (mr[i])
-			ibv_dereg_mr(mr[i]);
+		for (int j = 0; j < MAX_BATCH; j++)
+			if (mr[i][j])
+				ibv_dereg_mr(mr[i][j]);
 		if (pd[i])
 			ibv_dealloc_pd(pd[i]);
 	}
