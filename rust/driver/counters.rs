@@ -140,8 +140,9 @@ pub(crate) enum RxCounter {
     /// that wrote into a held CQ meanwhile included): `rx_cq_batch_entries
     /// / rx_cq_batches` is the average batch.
     RxCqBatchEntries = 48,
-    /// MR lookups by key on receive that took the MR the lookup before
-    /// them in the same train found (`MrMemo`): the lookups trains saved.
+    /// Datagrams of a received train whose first MR lookup took the MR
+    /// a datagram before them found (`MrMemo`): the lookups trains saved
+    /// (one per run of datagrams into one MR).
     RxMrReused = 49,
 }
 

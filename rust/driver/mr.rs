@@ -297,10 +297,17 @@ pub(crate) fn lookup(table: &MrTable, key: u32) -> Option<Arc<MrCore>> {
 /// A memo lives no longer than the call or the receive callback that
 /// made it, as a lookup's result must: a deregistration waits for a grace
 /// period after taking the MR out of the table, so it cannot complete
-/// while a receive callback (softirq, an RCU read side) still holds it.
+/// while a receive callback (softirq, an RCU read side) still holds it;
+/// and the MR's index is not handed out again before then (the table
+/// keeps the slot reserved until the MR is unpublished), so no new MR can
+/// match a key the memo's MR no longer answers to.
 pub(crate) struct MrMemo<'a> {
     table: &'a MrTable,
     last: Option<Arc<MrCore>>,
+    /// The next lookup is the first of a packet, and `last` is what the
+    /// packets before it found.
+    carried: bool,
+    /// Packets whose first lookup took the MR a packet before them found.
     reused: u64,
 }
 
@@ -310,22 +317,36 @@ impl<'a> MrMemo<'a> {
         Self {
             table,
             last: None,
+            carried: false,
             reused: 0,
         }
+    }
+
+    /// The next lookup is a new packet's (for [`MrMemo::reused`]).
+    pub(crate) fn next_packet(&mut self) {
+        self.carried = self.last.is_some();
     }
 
     /// The MR `key` names: the last one found, if the key still names it,
     /// else looked up (and remembered). Any context.
     pub(crate) fn get(&mut self, key: u32) -> Option<&MrCore> {
-        if self.last.as_ref().is_some_and(|mr| mr.named_by(key)) {
-            self.reused += 1;
+        let carried = core::mem::replace(&mut self.carried, false);
+        // The index first: a fast-registration MR's full key is read
+        // under its lock.
+        if self
+            .last
+            .as_ref()
+            .is_some_and(|mr| mr.index() == key >> 8 && mr.named_by(key))
+        {
+            self.reused += u64::from(carried);
         } else {
             self.last = Some(lookup(self.table, key)?);
         }
         self.last.as_deref()
     }
 
-    /// How many times [`MrMemo::get`] found its MR without a lookup.
+    /// How many packets (since [`MrMemo::next_packet`] marked them) took
+    /// at their first lookup the MR a packet before them found.
     pub(crate) fn reused(&self) -> u64 {
         self.reused
     }

@@ -127,9 +127,10 @@ impl<'a> Run<'a> {
 impl Drop for Run<'_> {
     fn drop(&mut self) {
         self.end();
-        self.port
-            .counters
-            .add(RxCounter::RxMrReused, self.mrs.reused());
+        let n = self.mrs.reused();
+        if n > 0 {
+            self.port.counters.add(RxCounter::RxMrReused, n);
+        }
     }
 }
 
@@ -212,6 +213,7 @@ impl RxPort {
         }
         let bth = bth::Header::new_checked(head).map_err(|_| RxCounter::DropMalformed)?;
         let (qp, mrs) = run.qp_for(bth.dest_qp()).ok_or(RxCounter::DropNoQp)?;
+        mrs.next_packet();
         let payload = info.header_len..len - pad - 4;
         match bth.opcode() {
             Opcode::UD_SEND_ONLY | Opcode::UD_SEND_ONLY_WITH_IMMEDIATE => {

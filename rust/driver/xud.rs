@@ -1619,7 +1619,8 @@ fn place(
     }
     if plan.claim {
         let h = claim(qp, rs, recvs, pkt, plan)?;
-        // The GRH, as UD writes it.
+        // A SEND's receive starts with a 40-byte GRH, as UD's does: the
+        // consumer learns the sender's address from it.
         let w = RecvWqe::decode(recvs.get(h));
         let body = recvs
             .get(h)

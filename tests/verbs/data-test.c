@@ -729,9 +729,9 @@ static void *map(size_t len)
 /* Registers side @i's slots, an MR each; whether all were registered. */
 static int reg_slots(int i)
 {
+	if (!pd[i] || !buf[i])
+		return 0;
 	for (int j = 0; j < MAX_BATCH; j++) {
-		if (!pd[i] || !buf[i])
-			return 0;
 		mr[i][j] = ibv_reg_mr(pd[i], buf[i] + j * SLOT, SLOT, ALL_ACCESS);
 		if (!mr[i][j])
 			return 0;
@@ -752,8 +752,8 @@ static int open_side(int i, const char *dev)
 	pd[i] = ibv_alloc_pd(ctx[i]);
 	buf[i] = map(BUF_LEN);
 	ok = reg_slots(i);
-	check(ok, "PD and %d MRs of %d KB (one a slot) with all access rights on %s", MAX_BATCH,
-	      SLOT / 1024, dev);
+	check(ok, "PD and %d MRs of %d KB, one for each slot, with all access rights on %s",
+	      MAX_BATCH, SLOT / 1024, dev);
 	return ok;
 }
 
@@ -807,7 +807,7 @@ int main(int argc, char **argv)
 		if (!open_side(1, dev[1]))
 			goto close;
 	} else {
-		/* Both QPs on one device, one PD and slots' MRs each all the same. */
+		/* Both QPs on one device, still a PD and MRs of its own each. */
 		ctx[1] = ctx[0];
 		gid[1] = gid[0];
 		gid_idx[1] = gid_idx[0];
@@ -850,9 +850,10 @@ close:
 			ibv_destroy_cq(rcq[i]);
 	}
 	for (int i = 0; i < 2; i++) {
-		for (int j = 0; j < MAX_BATCH; j++)
+		for (int j = 0; j < MAX_BATCH; j++) {
 			if (mr[i][j])
 				ibv_dereg_mr(mr[i][j]);
+		}
 		if (pd[i])
 			ibv_dealloc_pd(pd[i]);
 	}
