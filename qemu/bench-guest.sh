@@ -628,6 +628,8 @@ budget() {
 	}
 	record budget "$label|receive path, per datagram (vm0)" "$size" "$(per peer rx_ns rx_packets)" ns
 	record budget "$label|of which the ICRC check (vm0)" "$size" "$(per peer rx_icrc_ns rx_packets)" ns
+	record budget "$label|of which the transport (vm0)" "$size" "$(per peer rx_transport_ns rx_packets)" ns
+	record budget "$label|of that, placing the payload (vm0)" "$size" "$(per peer rx_place_ns rx_packets)" ns
 	record budget "$label|building packets, per packet (vm1)" "$size" "$(per self tx_build_ns tx_packets)" ns
 	record budget "$label|handing them to IP, per packet (vm1)" "$size" "$(per self tx_ip_ns tx_packets)" ns
 }

@@ -389,9 +389,11 @@ The per-packet budget at each step (issue 10): in the steps' first
 round, after each step's rows, one more 64 KB \`\`ib_write_bw\`\` with rxud's
 module parameter \`\`timing\`\` on, which adds up the nanoseconds of its
 steps in hw_counters: vm0's receive path per datagram (from the port
-taking it to the answers sent), and of that the ICRC check; vm1's packet
-building (skb, copy from the MR, ICRC) and the call into IP per packet
-sent. "wall time per data packet": what one 1 KB packet had at the
+taking it to the answers sent), and of that the ICRC check and the
+transport (RC's protocol under the QP's lock, the answers it builds
+and sends, the placement), and of the transport the payload's copy into
+memory; vm1's packet building (skb, copy from the MR, ICRC) and the
+call into IP per packet sent. "wall time per data packet": what one 1 KB packet had at the
 run's rate, for scale (both ends also run perftest, which polls its CQ
 on the same vCPU). The clock reads themselves cost a little: the timed
 run's bandwidth is its own row.

@@ -144,9 +144,17 @@ pub(crate) enum RxCounter {
     /// a datagram before them found (`MrMemo`): the lookups trains saved
     /// (one per run of datagrams into one MR).
     RxMrReused = 49,
+    /// Of `rx_ns`, nanoseconds in the transports' receive (RC/UC, UD,
+    /// XUD: the protocol under the QP's lock, the placement, the answers
+    /// built; `timing`)...
+    RxTransportNs = 50,
+    /// ...and of those, nanoseconds placing payload: the copy from the
+    /// skb into memory regions (into a receive buffer, with the walk of
+    /// its SGEs and their checks; `timing`).
+    RxPlaceNs = 51,
 }
 
-const RX_COUNTERS: usize = 50;
+const RX_COUNTERS: usize = 52;
 
 /// Counter names, as `rdma statistic` shows them.
 pub(crate) static RX_COUNTER_DESCS: [CounterDesc; RX_COUNTERS] = [
@@ -200,6 +208,8 @@ pub(crate) static RX_COUNTER_DESCS: [CounterDesc; RX_COUNTERS] = [
     CounterDesc::new(c_str!("rx_cq_batches")),
     CounterDesc::new(c_str!("rx_cq_batch_entries")),
     CounterDesc::new(c_str!("rx_mr_reused")),
+    CounterDesc::new(c_str!("rx_transport_ns")),
+    CounterDesc::new(c_str!("rx_place_ns")),
 ];
 
 /// The receive counters of one port.

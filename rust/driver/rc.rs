@@ -1102,6 +1102,7 @@ fn on_response(
             let body = slot.get(SEND_WQE_HEADER_SIZE as usize..).unwrap_or(&[]);
             let sgl = Sgl::new(qp.pd, body, w.num_sge.min(qp.cap().max_send_sge));
             let n = (len as usize).min(p.payload.len());
+            let _timed = qp.port.counters.span(RxCounter::RxPlaceNs);
             if sgl
                 .copy_from_skb(mrs, u64::from(offset), p.skb, p.payload.start, n)
                 .is_err()
@@ -1288,6 +1289,7 @@ fn place_send(
         .recv
         .get(RECV_WQE_HEADER_SIZE as usize..)
         .unwrap_or(&[]);
+    let _timed = qp.port.counters.span(RxCounter::RxPlaceNs);
     Sgl::new(qp.pd, body, w.num_sge)
         .copy_from_skb(
             mrs,
@@ -1320,6 +1322,7 @@ fn place_write(
         };
     }
     let (mr, off) = remote_mr(qp, st, mrs, rkey, va, n, AccessFlags::REMOTE_WRITE)?;
+    let _timed = qp.port.counters.span(RxCounter::RxPlaceNs);
     mr.copy_from_skb(off, p.skb, p.payload.start, n)
         .map_err(|_| Refuse::Nak(NakCode::RemoteAccessError))
 }

@@ -215,6 +215,7 @@ impl RxPort {
         let (qp, mrs) = run.qp_for(bth.dest_qp()).ok_or(RxCounter::DropNoQp)?;
         mrs.next_packet();
         let payload = info.header_len..len - pad - 4;
+        let _timed = self.counters.span(RxCounter::RxTransportNs);
         match bth.opcode() {
             Opcode::UD_SEND_ONLY | Opcode::UD_SEND_ONLY_WITH_IMMEDIATE => {
                 receive_ud(skb, qp, mrs, ip, head, bth.solicited(), payload)
@@ -368,6 +369,7 @@ fn place(
         let Ok(off) = mr.check(qp.pd, sge.addr, n, AccessFlags::LOCAL_WRITE) else {
             return status::LOC_PROT_ERR;
         };
+        let _timed = qp.port.counters.span(RxCounter::RxPlaceNs);
         if copy_piece(mr, off, grh, skb, &payload, placed, n).is_err() {
             return status::LOC_PROT_ERR;
         }

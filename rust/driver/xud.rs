@@ -1612,6 +1612,7 @@ fn place(
             claim(qp, rs, recvs, pkt, plan)?;
         }
         if let Some((mr, off)) = write_to {
+            let _timed = qp.port.counters.span(RxCounter::RxPlaceNs);
             mr.copy_from_skb(off, p.skb, p.payload.start, n)
                 .map_err(|_| Refusal::RemoteAccess)?;
         }
@@ -1636,6 +1637,7 @@ fn place(
             .get(plan.recv)
             .get(RECV_WQE_HEADER_SIZE as usize..)
             .unwrap_or(&[]);
+        let _timed = qp.port.counters.span(RxCounter::RxPlaceNs);
         Sgl::new(qp.pd, body, w.num_sge)
             .copy_from_skb(mrs, u64::from(plan.recv_offset), p.skb, p.payload.start, n)
             .map_err(|_| Refusal::InvalidRequest)?;

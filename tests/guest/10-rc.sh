@@ -76,17 +76,20 @@ check "doorbells: at least one, at most one per WR (+$db for 100 WRs x $runs run
 check "the writer's packets went in trains (tx_trains $(hwc rxud1 tx_trains), tx_train_packets $(hwc rxud1 tx_train_packets))" \
 	test "$(hwc rxud1 tx_train_packets)" -gt "$(hwc rxud1 tx_trains)" -a "$(hwc rxud1 tx_trains)" -gt 0
 # The READ runs with the timing counters on (module parameter timing):
-# the time of the receive path, its ICRC check, the senders' packet
-# building and IP counts up.
+# the time of the receive path, its ICRC check, its transport part and
+# the placement within that (the READ responses' payload), the senders'
+# packet building and IP counts up.
+NS_COUNTERS="rx_ns rx_icrc_ns rx_transport_ns rx_place_ns tx_build_ns tx_ip_ns"
 ns_sum() { echo $(($(hwc rxud0 "$1") + $(hwc rxud1 "$1"))); }
-read -r rx0 ic0 tx0 ip0 < <(for c in rx_ns rx_icrc_ns tx_build_ns tx_ip_ns; do printf '%s ' "$(ns_sum $c)"; done)
+read -r rx0 ic0 tr0 pl0 tx0 ip0 < <(for c in $NS_COUNTERS; do printf '%s ' "$(ns_sum $c)"; done)
 echo 1 >/sys/module/rxud/parameters/timing
 perf rca rxud0 rcb rxud1 ib_read_bw -s 65536 -n 100
 check "ib_read_bw (RDMA READ) 64 KB x 100 between two rxud devices" result 65536 100
 echo 0 >/sys/module/rxud/parameters/timing
-read -r rx1 ic1 tx1 ip1 < <(for c in rx_ns rx_icrc_ns tx_build_ns tx_ip_ns; do printf '%s ' "$(ns_sum $c)"; done)
-check "with timing on, rx_ns, rx_icrc_ns (a part of it), tx_build_ns and tx_ip_ns count (+$((rx1 - rx0)) +$((ic1 - ic0)) +$((tx1 - tx0)) +$((ip1 - ip0)) ns)" \
-	test $((ic1 - ic0)) -gt 0 -a $((rx1 - rx0)) -gt $((ic1 - ic0)) -a $((tx1 - tx0)) -gt 0 -a $((ip1 - ip0)) -gt 0
+read -r rx1 ic1 tr1 pl1 tx1 ip1 < <(for c in $NS_COUNTERS; do printf '%s ' "$(ns_sum $c)"; done)
+check "with timing on, rx_ns, rx_icrc_ns and rx_transport_ns (parts of it), rx_place_ns (a part of that), tx_build_ns and tx_ip_ns count (+$((rx1 - rx0)) +$((ic1 - ic0)) +$((tr1 - tr0)) +$((pl1 - pl0)) +$((tx1 - tx0)) +$((ip1 - ip0)) ns)" \
+	test $((ic1 - ic0)) -gt 0 -a $((pl1 - pl0)) -gt 0 -a $((tr1 - tr0)) -gt $((pl1 - pl0)) \
+	-a $((rx1 - rx0)) -gt $((ic1 - ic0 + tr1 - tr0)) -a $((tx1 - tx0)) -gt 0 -a $((ip1 - ip0)) -gt 0
 # Atomics are 8 bytes; perftest refuses any other -s. (Compare-and-swap,
 # with its results checked: 11-rc-semantics.sh and 13-data-integrity.sh.)
 perf rca rxud0 rcb rxud1 ib_atomic_bw -A FETCH_AND_ADD -n 200
