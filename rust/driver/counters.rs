@@ -152,9 +152,12 @@ pub(crate) enum RxCounter {
     /// skb into memory regions (into a receive buffer, with the walk of
     /// its SGEs and their checks; `timing`).
     RxPlaceNs = 51,
+    /// RC requests after which the QP's pass (responses, the requester's
+    /// work, the timer) was skipped, as they left it nothing to do.
+    RcPassesSkipped = 52,
 }
 
-const RX_COUNTERS: usize = 52;
+const RX_COUNTERS: usize = 53;
 
 /// Counter names, as `rdma statistic` shows them.
 pub(crate) static RX_COUNTER_DESCS: [CounterDesc; RX_COUNTERS] = [
@@ -210,6 +213,7 @@ pub(crate) static RX_COUNTER_DESCS: [CounterDesc; RX_COUNTERS] = [
     CounterDesc::new(c_str!("rx_mr_reused")),
     CounterDesc::new(c_str!("rx_transport_ns")),
     CounterDesc::new(c_str!("rx_place_ns")),
+    CounterDesc::new(c_str!("rc_passes_skipped")),
 ];
 
 /// The receive counters of one port.

@@ -1001,7 +1001,7 @@ pub(crate) fn receive(
 ) -> core::result::Result<(), RcDrop> {
     let info = p.opcode.info().map_err(|_| RcDrop::Malformed)?;
     let is_response = info.direction == crate::proto::wire::opcode::Direction::Response;
-    let r = {
+    let (r, pass_due) = {
         let mut g = qp.rc.lock();
         let st = g.as_deref_mut().ok_or(RcDrop::NotConnected)?;
         // A connected QP hears only its peer (as rxe checks): a third
@@ -1010,14 +1010,25 @@ pub(crate) fn receive(
             return Err(RcDrop::NotConnected);
         }
         if st.uc.is_some() {
-            on_uc_packet(qp, st, p, mrs)
+            (on_uc_packet(qp, st, p, mrs), true)
         } else if is_response {
-            on_response(qp, st, p, mrs)
+            (on_response(qp, st, p, mrs), true)
         } else {
-            on_request(qp, st, atomics, p, mrs)
+            let r = on_request(qp, st, atomics, p, mrs);
+            // A request that owes no answer (a WRITE's or SEND's packet
+            // between coalesced ACKs, most of a message) leaves the pass
+            // over the QP nothing to do: the requester side is driven by
+            // its own answers, its timer and doorbells (`pump`), not by
+            // the peer's requests. An error state is left to the pass.
+            let due = st.receiver.resp.has_response() || st.txq.len() > 0 || qp.live.in_error();
+            (r, due)
         }
     };
-    kick(qp);
+    if pass_due {
+        kick(qp);
+    } else {
+        qp.port.counters.add(RxCounter::RcPassesSkipped, 1);
+    }
     r
 }
 

@@ -7,7 +7,7 @@
 . "$(dirname "$0")/../lib/tap.sh"
 . "$(dirname "$0")/../lib/rxud.sh"
 . "$(dirname "$0")/../lib/traffic.sh"
-TAP_PLANNED=30
+TAP_PLANNED=31
 tap_begin $TAP_PLANNED
 export RDMAV_DRIVERS=$RXUD_TOP/rdma-core-provider/build/librxud
 
@@ -51,17 +51,17 @@ check "ib_send_bw (RC SEND) 64 KB x 100 between two rxud devices" result 65536 1
 snap_counters() {
 	local c
 	for c in "rxud1 tx_packets" "rxud1 tx_bytes" "rxud0 rx_packets" "rxud0 rx_bytes" \
-		"rxud0 rc_acks_sent" "rxud1 rc_acks_received" "rxud1 doorbells"; do
+		"rxud0 rc_acks_sent" "rxud1 rc_acks_received" "rxud1 doorbells" "rxud0 rc_passes_skipped"; do
 		# shellcheck disable=SC2086
 		printf '%s ' "$(hwc $c)"
 	done
 }
-read -r tp0 tb0 rp0 rb0 as0 ar0 db0 < <(snap_counters)
+read -r tp0 tb0 rp0 rb0 as0 ar0 db0 ps0 < <(snap_counters)
 perf rca rxud0 rcb rxud1 ib_write_bw -s 65536 -n 100
 check "ib_write_bw (RDMA WRITE) 64 KB x 100 between two rxud devices" result 65536 100
 runs=$PAIR_RUNS # 2 if perftest ran again: the counters hold both runs
-read -r tp tb rp rb as ar db < <(snap_counters)
-tp=$((tp - tp0)) tb=$((tb - tb0)) rp=$((rp - rp0)) rb=$((rb - rb0)) as=$((as - as0)) ar=$((ar - ar0)) db=$((db - db0))
+read -r tp tb rp rb as ar db ps < <(snap_counters)
+tp=$((tp - tp0)) tb=$((tb - tb0)) rp=$((rp - rp0)) rb=$((rb - rb0)) as=$((as - as0)) ar=$((ar - ar0)) db=$((db - db0)) ps=$((ps - ps0))
 echo "ib_write_bw 64 KB x 100: rxud1 tx_packets +$tp tx_bytes +$tb doorbells +$db rc_acks_received +$ar; rxud0 rx_packets +$rp rx_bytes +$rb rc_acks_sent +$as" | tap_diag
 # 64 packets of 1 KB per message at path MTU 1024, each with 16 bytes of
 # BTH and ICRC (and the first a RETH).
@@ -71,6 +71,11 @@ check "rx_bytes counts what reached the responder (>= 100 x 64 KB: +$rb)" test "
 check "rc_acks_sent: coalesced, fewer than one per 2 packets received (+$as of +$rp)" \
 	test "$as" -gt 0 -a $((2 * as)) -lt "$rp"
 check "rc_acks_received: the writer took ACKs (+$ar, at most +$as sent)" test "$ar" -gt 0 -a "$ar" -le "$as"
+# A WRITE's packets between coalesced ACKs leave the responder's QP
+# nothing to send: its pass after them is skipped (not after all: the
+# ACKs went).
+check "rc_passes_skipped: the responder skipped its pass after most packets (+$ps of +$rp)" \
+	test "$ps" -gt $((rp / 2)) -a "$ps" -lt "$rp"
 check "doorbells: at least one, at most one per WR (+$db for 100 WRs x $runs run)" \
 	test "$db" -ge 1 -a "$db" -le $((100 * runs))
 check "the writer's packets went in trains (tx_trains $(hwc rxud1 tx_trains), tx_train_packets $(hwc rxud1 tx_train_packets))" \

@@ -355,9 +355,13 @@ impl Sim {
 
     fn pull_responses(&mut self) {
         while self.resp_room() {
+            // The driver skips its pass over the QP after a request that
+            // leaves has_response false: it must never hide a response.
+            let due = self.resp.has_response();
             let Some(r) = self.resp.next_response() else {
                 break;
             };
+            assert!(due, "has_response false with {r:?} due");
             if self.trace {
                 std::println!("{} RESP {r:?}", self.now);
             }

@@ -778,6 +778,18 @@ impl<S: AsRef<[Resource]> + AsMut<[Resource]>> Responder<S> {
         out
     }
 
+    /// Whether [`Responder::next_response`] may have a response to give:
+    /// never false while one is due (it may be true with none, when an
+    /// owed ACK turns out to acknowledge nothing new). A request that
+    /// leaves this false (a WRITE's middle packet between coalesced ACKs)
+    /// gives the driver nothing to send.
+    pub fn has_response(&self) -> bool {
+        self.replays > 0
+            || self.res_answered != self.res_next
+            || self.nak.is_some()
+            || self.ack_owed
+    }
+
     /// The next response to send, in PSN order (see the module docs).
     /// Call until `None` after a batch of requests.
     pub fn next_response(&mut self) -> Option<Response> {
@@ -944,7 +956,13 @@ mod tests {
             let p = plan(r.on_request(&rq(psn, op, MTU)));
             r.commit(&p, 0).unwrap();
             psn += 1;
-            cnt += responses(&mut r).len();
+            let due = r.has_response();
+            let n = responses(&mut r).len();
+            // Between coalesced ACKs a packet leaves nothing to send, and
+            // says so.
+            assert_eq!(due, n > 0, "packet {k}");
+            assert!(!r.has_response());
+            cnt += n;
         }
         assert_eq!(cnt, 2, "ack_every 3: after packets 3 and 6");
         let mut x = rq(psn, Opcode::RC_SEND_MIDDLE, MTU);
