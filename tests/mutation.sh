@@ -249,6 +249,13 @@ build_all() {
 		'SendOp::Write(r) | SendOp::WriteImm(r, _) => (!r.rkey, r.addr),' \
 		tests/guest/06-kernel-verbs.sh 'not ok [0-9]+ - an RDMA WRITE of [0-9]+ bytes \(struct rxud_xud_rdma_wr\)'
 
+	# The RC receive path never skips its pass over the QP after a request
+	# that owes nothing (as before session 19): every test of data still
+	# passes; rc_passes_skipped tells.
+	mutant rc-pass-never-skipped driver/rc.rs \
+		'    if pass_due {' '    if pass_due || true {' \
+		tests/guest/10-rc.sh 'not ok [0-9]+ - rc_passes_skipped'
+
 	# The RC responder stops checking the rights of the MR an rkey names.
 	mutant rc-mr-rights-unchecked driver/rc.rs \
 		'match mr.check(qp.pd, va, len, rights) {' 'match mr.check(qp.pd, va, len, AccessFlags::EMPTY) {' \
