@@ -1019,8 +1019,14 @@ pub(crate) fn receive(
             // between coalesced ACKs, most of a message) leaves the pass
             // over the QP nothing to do: the requester side is driven by
             // its own answers, its timer and doorbells (`pump`), not by
-            // the peer's requests. An error state is left to the pass.
-            let due = st.receiver.resp.has_response() || st.txq.len() > 0 || qp.live.in_error();
+            // the peer's requests. A QP in error, or one a fatal request
+            // just put there (its requester flushed), needs the pass: it
+            // clears the doorbell flag, so that what is posted from now on
+            // is flushed at once.
+            let due = st.receiver.resp.has_response()
+                || st.txq.len() > 0
+                || st.is_error()
+                || qp.live.in_error();
             (r, due)
         }
     };
