@@ -1622,23 +1622,13 @@ fn place(
         let h = claim(qp, rs, recvs, pkt, plan)?;
         // A SEND's receive starts with a 40-byte GRH, as UD's does: the
         // consumer learns the sender's address from it.
-        let w = RecvWqe::decode(recvs.get(h));
-        let body = recvs
-            .get(h)
-            .get(RECV_WQE_HEADER_SIZE as usize..)
-            .unwrap_or(&[]);
-        Sgl::new(qp.pd, body, w.num_sge)
+        recv_sgl(qp, recvs.get(h))
             .write(mrs, 0, &grh_of(p.ip))
             .map_err(|_| Refusal::InvalidRequest)?;
     }
     if n > 0 {
-        let w = RecvWqe::decode(recvs.get(plan.recv));
-        let body = recvs
-            .get(plan.recv)
-            .get(RECV_WQE_HEADER_SIZE as usize..)
-            .unwrap_or(&[]);
         let _timed = qp.port.counters.span(RxCounter::RxPlaceNs);
-        Sgl::new(qp.pd, body, w.num_sge)
+        recv_sgl(qp, recvs.get(plan.recv))
             .copy_from_skb(mrs, u64::from(plan.recv_offset), p.skb, p.payload.start, n)
             .map_err(|_| Refusal::InvalidRequest)?;
     }
@@ -1678,13 +1668,16 @@ fn claim(
     Ok(h)
 }
 
-/// The total length of a receive WQE's SGEs.
-fn recv_len(qp: &QpCore, slot: &[u8]) -> u32 {
+/// The SGEs of the receive WQE in `slot`.
+fn recv_sgl<'a>(qp: &QpCore, slot: &'a [u8]) -> Sgl<'a> {
     let w = RecvWqe::decode(slot);
     let body = slot.get(RECV_WQE_HEADER_SIZE as usize..).unwrap_or(&[]);
     Sgl::new(qp.pd, body, w.num_sge)
-        .total_len()
-        .min(u64::from(u32::MAX)) as u32
+}
+
+/// The total length of a receive WQE's SGEs.
+fn recv_len(qp: &QpCore, slot: &[u8]) -> u32 {
+    recv_sgl(qp, slot).total_len().min(u64::from(u32::MAX)) as u32
 }
 
 /// The 40-byte GRH of a received packet's IP header (UD's layout).
