@@ -4,8 +4,8 @@
 //!
 //! `rdma link add rxud0 type rxud netdev eth0` creates an ib_device on
 //! `eth0`. The crate has two floors (see Documentation/design.rst): the
-//! boundary (`ffi`, `ib`, `net`, `sync`, `rcu`, `timer`, `bh_work`: every
-//! `unsafe` block) and the driver (`driver`: safe Rust), over the
+//! boundary (`ffi`, `ib`, `net`, `kext`: every `unsafe` block) and the
+//! driver (`driver`: safe Rust, `forbid(unsafe_code)`), over the
 //! kernel-independent protocol core (`proto`).
 
 // pin_init! of the larger driver objects (QpCore) nests deeper than the
@@ -18,20 +18,15 @@ use kernel::{prelude::*, sync::Arc};
 // (`rust/abi/lib.rs`); librxud uses items the module does not.
 #[allow(dead_code, unreachable_pub)]
 mod abi;
-mod bh_work;
 mod driver;
 mod ffi;
 mod ib;
+mod kext;
 mod net;
-mod params;
 // Shared with the host crate (`rust/proto/lib.rs`), whose users need its
 // whole public API; the module uses only part of it so far.
 #[allow(dead_code, unreachable_pub)]
 mod proto;
-mod random;
-mod rcu;
-mod sync;
-mod timer;
 
 use driver::{transport::Transports, Registry};
 use ib::link;

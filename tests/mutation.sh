@@ -179,7 +179,7 @@ build_all() {
 	# Interrupt-safe locks become plain spinlocks: the CQ lock, taken in
 	# process context with interrupts on and by req_notify_cq in hard irq, is
 	# then a deadlock that lockdep reports.
-	mutant plain-spinlocks sync.rs \
+	mutant plain-spinlocks kext/sync.rs \
 		'pub(crate) type SpinLockIrq<T> = Lock<T, SpinLockIrqBackend>;' \
 		'pub(crate) type SpinLockIrq<T> = kernel::sync::SpinLock<T>;' \
 		tests/guest/06-kernel-verbs.sh 'inconsistent lock state'

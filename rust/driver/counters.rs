@@ -234,10 +234,10 @@ impl RxCounters {
     /// Times what runs until the result is dropped into `which`, when the
     /// module parameter `timing` is on (`None` otherwise). Any context.
     pub(crate) fn span(&self, which: RxCounter) -> Option<Span<'_>> {
-        crate::timer::timing_enabled().then(|| Span {
+        crate::kext::timer::timing_enabled().then(|| Span {
             counters: self,
             which,
-            start: crate::timer::now_ns(),
+            start: crate::kext::timer::now_ns(),
         })
     }
 
@@ -259,7 +259,7 @@ pub(crate) struct Span<'a> {
 
 impl Drop for Span<'_> {
     fn drop(&mut self) {
-        let ns = crate::timer::now_ns().saturating_sub(self.start);
+        let ns = crate::kext::timer::now_ns().saturating_sub(self.start);
         self.counters.add(self.which, ns);
     }
 }

@@ -11,7 +11,7 @@ use crate::abi::{
     Cqe, CreateCqReq, CreateCqResp, ResizeCqReq, ResizeCqResp, CQE_SIZE, CQ_SLOT_SIZE,
 };
 use crate::ib::{CqArm, CqEvents, CqInitAttr, UData};
-use crate::sync::{new_spinlock_irq, SpinLockIrq};
+use crate::kext::sync::{new_spinlock_irq, SpinLockIrq};
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
 use kernel::{prelude::*, sync::Arc};
 

@@ -110,7 +110,7 @@ impl RxudDevice {
         transports: &Arc<Transports>,
         ndev: &NetDevice,
     ) -> Result<Self> {
-        let qps = QpTable::new(crate::params::max_qp())?;
+        let qps = QpTable::new(crate::kext::params::max_qp())?;
         let mr_keys = IndexTable::new_rcu(1, MAX_MR, Start::Base)?;
         let rx = RxPort::new(qps.clone(), mr_keys.clone())?;
         let transport = transports.attach(ndev, rx.clone())?;

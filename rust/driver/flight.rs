@@ -22,7 +22,7 @@
 //! would deadlock; they only count and queue the wake-up.
 
 use super::qp::QpCore;
-use crate::bh_work::BhWork;
+use crate::kext::bh_work::BhWork;
 use crate::net::skb::TxOwner;
 use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use kernel::sync::Arc;

@@ -6,7 +6,7 @@ use super::counter::Counted;
 use super::table::IndexTable;
 use crate::ib::{kmem, AccessFlags, Umem, UserRange};
 use crate::net::skb::SkBuff;
-use crate::sync::{new_spinlock_irq, SpinLockIrq};
+use crate::kext::sync::{new_spinlock_irq, SpinLockIrq};
 use kernel::{prelude::*, sync::Arc};
 
 /// Most pages of a fast-registration MR (`max_fast_reg_page_list_len`).

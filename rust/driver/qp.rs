@@ -20,7 +20,7 @@ use crate::abi::{
     create_qp, opcode, recv_wqe_slot_size, send_flags, send_wqe_slot_size, status, wc_opcode, Cqe,
     CreateQpReq, CreateQpResp, RecvWqe, SendWqe, XudParams, SEND_WQE_HEADER_SIZE, SGE_SIZE,
 };
-use crate::bh_work::{impl_has_bh_work, BhWork};
+use crate::kext::bh_work::{impl_has_bh_work, BhWork};
 use crate::ib::{
     qp::{transition_is_valid, QpCreateFlags},
     AccessFlags, AddressVector, NetworkType, QpAttr, QpAttrMask, QpCap, QpHandle, QpInitAttr,
@@ -28,8 +28,8 @@ use crate::ib::{
 };
 use crate::net::NetDeviceRef;
 use crate::proto::{mtu::IbMtu, psn::Psn, wire::QPN_MASK, xud};
-use crate::sync::{new_spinlock_bh, new_spinlock_irq, SpinLockBh, SpinLockIrq};
-use crate::timer::{impl_has_timer, Timer};
+use crate::kext::sync::{new_spinlock_bh, new_spinlock_irq, SpinLockBh, SpinLockIrq};
+use crate::kext::timer::{impl_has_timer, Timer};
 use core::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, Ordering};
 use kernel::{
     new_mutex,
@@ -496,7 +496,7 @@ impl Drop for RxudQp {
             if self.core.flight.in_flight() == 0 {
                 break;
             }
-            crate::timer::sleep_ms(10);
+            crate::kext::timer::sleep_ms(10);
         }
     }
 }
@@ -779,7 +779,7 @@ impl RxudQp {
                 mrs: dev.mr_keys.clone(),
                 ahs: dev.ahs.clone(),
                 next_psn: AtomicU32::new(0),
-                ip_id: AtomicU16::new(crate::random::u64() as u16),
+                ip_id: AtomicU16::new(crate::kext::random::u64() as u16),
                 port: dev.rx.clone(),
                 rto <- Timer::new(),
                 rc <- new_spinlock_bh!(None, "rxud:qp_rc"),

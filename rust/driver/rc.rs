@@ -245,7 +245,7 @@ impl RcAttrs {
 
 /// The current time for the state machines.
 fn now() -> u64 {
-    crate::timer::now_ns()
+    crate::kext::timer::now_ns()
 }
 
 impl RcState {
@@ -445,7 +445,7 @@ impl txq::Transmitter for RcState {
 
     fn defer(&mut self, qp: &Arc<QpCore>) {
         self.armed = None;
-        crate::timer::Timer::arm(qp, 0);
+        crate::kext::timer::Timer::arm(qp, 0);
     }
 }
 
@@ -479,7 +479,7 @@ fn pump(qp: &Arc<QpCore>, st: &mut RcState) {
     if let Some(d) = deadline {
         if st.armed != Some(d) {
             st.armed = Some(d);
-            crate::timer::Timer::arm(qp, d.saturating_sub(t));
+            crate::kext::timer::Timer::arm(qp, d.saturating_sub(t));
         }
     }
 }
@@ -995,7 +995,7 @@ pub(crate) enum RcDrop {
 /// Context: softirq.
 pub(crate) fn receive(
     qp: &Arc<QpCore>,
-    atomics: &crate::sync::SpinLockIrq<()>,
+    atomics: &crate::kext::sync::SpinLockIrq<()>,
     p: &RxPacket<'_>,
     mrs: &mut MrMemo<'_>,
 ) -> core::result::Result<(), RcDrop> {
@@ -1146,7 +1146,7 @@ fn on_response(
 fn on_request(
     qp: &QpCore,
     st: &mut RcState,
-    atomics: &crate::sync::SpinLockIrq<()>,
+    atomics: &crate::kext::sync::SpinLockIrq<()>,
     p: &RxPacket<'_>,
     mrs: &mut MrMemo<'_>,
 ) -> core::result::Result<(), RcDrop> {
@@ -1199,7 +1199,7 @@ enum Refuse {
 fn execute(
     qp: &QpCore,
     st: &mut RcState,
-    atomics: &crate::sync::SpinLockIrq<()>,
+    atomics: &crate::kext::sync::SpinLockIrq<()>,
     p: &RxPacket<'_>,
     mrs: &mut MrMemo<'_>,
     plan: &Plan,

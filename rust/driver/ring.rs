@@ -5,7 +5,7 @@
 
 use crate::abi::{RingControl, RingGeometry, RingInfo, RING_SLOTS_OFFSET};
 use crate::ib::{SharedMem, UContext};
-use crate::sync::{new_spinlock_irq, SpinLockIrq};
+use crate::kext::sync::{new_spinlock_irq, SpinLockIrq};
 use core::mem::offset_of;
 use kernel::prelude::*;
 

@@ -31,7 +31,7 @@ use crate::proto::wire::{
     opcode::{Opcode, Transport},
     packet::Packet,
 };
-use crate::sync::{new_spinlock_irq, SpinLockIrq};
+use crate::kext::sync::{new_spinlock_irq, SpinLockIrq};
 use kernel::{prelude::*, sync::Arc};
 
 /// Longest transport header rxud reads before the payload: XUD's BTH

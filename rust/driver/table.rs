@@ -20,9 +20,9 @@
 //! removing one waits for a grace period.
 
 use crate::proto::numbers;
-use crate::rcu::RcuSlots;
-use crate::sync::{new_spinlock_irq, SpinLockIrq};
-use crate::timer::now_ns;
+use crate::kext::rcu::RcuSlots;
+use crate::kext::sync::{new_spinlock_irq, SpinLockIrq};
+use crate::kext::timer::now_ns;
 use kernel::{prelude::*, sync::Arc};
 
 enum Slot<T> {
@@ -112,7 +112,7 @@ impl<T: Send + Sync> IndexTable<T> {
             for _ in 0..max {
                 entries.push(Slot::Free, GFP_KERNEL)?;
             }
-            cursor = (crate::random::u64() % u64::from(max)) as usize;
+            cursor = (crate::kext::random::u64() % u64::from(max)) as usize;
         }
         Arc::pin_init(
             pin_init!(Self {

@@ -24,7 +24,7 @@ use crate::net::{
     udp::{Lost, Train, TunnelRx, TunnelSocket},
     NetDevice,
 };
-use crate::sync::{new_spinlock_irq, SpinLockIrq};
+use crate::kext::sync::{new_spinlock_irq, SpinLockIrq};
 use kernel::{
     new_mutex,
     prelude::*,

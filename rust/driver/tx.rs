@@ -36,7 +36,7 @@ use crate::proto::{
     psn::Psn,
     wire::{bth, deth, icrc, immdt, opcode::Opcode},
 };
-use crate::timer::Timer;
+use crate::kext::timer::Timer;
 use core::sync::atomic::Ordering;
 use kernel::sync::Arc;
 
@@ -52,7 +52,7 @@ const DEFAULT_TTL: u8 = 64;
 /// softirq. Any context.
 pub(crate) fn doorbell(qp: &Arc<QpCore>) {
     qp.port.counters.add(RxCounter::Doorbells, 1);
-    if !crate::sync::may_send_inline() {
+    if !crate::kext::sync::may_send_inline() {
         Timer::arm(qp, 0);
         return;
     }

@@ -8,7 +8,7 @@ use super::counters::RxCounter;
 use super::qp::QpCore;
 use crate::net::skb::TxSkb;
 use crate::proto::wire::train;
-use crate::sync::SpinLockBh;
+use crate::kext::sync::SpinLockBh;
 use kernel::{prelude::*, sync::Arc};
 
 /// Packets one call of [`kick`] sends at most before leaving the rest to

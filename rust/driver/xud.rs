@@ -487,14 +487,14 @@ pub(crate) struct XudState {
 
 /// The current time for the state machines.
 fn now() -> u64 {
-    crate::timer::now_ns()
+    crate::kext::timer::now_ns()
 }
 
 /// A random non-zero 64-bit number (stream incarnations: the secret an
 /// off-path forger must guess).
 fn nonzero_u64() -> u64 {
     loop {
-        let v = crate::random::u64();
+        let v = crate::kext::random::u64();
         if v != 0 {
             return v;
         }
@@ -593,7 +593,7 @@ impl txq::Transmitter for XudState {
 
     fn defer(&mut self, qp: &Arc<QpCore>) {
         self.armed = None;
-        crate::timer::Timer::arm(qp, 0);
+        crate::kext::timer::Timer::arm(qp, 0);
     }
 }
 
@@ -639,7 +639,7 @@ fn arm(qp: &Arc<QpCore>, st: &mut XudState, t: u64) {
     }
     if st.armed != Some(due) {
         st.armed = Some(due);
-        crate::timer::Timer::arm(qp, due.saturating_sub(t));
+        crate::kext::timer::Timer::arm(qp, due.saturating_sub(t));
     }
 }
 
@@ -739,7 +739,7 @@ fn admit(qp: &QpCore, st: &mut XudState, t: u64) -> bool {
                     break;
                 }
                 let stream =
-                    SendStream::new(nonzero_u64(), Psn::new(crate::random::u64() as u32), cfg, t);
+                    SendStream::new(nonzero_u64(), Psn::new(crate::kext::random::u64() as u32), cfg, t);
                 let Ok(stream) = KBox::new(stream, GFP_ATOMIC) else {
                     // The posts wait in the queue; the timer tries again.
                     *starved = true;

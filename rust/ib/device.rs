@@ -41,7 +41,7 @@ use kernel::{error::to_result, prelude::*, str::CStr, types::Opaque};
 ///
 /// Each method's `Context:` line says where ib_core may call it from: a
 /// method that may run in atomic context must not sleep (no `GFP_KERNEL`,
-/// no mutex, only interrupt-safe spinlocks: `crate::sync::SpinLockIrq`).
+/// no mutex, only interrupt-safe spinlocks: `crate::kext::sync::SpinLockIrq`).
 #[vtable]
 pub(crate) trait DeviceOps: Sized + Send + Sync {
     /// Per-process state of one user context (`ibv_open_device`).

@@ -524,11 +524,11 @@ pub(crate) fn wait_for_owned_skbs() {
                 OWNED_SKBS.load(Ordering::Relaxed)
             );
         }
-        crate::timer::sleep_ms(10);
+        crate::kext::timer::sleep_ms(10);
         waited_ms = waited_ms.wrapping_add(10);
     }
     // A destructor that ran in softirq context (the usual one) did so in
     // an RCU read-side critical section; after a grace period none is
     // still returning from our code.
-    crate::sync::synchronize_rcu();
+    crate::kext::sync::synchronize_rcu();
 }

@@ -111,7 +111,7 @@ impl<T: Send + Sync> RcuSlots<T> {
         if p.is_null() {
             return None;
         }
-        crate::sync::synchronize_rcu();
+        crate::kext::sync::synchronize_rcu();
         // SAFETY: the slot owned this reference (type invariant) and no
         // longer names it; readers that loaded it before the swap have
         // left their read-side sections (the grace period above).

@@ -25,7 +25,7 @@ pub(crate) type SpinLockIrq<T> = Lock<T, SpinLockIrqBackend>;
 /// for each call site, named like `kernel::new_spinlock!`.
 macro_rules! new_spinlock_irq {
     ($inner:expr, $name:literal) => {
-        $crate::sync::SpinLockIrq::new(
+        $crate::kext::sync::SpinLockIrq::new(
             $inner,
             ::kernel::c_str!($name),
             ::kernel::static_lock_class!(),
@@ -79,7 +79,7 @@ pub(crate) type SpinLockBh<T> = Lock<T, SpinLockBhBackend>;
 /// for each call site.
 macro_rules! new_spinlock_bh {
     ($inner:expr, $name:literal) => {
-        $crate::sync::SpinLockBh::new(
+        $crate::kext::sync::SpinLockBh::new(
             $inner,
             ::kernel::c_str!($name),
             ::kernel::static_lock_class!(),

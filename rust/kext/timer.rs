@@ -44,9 +44,9 @@ macro_rules! impl_has_timer {
     ($ty:ty, $field:ident, $handler:path) => {
         // SAFETY: the offset is that of the named field, whose type the
         // function below checks to be `Timer<$ty>`.
-        unsafe impl $crate::timer::HasTimer for $ty {
+        unsafe impl $crate::kext::timer::HasTimer for $ty {
             const OFFSET: usize = {
-                const fn _field_is_a_timer(t: &$ty) -> &$crate::timer::Timer<$ty> {
+                const fn _field_is_a_timer(t: &$ty) -> &$crate::kext::timer::Timer<$ty> {
                     &t.$field
                 }
                 ::core::mem::offset_of!($ty, $field)

@@ -10,7 +10,7 @@
 //! sending the next packets would take that lock again, and a timer would
 //! wait for the next jiffy.
 //!
-//! Ownership is [`crate::timer`]'s: a [`BhWork`] is a field of its owner
+//! Ownership is [`crate::kext::timer`]'s: a [`BhWork`] is a field of its owner
 //! `T` ([`HasBhWork`], written by [`impl_has_bh_work!`]); while queued it
 //! holds one reference to the owner, given to the callback as an
 //! `Arc<T>`. Owners call [`BhWork::shutdown`] before their last reference
@@ -41,9 +41,9 @@ macro_rules! impl_has_bh_work {
     ($ty:ty, $field:ident, $handler:path) => {
         // SAFETY: the offset is that of the named field, whose type the
         // function below checks to be `BhWork<$ty>`.
-        unsafe impl $crate::bh_work::HasBhWork for $ty {
+        unsafe impl $crate::kext::bh_work::HasBhWork for $ty {
             const OFFSET: usize = {
-                const fn _field_is_bh_work(t: &$ty) -> &$crate::bh_work::BhWork<$ty> {
+                const fn _field_is_bh_work(t: &$ty) -> &$crate::kext::bh_work::BhWork<$ty> {
                     &t.$field
                 }
                 ::core::mem::offset_of!($ty, $field)
