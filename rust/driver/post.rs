@@ -11,16 +11,13 @@
 use super::device::RxudDevice;
 use super::qp::QpCore;
 use super::srq::SrqCore;
-use super::tx::MAX_SEND_SLOT;
+use super::ring::{MAX_RECV_SLOT, MAX_SEND_SLOT};
 use crate::abi::{
     opcode, send_flags, xud, AtomicOp, RdmaOp, RecvWqe, RegMrOp, SendWqe, Sge, UdOp, XudOp,
     RECV_WQE_HEADER_SIZE, SEND_WQE_HEADER_SIZE, SGE_SIZE,
 };
 use crate::ib::{QpType, RecvWr, SendFlags, SendOp, SendWr, SgeList};
 use kernel::prelude::*;
-
-/// A receive slot with the most SGEs rxud grants.
-const MAX_RECV_SLOT: usize = RECV_WQE_HEADER_SIZE as usize + 32 * SGE_SIZE as usize;
 
 /// The ring's form of a send work request's flags.
 fn ring_flags(f: SendFlags) -> Result<u32> {

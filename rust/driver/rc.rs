@@ -37,6 +37,7 @@ use super::counters::RxCounter;
 use super::local;
 use super::mr::{self, MrError, MrMemo};
 use super::qp::QpCore;
+use super::ring::{MAX_RECV_SLOT, MAX_SEND_SLOT};
 use super::sgl::{Sgl, SglError};
 use super::tx;
 use super::txq::{self, TxQueue};
@@ -66,9 +67,6 @@ use crate::proto::{
 };
 use core::sync::atomic::Ordering;
 use kernel::{prelude::*, sync::Arc};
-
-/// The receive WQE with the most SGEs rxud grants (32).
-const MAX_RECV_SLOT: usize = RECV_WQE_HEADER_SIZE as usize + 32 * 16;
 
 /// Caller-provided storage for the state machines.
 struct Store<T>(KVVec<T>);
@@ -452,13 +450,10 @@ impl txq::Transmitter for RcState {
 /// Admits WQEs, builds packets into the queue, drains completions and
 /// re-arms the timer. Under the `rc` lock.
 ///
-/// Doorbells (as for UD, see `tx.rs`): the send ring says
-/// `SENDER_ACTIVE` while the requester holds work, because an answer or
-/// the timer will then come back here and admit whatever was posted
-/// meanwhile; a stream of posts thus needs no system call. Clearing the
-/// flag is followed by a full fence and a last look at the ring, against
-/// the poster's publish-fence-read of the flag, so a WQE is either seen
-/// here or answered by a doorbell.
+/// Doorbells ([`super::ring::WorkQueue::settle_sender`]): the send ring
+/// says `SENDER_ACTIVE` while the requester holds work, because an answer
+/// or the timer will then come back here and admit whatever was posted
+/// meanwhile; a stream of posts thus needs no system call.
 fn pump(qp: &Arc<QpCore>, st: &mut RcState) {
     if st.uc.is_some() {
         uc_pump(qp, st);
@@ -496,19 +491,13 @@ fn uc_pump(qp: &QpCore, st: &mut RcState) {
 }
 
 /// Runs `step`, which moves work from the send ring and says whether the
-/// send side still holds work, and publishes that as `SENDER_ACTIVE`;
-/// once more after a full fence if the flag was cleared and the ring has
-/// entries (a WQE posted while it was being cleared). Only once more: a
-/// ring whose producer lies must not make this spin.
+/// send side still holds work, and settles the doorbell flag on that;
+/// once more if a WQE was posted while the flag was being cleared. Only
+/// once more: a ring whose producer lies must not make this spin.
 fn with_doorbell_flag(qp: &QpCore, st: &mut RcState, mut step: impl FnMut(&mut RcState) -> bool) {
     for last_look in [false, true] {
         let busy = step(st);
-        qp.sq.ring().set_sender_active(busy);
-        if busy || last_look {
-            break;
-        }
-        core::sync::atomic::fence(Ordering::SeqCst);
-        if !qp.sq.has_entries() {
+        if !qp.sq.settle_sender(busy) || last_look {
             break;
         }
     }
@@ -633,8 +622,8 @@ fn transmit(qp: &QpCore, st: &mut RcState, t: u64) {
 /// cannot pull an MR from under a request still being retransmitted.
 fn admit_wqes(qp: &QpCore, s: &mut Sender, mtu: IbMtu) {
     while s.req.len() < s.req.capacity() {
-        let mut slot = [0u8; tx::MAX_SEND_SLOT];
-        let body = &mut slot[..s.slot_size.min(tx::MAX_SEND_SLOT)];
+        let mut slot = [0u8; MAX_SEND_SLOT];
+        let body = &mut slot[..s.slot_size.min(MAX_SEND_SLOT)];
         match qp.sq.peek(body) {
             Ok(true) => {}
             _ => return,

@@ -1,13 +1,24 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! A queue's ring: shared memory laid out as rust/abi describes
-//! (`RingControl`, then slots), with the geometry that indexes it.
+//! (`RingControl`, then slots), with the geometry that indexes it; the
+//! largest slots rxud grants; and the doorbell protocol of a send queue
+//! ([`WorkQueue::settle_sender`]).
 
-use crate::abi::{RingControl, RingGeometry, RingInfo, RING_SLOTS_OFFSET};
+use super::device::{MAX_INLINE_DATA, MAX_SGE};
+use crate::abi::{
+    recv_wqe_slot_size, send_wqe_slot_size, RingControl, RingGeometry, RingInfo, RING_SLOTS_OFFSET,
+};
 use crate::ib::{SharedMem, UContext};
 use crate::kext::sync::{new_spinlock_irq, SpinLockIrq};
 use core::mem::offset_of;
 use kernel::prelude::*;
+
+/// Bytes of the largest send slot rxud grants (`MAX_SGE` elements or
+/// `MAX_INLINE_DATA` bytes): a buffer this size holds any send WQE.
+pub(crate) const MAX_SEND_SLOT: usize = send_wqe_slot_size(MAX_SGE, MAX_INLINE_DATA) as usize;
+/// Bytes of the largest receive slot rxud grants (`MAX_SGE` elements).
+pub(crate) const MAX_RECV_SLOT: usize = recv_wqe_slot_size(MAX_SGE) as usize;
 
 pub(crate) struct Ring {
     mem: SharedMem,
@@ -190,5 +201,29 @@ impl WorkQueue {
     pub(crate) fn has_entries(&self) -> bool {
         let consumer = *self.consumer.lock();
         self.ring.producer() != consumer
+    }
+
+    /// The doorbell protocol, sender's half: publishes whether the sender
+    /// of this send queue still holds work (`busy`) as the ring's
+    /// `SENDER_ACTIVE` flag, and, when it does not, says whether a WQE was
+    /// posted while the flag was still up: then no doorbell announces it
+    /// and the caller must take it. Any context.
+    ///
+    /// While the flag is up a poster (librxud, or `post.rs`) only
+    /// publishes its WQE: the sender will come back (an answer, its timer
+    /// or its own loop) and see it. The poster publishes the producer
+    /// index, fences, then reads the flag; here the flag is cleared, then
+    /// a full fence, then the producer index is read. Without the fences
+    /// either side could read the other's old value (store-load
+    /// reordering, which x86 allows too): the poster sees the flag up, the
+    /// sender sees no WQE, and the WQE waits for the next doorbell,
+    /// possibly for ever. With them, one of the two sees the other.
+    pub(crate) fn settle_sender(&self, busy: bool) -> bool {
+        self.ring.set_sender_active(busy);
+        if busy {
+            return false;
+        }
+        core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
+        self.has_entries()
     }
 }

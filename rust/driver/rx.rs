@@ -18,6 +18,7 @@
 use super::counters::{RxCounter, RxCounters};
 use super::mr::{MrCore, MrMemo, MrTable};
 use super::qp::{QpCore, QpTable};
+use super::ring::MAX_RECV_SLOT;
 use super::rc;
 use crate::abi::{
     network, status, wc_flags, wc_opcode, Cqe, RecvWqe, Sge, RECV_WQE_HEADER_SIZE, SGE_SIZE,
@@ -42,9 +43,6 @@ const MAX_HEADERS: usize = 12 + 8 + 20 + 16 + 4;
 const MIN_PACKET: usize = 12 + 4;
 /// The GRH a UD receive buffer starts with.
 const GRH_LEN: usize = 40;
-/// The receive WQE with the most SGEs rxud grants (32).
-const MAX_RECV_SLOT: usize = RECV_WQE_HEADER_SIZE as usize + 32 * SGE_SIZE as usize;
-
 /// The receive side of one rxud port.
 #[pin_data]
 pub(crate) struct RxPort {

@@ -5,10 +5,10 @@
 //!
 //! One sender drains a send queue at a time: `QpCore::sq_active` is taken
 //! with an atomic swap, and while it is held the ring's consumer flags say
-//! `SENDER_ACTIVE`, so librxud posts without a doorbell. Before giving up
-//! the queue the sender clears the flag, then looks at the producer index
-//! again (after a full fence), so an entry published in between is either
-//! seen here or answered by a doorbell: never stranded.
+//! `SENDER_ACTIVE`, so librxud posts without a doorbell. Having given up
+//! the queue the sender settles the flag (`WorkQueue::settle_sender`), so
+//! an entry published in between is either seen here or answered by a
+//! doorbell: never stranded.
 //!
 //! Per UD packet: WQE copied out of the ring and checked, AH looked up,
 //! one linear skb (headroom for IP and UDP), BTH and DETH written in place,
@@ -22,6 +22,7 @@ use super::counters::RxCounter;
 use super::local;
 use super::mr::MrMemo;
 use super::qp::QpCore;
+use super::ring::MAX_SEND_SLOT;
 use super::sgl::{Sgl, SglError};
 use crate::abi::{
     opcode, send_flags, status, wc_opcode, Cqe, SendWqe, Sge, UdOp, SEND_WQE_HEADER_SIZE, SGE_SIZE,
@@ -40,8 +41,6 @@ use crate::kext::timer::Timer;
 use core::sync::atomic::Ordering;
 use kernel::sync::Arc;
 
-/// A send slot with the most SGEs or inline bytes rxud grants.
-pub(crate) const MAX_SEND_SLOT: usize = SEND_WQE_HEADER_SIZE as usize + 32 * SGE_SIZE as usize;
 /// Hop limit when the address vector leaves it 0.
 const DEFAULT_TTL: u8 = 64;
 
@@ -73,10 +72,13 @@ pub(crate) fn send_queued(qp: &Arc<QpCore>) {
         }
         qp.sq.ring().set_sender_active(true);
         drain(qp);
-        qp.sq.ring().set_sender_active(false);
+        // Given up before the flag settles, so that a doorbell for a WQE
+        // the last look misses finds the queue free. The flag may then
+        // be cleared while another sender holds the queue: a poster rings
+        // a doorbell it did not need, which that sender's own settling
+        // makes harmless.
         qp.sq_active.store(false, Ordering::SeqCst);
-        core::sync::atomic::fence(Ordering::SeqCst);
-        if !qp.sq.has_entries() {
+        if !qp.sq.settle_sender(false) {
             return;
         }
     }

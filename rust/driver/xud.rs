@@ -32,6 +32,7 @@
 use super::counters::RxCounter;
 use super::mr::{MrError, MrMemo};
 use super::qp::QpCore;
+use super::ring::{MAX_RECV_SLOT, MAX_SEND_SLOT};
 use super::sgl::Sgl;
 use super::tx;
 use super::txq::{self, TxQueue};
@@ -60,8 +61,6 @@ use crate::proto::{
 };
 use kernel::{prelude::*, rbtree::RBTree, sync::Arc};
 
-/// The receive WQE with the most SGEs rxud grants (32).
-const MAX_RECV_SLOT: usize = RECV_WQE_HEADER_SIZE as usize + 32 * 16;
 /// How long an owed ACK may wait (xud.rst: one jiffy; 1 ms here).
 const ACK_DELAY_NS: u64 = 1_000_000;
 /// The reclaim scan's period.
@@ -607,12 +606,9 @@ fn pump(qp: &Arc<QpCore>, st: &mut XudState) {
         // to destinations does not hold up posts to others.
         let busy = admit(qp, st, t);
         transmit(qp, st, t);
-        qp.sq.ring().set_sender_active(busy);
-        if busy || last_look {
-            break;
-        }
-        core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
-        if !qp.sq.has_entries() {
+        // Doorbells: `WorkQueue::settle_sender`. Only one more look: a
+        // ring whose producer lies must not make this spin.
+        if !qp.sq.settle_sender(busy) || last_look {
             break;
         }
     }
@@ -678,7 +674,7 @@ fn check_wqe(qp: &QpCore, w: &SendWqe, slot: &[u8]) -> core::result::Result<(Op,
 /// their streams as room allows. Returns whether the ring still holds
 /// entries (the WQE pool is full): then the sender stays flagged busy.
 fn admit(qp: &QpCore, st: &mut XudState, t: u64) -> bool {
-    let mut slot = [0u8; tx::MAX_SEND_SLOT];
+    let mut slot = [0u8; MAX_SEND_SLOT];
     let share = (qp.cap().max_send_wr / 4).max(16);
     let ring_left = loop {
         let Some(h) = st.wqes.take() else {
