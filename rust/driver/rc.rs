@@ -65,7 +65,6 @@ use crate::proto::{
         packet, reth,
     },
 };
-use core::sync::atomic::Ordering;
 use kernel::{prelude::*, sync::Arc};
 
 /// Caller-provided storage for the state machines.
