@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The driver floor: rxud devices and what creates and removes them, in
-//! safe Rust over the `ib` and `net` boundaries.
+//! safe Rust over the boundary (`ib`, `net`, `kext`). `unsafe` is
+//! forbidden here: the build fails if any is added.
+
+#![forbid(unsafe_code)]
 
 pub(crate) mod ah;
 pub(crate) mod context;

@@ -8,6 +8,7 @@
 //! one of the three (or in `ffi`'s bindings).
 
 pub(crate) mod bh_work;
+pub(crate) mod embedded;
 pub(crate) mod params;
 pub(crate) mod random;
 pub(crate) mod rcu;

@@ -197,7 +197,7 @@ build_all() {
 	# RC never arms its retransmit timer: a lost packet that no later one
 	# reveals (the last of a burst, an ACK) is never resent.
 	mutant rc-no-retransmit-timer driver/rc.rs \
-		'crate::timer::Timer::arm(qp, d.saturating_sub(t));' 'let _ = d;' \
+		'crate::kext::timer::Timer::arm(qp, d.saturating_sub(t));' 'let _ = d;' \
 		tests/guest/12-rc-loss.sh 'not ok [0-9]+ - 5% loss'
 
 	# Packets' destructors stop waking a sender stopped by its transmit
@@ -257,7 +257,7 @@ build_all() {
 		tests/guest/10-rc.sh 'not ok [0-9]+ - rc_passes_skipped'
 
 	# The RC responder stops checking the rights of the MR an rkey names.
-	mutant rc-mr-rights-unchecked driver/rc.rs \
+	mutant rc-mr-rights-unchecked driver/rc/responder.rs \
 		'match mr.check(qp.pd, va, len, rights) {' 'match mr.check(qp.pd, va, len, AccessFlags::EMPTY) {' \
 		tests/guest/11-rc-semantics.sh 'not ok [0-9]+ - WRITE to an MR without remote write'
 

@@ -106,7 +106,7 @@ impl TxFlight {
 
 impl TxOwner for QpCore {
     fn tx_released(this: &Arc<Self>, packets: u32) {
-        if this.flight.release(packets) {
+        if this.flight().is_some_and(|f| f.release(packets)) {
             BhWork::queue(this);
         }
     }

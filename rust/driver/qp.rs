@@ -16,11 +16,18 @@ use super::rx::RxPort;
 use super::srq::SrqCore;
 use super::table::{IndexTable, Reservation, Start};
 use super::xud::XudState;
+
+mod config;
+mod transport;
+pub(crate) use config::LiveConfig;
+use config::{xud_transition_is_valid, QpConfig};
+pub(crate) use transport::{Datagram, Queued};
+use transport::{HeldNetdev, QpTransport};
 use crate::abi::{
     create_qp, opcode, recv_wqe_slot_size, send_flags, send_wqe_slot_size, status, wc_opcode, Cqe,
     CreateQpReq, CreateQpResp, RecvWqe, SendWqe, XudParams, SEND_WQE_HEADER_SIZE, SGE_SIZE,
 };
-use crate::kext::bh_work::{impl_has_bh_work, BhWork};
+use crate::kext::bh_work::{BhWork, HasBhWork};
 use crate::ib::{
     qp::{transition_is_valid, QpCreateFlags},
     AccessFlags, AddressVector, NetworkType, QpAttr, QpAttrMask, QpCap, QpHandle, QpInitAttr,
@@ -29,7 +36,7 @@ use crate::ib::{
 use crate::net::NetDeviceRef;
 use crate::proto::{mtu::IbMtu, psn::Psn, wire::QPN_MASK, xud};
 use crate::kext::sync::{new_spinlock_bh, new_spinlock_irq, SpinLockBh, SpinLockIrq};
-use crate::kext::timer::{impl_has_timer, Timer};
+use crate::kext::timer::{HasTimer, Timer};
 use core::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, Ordering};
 use kernel::{
     new_mutex,
@@ -40,41 +47,6 @@ use kernel::{
 /// First QP number handed out: 0 and 1 are the special QPs, and IB
 /// reserves a few more below 16 in practice (rxe does the same).
 pub(crate) const FIRST_QPN: u32 = 16;
-/// Remote rights a QP can grant; LOCAL_WRITE is allowed too, as
-/// everywhere in verbs.
-const QP_ACCESS_SUPPORTED: AccessFlags = AccessFlags::LOCAL_WRITE
-    .union(AccessFlags::REMOTE_WRITE)
-    .union(AccessFlags::REMOTE_READ)
-    .union(AccessFlags::REMOTE_ATOMIC);
-/// Largest value of the IB spec's 5-bit timer fields (min_rnr_timer,
-/// timeout).
-const MAX_TIMER_CODE: u8 = 31;
-/// Largest value of the IB spec's 3-bit retry counts.
-const MAX_RETRY_COUNT: u8 = 7;
-
-/// An XUD QP's `timeout` (14: 67 ms), `retry_cnt`, `rnr_retry` and
-/// `min_rnr_timer` (12: 0.64 ms) until `modify_qp` sets them: rxe's RC
-/// defaults (xud.rst, "Sending").
-const XUD_DEFAULT_TIMEOUT: u8 = 14;
-const XUD_DEFAULT_RETRY_CNT: u8 = 7;
-const XUD_DEFAULT_RNR_RETRY: u8 = 7;
-const XUD_DEFAULT_MIN_RNR_TIMER: u8 = 12;
-
-/// Whether the IB state machine allows `cur` → `next` for an XUD QP with
-/// exactly the attributes in `mask`: UD's rules (ib_core's table), plus
-/// RC's retransmission attributes, optional, where RC takes them
-/// (`min_rnr_timer` at INIT → RTR; `timeout`, `retry_cnt` and `rnr_retry`
-/// at RTR → RTS).
-fn xud_transition_is_valid(cur: QpState, next: QpState, mask: QpAttrMask) -> bool {
-    let optional = match (cur, next) {
-        (QpState::Init, QpState::Rtr) => QpAttrMask::MIN_RNR_TIMER,
-        (QpState::Rtr, QpState::Rts) => {
-            QpAttrMask::TIMEOUT | QpAttrMask::RETRY_CNT | QpAttrMask::RNR_RETRY
-        }
-        _ => QpAttrMask::EMPTY,
-    };
-    transition_is_valid(cur, next, QpType::Ud, mask.difference(optional))
-}
 
 /// What a creator asks for with an `IB_QPT_DRIVER` QP, or the XUD bit or
 /// flag on another type: XUD with its parameters, or the errno refusing
@@ -183,34 +155,13 @@ impl QpTable {
     }
 }
 
-/// The attributes `modify_qp` sets and `query_qp` reports.
-#[derive(Clone, Copy)]
-struct QpConfig {
-    state: QpState,
-    path_mtu: IbMtu,
-    qkey: u32,
-    rq_psn: Psn,
-    sq_psn: Psn,
-    dest_qpn: u32,
-    access: AccessFlags,
-    pkey_index: u16,
-    port: u32,
-    av: Option<AddressVector>,
-    max_rd_atomic: u8,
-    max_dest_rd_atomic: u8,
-    min_rnr_timer: u8,
-    timeout: u8,
-    retry_cnt: u8,
-    rnr_retry: u8,
-    en_sqd_async_notify: bool,
-}
-
 /// The part of a QP the data path shares (looked up by QP number).
 #[pin_data]
 pub(crate) struct QpCore {
-    /// RC retransmission and RNR waits.
+    /// RC and XUD retransmission and RNR waits; any QP's doorbell rung
+    /// where packets cannot be sent (hard irq).
     #[pin]
-    pub(super) rto: Timer<QpCore>,
+    rto: Timer<QpCore>,
     qpn: u32,
     qp_type: QpType,
     /// Made by a kernel consumer (its queues are posted through
@@ -220,8 +171,6 @@ pub(crate) struct QpCore {
     handle: QpHandle,
     cap: QpCap,
     sq_sig_all: bool,
-    /// XUD QPs: their creation parameters, defaults filled in.
-    xud_params: Option<XudParams>,
     /// The PD's identity: MRs used by the QP must be of the same PD.
     pub(super) pd: u32,
     pub(super) sq: Pin<KBox<WorkQueue>>,
@@ -236,102 +185,45 @@ pub(crate) struct QpCore {
     /// What the packet paths read of the configuration, without the
     /// mutex (they may run in softirq): set by `modify` after each change.
     pub(super) live: LiveConfig,
-    /// A sender is draining the send queue (see `tx.rs`).
-    pub(super) sq_active: AtomicBool,
     /// The device's MRs, for the keys the QP's work requests name.
     pub(super) mrs: Arc<MrTable>,
     /// The device's address vectors, for the AHs UD work requests name.
     pub(super) ahs: Arc<IndexTable<Destination>>,
-    /// PSN of the next datagram (UD).
-    pub(super) next_psn: AtomicU32,
     /// IPv4 identification of the QP's next datagram (see `next_ip_id`).
     ip_id: AtomicU16,
     /// The device's port: its counters.
     pub(super) port: Arc<RxPort>,
-    /// RC connection state, from RTR until RESET (see `rc.rs`). Taken in
-    /// process and softirq context, never in hard irq: a bottom-half lock,
-    /// so routing (IPv6 disables softirqs itself) may run under it.
-    #[pin]
-    pub(super) rc: SpinLockBh<Option<KBox<RcState>>>,
-    /// XUD state (every peer, both directions), for the QP's life (see
-    /// `xud.rs`). A bottom-half lock, as `rc`.
-    #[pin]
-    pub(super) xud: SpinLockBh<Option<KBox<XudState>>>,
-    /// UD and GSI: the netdev datagrams go out on, held from RTS until
-    /// ERROR, RESET, destruction or the netdev's unregistration, so that
-    /// sending needs no lookup (ib_core's takes a lock that is not safe
-    /// in softirq, where kernel consumers may post).
-    #[pin]
-    pub(super) ud_ndev: SpinLockIrq<Option<NetDeviceRef>>,
-    /// RC and UC: packets below IP and their budget (see `flight.rs`).
-    pub(super) flight: TxFlight,
-    /// Wakes the RC/UC sender when its packets below IP have drained.
+    /// The transport's own state, by QP type (`qp/transport.rs`).
+    transport: QpTransport,
+    /// Wakes the RC/UC/XUD sender when its packets below IP have drained.
     #[pin]
     wake: BhWork<QpCore>,
 }
 
-impl_has_timer!(QpCore, rto, timer_fired);
-impl_has_bh_work!(QpCore, wake, super::flight::wake);
-
-/// The QP's timer fired: RC retransmission or RNR wait, or (any type) a
-/// doorbell rung where packets could not be sent (hard irq). Context:
-/// softirq.
-fn timer_fired(qp: Arc<QpCore>) {
-    match qp.qp_type {
-        QpType::Rc | QpType::Uc => rc::timer_fired(qp),
-        QpType::Ud | QpType::Gsi => super::tx::send_queued(&qp),
-        QpType::Xud => super::xud::timer_fired(qp),
+impl HasTimer for QpCore {
+    fn timer(&self) -> &Timer<Self> {
+        &self.rto
     }
-}
 
-/// The configuration the packet paths need, readable in any context.
-pub(crate) struct LiveConfig {
-    can_receive: AtomicBool,
-    can_send: AtomicBool,
-    in_error: AtomicBool,
-    qkey: AtomicU32,
-}
-
-impl LiveConfig {
-    fn new() -> Self {
-        Self {
-            can_receive: AtomicBool::new(false),
-            can_send: AtomicBool::new(false),
-            in_error: AtomicBool::new(false),
-            qkey: AtomicU32::new(0),
+    /// The QP's timer fired: RC retransmission or RNR wait, or (any type)
+    /// a doorbell rung where packets could not be sent (hard irq).
+    /// Context: softirq.
+    fn timer_fired(qp: Arc<Self>) {
+        match qp.qp_type {
+            QpType::Rc | QpType::Uc => rc::timer_fired(qp),
+            QpType::Ud | QpType::Gsi => super::tx::send_queued(&qp),
+            QpType::Xud => super::xud::timer_fired(qp),
         }
     }
+}
 
-    fn publish(&self, cfg: &QpConfig) {
-        self.qkey.store(cfg.qkey, Ordering::Relaxed);
-        let receive = matches!(
-            cfg.state,
-            QpState::Rtr | QpState::Rts | QpState::Sqd | QpState::Sqe
-        );
-        self.can_receive.store(receive, Ordering::Release);
-        self.can_send
-            .store(cfg.state == QpState::Rts, Ordering::Release);
-        self.in_error
-            .store(cfg.state == QpState::Err, Ordering::Release);
+impl HasBhWork for QpCore {
+    fn bh_work(&self) -> &BhWork<Self> {
+        &self.wake
     }
 
-    /// The QP is in the error state: whatever is posted is flushed.
-    pub(crate) fn in_error(&self) -> bool {
-        self.in_error.load(Ordering::Acquire)
-    }
-
-    /// Receives are accepted (RTR and later, until ERROR or RESET).
-    pub(crate) fn can_receive(&self) -> bool {
-        self.can_receive.load(Ordering::Acquire)
-    }
-
-    /// Sends may go out (RTS).
-    pub(crate) fn can_send(&self) -> bool {
-        self.can_send.load(Ordering::Acquire)
-    }
-
-    pub(crate) fn qkey(&self) -> u32 {
-        self.qkey.load(Ordering::Relaxed)
+    fn bh_work_run(qp: Arc<Self>) {
+        super::flight::wake(qp)
     }
 }
 
@@ -409,9 +301,39 @@ impl QpCore {
         core::ptr::eq(&*self.send_cq, cq) || core::ptr::eq(&*self.recv_cq, cq)
     }
 
-    /// The netdev a UD or GSI QP sends on (see `ud_ndev`). Any context.
+    /// The netdev a UD, GSI or XUD QP sends on
+    /// ([`transport::HeldNetdev`]). Any context.
     pub(crate) fn ud_netdev(&self) -> Option<NetDeviceRef> {
-        self.ud_ndev.lock().clone()
+        self.transport.netdev().and_then(HeldNetdev::get)
+    }
+
+    /// An RC or UC QP's connection state.
+    pub(crate) fn rc(&self) -> Option<&Queued<RcState>> {
+        match &self.transport {
+            QpTransport::Connected(c) => Some(c),
+            _ => None,
+        }
+    }
+
+    /// An XUD QP's state.
+    pub(crate) fn xud(&self) -> Option<&Queued<XudState>> {
+        match &self.transport {
+            QpTransport::Xud(x) => Some(x.queued()),
+            _ => None,
+        }
+    }
+
+    /// A UD or GSI QP's state.
+    pub(crate) fn datagram(&self) -> Option<&Datagram> {
+        match &self.transport {
+            QpTransport::Datagram(d) => Some(d),
+            _ => None,
+        }
+    }
+
+    /// The transmit budget of an RC, UC or XUD QP.
+    pub(crate) fn flight(&self) -> Option<&TxFlight> {
+        self.transport.flight()
     }
 
     /// Takes the next receive WQE, from the QP's receive queue or its SRQ
@@ -428,9 +350,11 @@ impl QpCore {
     /// Gives back the netdev an RC QP sends on (see
     /// `RxudDevice::release_netdev`). Any context.
     pub(crate) fn release_netdev(&self) {
-        let gone = self.rc.lock().as_deref_mut().and_then(RcState::detach);
+        let gone = self
+            .rc()
+            .and_then(|c| c.lock().as_deref_mut().and_then(RcState::detach));
         drop(gone);
-        let gone = self.ud_ndev.lock().take();
+        let gone = self.transport.netdev().and_then(HeldNetdev::take);
         drop(gone);
     }
 
@@ -483,175 +407,25 @@ impl Drop for RxudQp {
         // only queues packets whose destructors find the wake-up shut.
         BhWork::shutdown(&self.core);
         Timer::shutdown(&self.core);
-        let state = self.core.rc.lock().take();
-        drop(state);
-        let state = self.core.xud.lock().take();
-        drop(state);
-        let ndev = self.core.ud_ndev.lock().take();
+        if let Some(c) = self.core.rc() {
+            let state = c.lock().take();
+            drop(state);
+        }
+        if let Some(x) = self.core.xud() {
+            let state = x.lock().take();
+            drop(state);
+        }
+        let ndev = self.core.transport.netdev().and_then(HeldNetdev::take);
         drop(ndev);
         // Packets still below IP hold the core; they normally drain in
         // microseconds. Waiting a little lets the core go here, in
         // process context, rather than from the last destructor.
         for _ in 0..QP_DRAIN_WAIT_MS / 10 {
-            if self.core.flight.in_flight() == 0 {
+            if self.core.flight().map_or(0, TxFlight::in_flight) == 0 {
                 break;
             }
             crate::kext::timer::sleep_ms(10);
         }
-    }
-}
-
-impl QpConfig {
-    /// A new QP's attributes: RESET, nothing configured (an XUD QP's
-    /// retransmission attributes at their defaults).
-    fn reset(ty: QpType) -> Self {
-        let xud = ty == QpType::Xud;
-        let default = |v: u8| if xud { v } else { 0 };
-        Self {
-            state: QpState::Reset,
-            path_mtu: IbMtu::Mtu256,
-            qkey: 0,
-            rq_psn: Psn::new(0),
-            sq_psn: Psn::new(0),
-            dest_qpn: 0,
-            access: AccessFlags::EMPTY,
-            pkey_index: 0,
-            port: PORT,
-            av: None,
-            max_rd_atomic: 0,
-            max_dest_rd_atomic: 0,
-            min_rnr_timer: default(XUD_DEFAULT_MIN_RNR_TIMER),
-            timeout: default(XUD_DEFAULT_TIMEOUT),
-            retry_cnt: default(XUD_DEFAULT_RETRY_CNT),
-            rnr_retry: default(XUD_DEFAULT_RNR_RETRY),
-            en_sqd_async_notify: false,
-        }
-    }
-
-    /// The configuration after `attr` is applied to `self`, or the error
-    /// that refuses it (then nothing changes). The state machine has been
-    /// checked already; this checks the values.
-    fn apply(&self, attr: &QpAttr, next: QpState) -> Result<Self> {
-        let mut new = *self;
-        new.state = next;
-        new.set_path(attr)?;
-        new.set_sequence(attr)?;
-        new.set_access(attr)?;
-        new.set_rd_atomic(attr)?;
-        new.set_timers(attr)?;
-        if attr.mask.contains(QpAttrMask::EN_SQD_ASYNC_NOTIFY) {
-            new.en_sqd_async_notify = attr.en_sqd_async_notify;
-        }
-        if next == QpState::Reset {
-            // Back to the state of a new QP, keeping nothing of the old
-            // connection.
-            new.av = None;
-            new.dest_qpn = 0;
-        }
-        Ok(new)
-    }
-
-    /// Port, P_Key index, address vector, path MTU.
-    fn set_path(&mut self, attr: &QpAttr) -> Result {
-        let has = |f| attr.mask.contains(f);
-        if has(QpAttrMask::PORT) {
-            if attr.port_num != PORT {
-                return Err(EINVAL);
-            }
-            self.port = attr.port_num;
-        }
-        if has(QpAttrMask::PKEY_INDEX) {
-            // RoCE has one P_Key.
-            if attr.pkey_index != 0 {
-                return Err(EINVAL);
-            }
-            self.pkey_index = 0;
-        }
-        if has(QpAttrMask::AV) {
-            let av = attr.av.ok_or(EINVAL)??;
-            // RoCE v1 GIDs exist in the table (ib_core adds both kinds),
-            // but rxud, like rxe, only speaks RoCE v2.
-            if av.network == NetworkType::RoceV1 || av.port != PORT {
-                return Err(EINVAL);
-            }
-            self.av = Some(av);
-        }
-        if has(QpAttrMask::PATH_MTU) {
-            self.path_mtu = attr.path_mtu.ok_or(EINVAL)?;
-        }
-        Ok(())
-    }
-
-    /// Q_Key, PSNs and the destination QP.
-    fn set_sequence(&mut self, attr: &QpAttr) -> Result {
-        let has = |f| attr.mask.contains(f);
-        if has(QpAttrMask::QKEY) {
-            self.qkey = attr.qkey;
-        }
-        if has(QpAttrMask::RQ_PSN) {
-            self.rq_psn = Psn::new(attr.rq_psn);
-        }
-        if has(QpAttrMask::SQ_PSN) {
-            self.sq_psn = Psn::new(attr.sq_psn);
-        }
-        if has(QpAttrMask::DEST_QPN) {
-            if attr.dest_qp_num > QPN_MASK {
-                return Err(EINVAL);
-            }
-            self.dest_qpn = attr.dest_qp_num;
-        }
-        Ok(())
-    }
-
-    /// Rights granted to the peer.
-    fn set_access(&mut self, attr: &QpAttr) -> Result {
-        if attr.mask.contains(QpAttrMask::ACCESS_FLAGS) {
-            // Optional flags may be ignored; any other unknown one is an
-            // error.
-            let access = attr.access.difference(AccessFlags::OPTIONAL);
-            if !access.difference(QP_ACCESS_SUPPORTED).is_empty() {
-                return Err(EINVAL);
-            }
-            self.access = access;
-        }
-        Ok(())
-    }
-
-    /// Outstanding RDMA READ/atomic limits, both directions.
-    fn set_rd_atomic(&mut self, attr: &QpAttr) -> Result {
-        let has = |f| attr.mask.contains(f);
-        if has(QpAttrMask::MAX_QP_RD_ATOMIC) {
-            if u32::from(attr.max_rd_atomic) > MAX_QP_RD_ATOM {
-                return Err(EINVAL);
-            }
-            self.max_rd_atomic = attr.max_rd_atomic;
-        }
-        if has(QpAttrMask::MAX_DEST_RD_ATOMIC) {
-            if u32::from(attr.max_dest_rd_atomic) > MAX_QP_RD_ATOM {
-                return Err(EINVAL);
-            }
-            self.max_dest_rd_atomic = attr.max_dest_rd_atomic;
-        }
-        Ok(())
-    }
-
-    /// Timers and retry counts, within the IB spec's field widths.
-    fn set_timers(&mut self, attr: &QpAttr) -> Result {
-        let has = |f| attr.mask.contains(f);
-        let bounded = |v: u8, max: u8| if v <= max { Ok(v) } else { Err(EINVAL) };
-        if has(QpAttrMask::MIN_RNR_TIMER) {
-            self.min_rnr_timer = bounded(attr.min_rnr_timer, MAX_TIMER_CODE)?;
-        }
-        if has(QpAttrMask::TIMEOUT) {
-            self.timeout = bounded(attr.timeout, MAX_TIMER_CODE)?;
-        }
-        if has(QpAttrMask::RETRY_CNT) {
-            self.retry_cnt = bounded(attr.retry_cnt, MAX_RETRY_COUNT)?;
-        }
-        if has(QpAttrMask::RNR_RETRY) {
-            self.rnr_retry = bounded(attr.rnr_retry, MAX_RETRY_COUNT)?;
-        }
-        Ok(())
     }
 }
 
@@ -743,14 +517,18 @@ impl RxudQp {
         };
         let QpRings { sq, rq, cap } = QpRings::new(attr, udata)?;
         let xud_state = match xud {
-            Some(p) => Some(XudState::new(
+            Some(p) => Some((
                 p,
-                cap.max_send_wr,
-                sq.ring().geometry().slot_size(),
-                xud_claims(&cap, attr.srq.map(|s| &**s.core())),
-            )?),
+                XudState::new(
+                    p,
+                    cap.max_send_wr,
+                    sq.ring().geometry().slot_size(),
+                    xud_claims(&cap, attr.srq.map(|s| &**s.core())),
+                )?,
+            )),
             None => None,
         };
+        let transport = QpTransport::new(attr.qp_type, xud_state)?;
         let resp = CreateQpResp {
             comp_mask: 0,
             sq: sq.ring().info(),
@@ -766,7 +544,6 @@ impl RxudQp {
                 handle: attr.handle,
                 cap,
                 sq_sig_all: attr.sq_sig_all,
-                xud_params: xud,
                 pd,
                 sq,
                 rq,
@@ -775,17 +552,12 @@ impl RxudQp {
                 srq: attr.srq.map(|s| s.core().clone()),
                 config <- new_mutex!(QpConfig::reset(attr.qp_type), "rxud:qp_config"),
                 live: LiveConfig::new(),
-                sq_active: AtomicBool::new(false),
                 mrs: dev.mr_keys.clone(),
                 ahs: dev.ahs.clone(),
-                next_psn: AtomicU32::new(0),
                 ip_id: AtomicU16::new(crate::kext::random::u64() as u16),
                 port: dev.rx.clone(),
                 rto <- Timer::new(),
-                rc <- new_spinlock_bh!(None, "rxud:qp_rc"),
-                xud <- new_spinlock_bh!(xud_state, "rxud:qp_xud"),
-                ud_ndev <- new_spinlock_irq!(None, "rxud:qp_ud_ndev"),
-                flight: TxFlight::new(),
+                transport,
                 wake <- BhWork::new(),
             }),
             GFP_KERNEL,
@@ -840,14 +612,13 @@ impl RxudQp {
                 // RTR on.
                 let from_rtr = self.core.qp_type == QpType::Xud && next == QpState::Rtr;
                 let keep = from_rtr || matches!(next, QpState::Rts | QpState::Sqd | QpState::Sqe);
-                let mut held = self.core.ud_ndev.lock();
-                let old = match (keep, held.is_some()) {
-                    (true, false) => held.replace(ndev.ok_or(ENODEV)?),
-                    (false, _) => held.take(),
-                    (true, true) => None,
-                };
-                drop(held);
-                drop(old);
+                if let Some(held) = self.core.transport.netdev() {
+                    if keep {
+                        held.keep(ndev)?;
+                    } else {
+                        drop(held.take());
+                    }
+                }
                 if self.core.qp_type == QpType::Xud {
                     self.xud_transition(next, &new)?;
                 }
@@ -859,8 +630,10 @@ impl RxudQp {
         if next == QpState::Err {
             // XUD after the state is published: nothing is admitted or
             // claimed in between.
-            if let Some(st) = self.core.xud.lock().as_deref_mut() {
-                super::xud::flush(&self.core, st);
+            if let Some(x) = self.core.xud() {
+                if let Some(st) = x.lock().as_deref_mut() {
+                    super::xud::flush(&self.core, st);
+                }
             }
             self.core.flush();
         }
@@ -872,6 +645,9 @@ impl RxudQp {
     /// at RESET the state starts again (a new incarnation: peers that
     /// still send to the old one are told so, rule 1).
     fn xud_transition(&self, next: QpState, new: &QpConfig) -> Result {
+        let QpTransport::Xud(x) = &self.core.transport else {
+            return Ok(());
+        };
         // The transmit budget for XUD's packets on the netdev (held from
         // RTS on).
         if let Some(payload) = self
@@ -879,10 +655,10 @@ impl RxudQp {
             .ud_netdev()
             .and_then(|n| xud::payload_per_packet(n.mtu()))
         {
-            self.core.flight.set_mtu(payload);
+            x.queued().flight().set_mtu(payload);
         }
-        let fresh = match (next, self.core.xud_params) {
-            (QpState::Reset, Some(p)) => Some(XudState::new(
+        let fresh = match (next, x.params()) {
+            (QpState::Reset, p) => Some(XudState::new(
                 p,
                 self.core.cap.max_send_wr,
                 self.core.sq.ring().geometry().slot_size(),
@@ -890,7 +666,7 @@ impl RxudQp {
             )?),
             _ => None,
         };
-        let mut g = self.core.xud.lock();
+        let mut g = x.queued().lock();
         let old = match fresh {
             Some(f) => g.replace(f),
             None => None,
@@ -914,6 +690,9 @@ impl RxudQp {
         attr: &QpAttr,
         ndev: Option<NetDeviceRef>,
     ) -> Result {
+        let Some(conn) = self.core.rc() else {
+            return Ok(());
+        };
         let attrs = RcAttrs {
             mtu: new.path_mtu,
             access: new.access,
@@ -934,7 +713,7 @@ impl RxudQp {
                 dest_qpn: new.dest_qpn,
                 sport: super::tx::source_port(self.core.qpn),
             };
-            self.core.flight.set_mtu(attrs.mtu.bytes());
+            conn.flight().set_mtu(attrs.mtu.bytes());
             Some(RcState::new(path, ndev.ok_or(ENODEV)?, &attrs, uc)?)
         } else {
             None
@@ -951,7 +730,7 @@ impl RxudQp {
             None
         };
         let (mut old, mut gone) = (None, None);
-        let mut guard = self.core.rc.lock();
+        let mut guard = conn.lock();
         if let Some(st) = made {
             old = guard.replace(st);
         }
@@ -978,12 +757,12 @@ impl RxudQp {
 
     pub(crate) fn query(&self) -> QpQuery {
         let cfg = *self.core.config.lock();
-        let (psns, failed) = match self.core.rc.lock().as_deref() {
-            Some(st) => {
+        let (psns, failed) = match self.core.rc().map(|c| c.lock()).as_deref() {
+            Some(Some(st)) => {
                 let (sq, rq) = st.psns();
                 ((sq, Some(rq)), st.is_error())
             }
-            None => ((None, None), false),
+            _ => ((None, None), false),
         };
         // The data path moved the QP to ERROR (an error completion): the
         // configuration still says where modify_qp left it.
@@ -1022,3 +801,4 @@ impl RxudQp {
         }
     }
 }
+

@@ -3,8 +3,8 @@
 //! The send path: work requests from a QP's send ring to packets, in the
 //! poster's context (the doorbell system call).
 //!
-//! One sender drains a send queue at a time: `QpCore::sq_active` is taken
-//! with an atomic swap, and while it is held the ring's consumer flags say
+//! One sender drains a send queue at a time (`Datagram::try_start_sending`,
+//! an atomic swap), and while it is held the ring's consumer flags say
 //! `SENDER_ACTIVE`, so librxud posts without a doorbell. Having given up
 //! the queue the sender settles the flag (`WorkQueue::settle_sender`), so
 //! an entry published in between is either seen here or answered by a
@@ -65,8 +65,11 @@ pub(crate) fn doorbell(qp: &Arc<QpCore>) {
 /// Runs the sender of a UD or GSI QP until its send queue is empty, unless
 /// another sender is already at it. Context: process or softirq.
 pub(crate) fn send_queued(qp: &Arc<QpCore>) {
+    let Some(dgram) = qp.datagram() else {
+        return;
+    };
     loop {
-        if qp.sq_active.swap(true, Ordering::AcqRel) {
+        if !dgram.try_start_sending() {
             // The running sender will see what was posted.
             return;
         }
@@ -77,7 +80,7 @@ pub(crate) fn send_queued(qp: &Arc<QpCore>) {
         // be cleared while another sender holds the queue: a poster rings
         // a doorbell it did not need, which that sender's own settling
         // makes harmless.
-        qp.sq_active.store(false, Ordering::SeqCst);
+        dgram.stop_sending();
         if !qp.sq.settle_sender(false) {
             return;
         }
@@ -200,7 +203,7 @@ fn build_and_send(
     };
     let p = skb.payload_mut();
     p.fill(0);
-    let psn = Psn::new(qp.next_psn.fetch_add(1, Ordering::Relaxed));
+    let psn = Psn::new(qp.datagram().map_or(0, |d| d.next_psn()));
     let bth_repr = bth::Repr {
         opcode: if imm.is_some() {
             Opcode::UD_SEND_ONLY_WITH_IMMEDIATE

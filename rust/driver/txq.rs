@@ -5,10 +5,9 @@
 //! and locking").
 
 use super::counters::RxCounter;
-use super::qp::QpCore;
+use super::qp::{QpCore, Queued};
 use crate::net::skb::TxSkb;
 use crate::proto::wire::train;
-use crate::kext::sync::SpinLockBh;
 use kernel::{prelude::*, sync::Arc};
 
 /// Packets one call of [`kick`] sends at most before leaving the rest to
@@ -34,12 +33,12 @@ pub(crate) trait Transmitter {
 /// allows (the rest wait for the destructors' wake-up), one context at a
 /// time so they leave in the order they were built. Any context but hard
 /// irq.
-pub(crate) fn kick<S: Transmitter>(qp: &Arc<QpCore>, lock: &SpinLockBh<Option<KBox<S>>>) {
+pub(crate) fn kick<S: Transmitter>(qp: &Arc<QpCore>, queued: &Queued<S>) {
     let mut batch: [Option<TxSkb>; TXQ_LEN] = core::array::from_fn(|_| None);
     let mut sent = 0;
     loop {
         let n = {
-            let mut g = lock.lock();
+            let mut g = queued.lock();
             let Some(st) = g.as_deref_mut() else {
                 return;
             };
@@ -57,7 +56,7 @@ pub(crate) fn kick<S: Transmitter>(qp: &Arc<QpCore>, lock: &SpinLockBh<Option<KB
                 return;
             }
             let txq = st.txq();
-            let allowed = qp.flight.reserve(txq.len() as u32) as usize;
+            let allowed = queued.flight().reserve(txq.len() as u32) as usize;
             if allowed < txq.len() {
                 qp.port.counters.add(RxCounter::TxBudgetWaits, 1);
             }

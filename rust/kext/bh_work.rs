@@ -10,8 +10,9 @@
 //! sending the next packets would take that lock again, and a timer would
 //! wait for the next jiffy.
 //!
-//! Ownership is [`crate::kext::timer`]'s: a [`BhWork`] is a field of its owner
-//! `T` ([`HasBhWork`], written by [`impl_has_bh_work!`]); while queued it
+//! Ownership is [`crate::kext::timer`]'s: a [`BhWork`] is a field of its
+//! owner `T`, which names it in safe code ([`HasBhWork::bh_work`], checked
+//! to lie inside the owner by [`super::embedded`]); while queued it
 //! holds one reference to the owner, given to the callback as an
 //! `Arc<T>`. Owners call [`BhWork::shutdown`] before their last reference
 //! can go from process context: after it no callback runs, and later
@@ -19,52 +20,33 @@
 //! once), so nothing of the module runs from this work after `rmmod`.
 
 use crate::ffi::bindings;
-use core::marker::PhantomData;
+use core::sync::atomic::{AtomicPtr, Ordering};
 use kernel::{prelude::*, sync::Arc, types::Opaque};
 
 /// The object a [`BhWork`] calls back.
-///
-/// # Safety
-///
-/// `OFFSET` is the byte offset of a `BhWork<Self>` field inside `Self`.
-pub(crate) unsafe trait HasBhWork: Sized + Send + Sync {
-    /// Where the work item lies in `Self`.
-    const OFFSET: usize;
+pub(crate) trait HasBhWork: Sized + Send + Sync {
+    /// The work item field of `self`.
+    fn bh_work(&self) -> &BhWork<Self>;
 
     /// The work runs. Context: softirq.
     fn bh_work_run(this: Arc<Self>);
 }
 
-/// Implements [`HasBhWork`] for a type with a `BhWork<Self>` field,
-/// calling `$handler(Arc<Self>)` when it runs.
-macro_rules! impl_has_bh_work {
-    ($ty:ty, $field:ident, $handler:path) => {
-        // SAFETY: the offset is that of the named field, whose type the
-        // function below checks to be `BhWork<$ty>`.
-        unsafe impl $crate::kext::bh_work::HasBhWork for $ty {
-            const OFFSET: usize = {
-                const fn _field_is_bh_work(t: &$ty) -> &$crate::kext::bh_work::BhWork<$ty> {
-                    &t.$field
-                }
-                ::core::mem::offset_of!($ty, $field)
-            };
-
-            fn bh_work_run(this: ::kernel::sync::Arc<Self>) {
-                $handler(this)
-            }
-        }
-    };
-}
-pub(crate) use impl_has_bh_work;
-
 /// A work item inside a `T` (see the module docs).
+///
+/// # Invariants
+///
+/// `owner` is null or the address of the `T` the work item lies in, as
+/// `Arc::into_raw` gave it.
 #[repr(C)]
 #[pin_data]
 pub(crate) struct BhWork<T: HasBhWork> {
     /// First, so that a `work_struct` pointer is a `BhWork` pointer.
     #[pin]
     raw: Opaque<bindings::work_struct>,
-    _owner: PhantomData<T>,
+    /// The owner, for the callback: stored by [`BhWork::queue`] before the
+    /// work is queued (the workqueue orders the store before the run).
+    owner: AtomicPtr<T>,
 }
 
 // SAFETY: the work_struct is only touched through the workqueue API,
@@ -76,22 +58,27 @@ unsafe impl<T: HasBhWork> Sync for BhWork<T> {}
 impl<T: HasBhWork> BhWork<T> {
     /// An idle work item.
     pub(crate) fn new() -> impl PinInit<Self> {
+        // INVARIANT: `owner` starts null.
         pin_init!(Self {
             // SAFETY: `INIT_WORK` initialises the whole work_struct in
             // place; the slot stays pinned with its owner.
             raw <- Opaque::ffi_init(|p: *mut bindings::work_struct| unsafe {
                 bindings::rxud_bh_work_init(p, Some(Self::run))
             }),
-            _owner: PhantomData,
+            owner: AtomicPtr::new(core::ptr::null_mut()),
         })
     }
 
     /// Queues `owner`'s work unless it is queued already (or shut down).
-    /// `owner` must be the object this work item is part of. Any context
-    /// but NMI.
+    /// Any context but NMI.
     pub(crate) fn queue(owner: &Arc<T>) {
-        let work = Self::of(owner);
+        let Some(work) = Self::of(owner) else {
+            return;
+        };
         let held = Arc::into_raw(owner.clone());
+        // INVARIANT: the work item lies inside `*held` (`of`), and every
+        // queueing of it stores this same address.
+        work.owner.store(held.cast_mut(), Ordering::Relaxed);
         // SAFETY: the work_struct was set up by `new` and lives as long as
         // its owner, which `owner` keeps alive.
         let queued = unsafe { bindings::rxud_bh_work_queue(work.raw.get()) };
@@ -106,7 +93,9 @@ impl<T: HasBhWork> BhWork<T> {
     /// Cancels the work for good and waits for a running callback; gives
     /// back the reference a queued work held. Context: process.
     pub(crate) fn shutdown(owner: &Arc<T>) {
-        let work = Self::of(owner);
+        let Some(work) = Self::of(owner) else {
+            return;
+        };
         // SAFETY: the work_struct was set up by `new`; sleeping is allowed
         // (process context).
         let was_queued = unsafe { bindings::rxud_bh_work_disable_sync(work.raw.get()) };
@@ -117,13 +106,16 @@ impl<T: HasBhWork> BhWork<T> {
         }
     }
 
-    /// The work item inside `owner`.
-    fn of(owner: &T) -> &Self {
-        let p = (owner as *const T).cast::<u8>();
-        // SAFETY: `HasBhWork::OFFSET` is the offset of a `BhWork<T>` field
-        // of `T`, so the result points into `owner` at a live `BhWork<T>`
-        // borrowed for as long as `owner`.
-        unsafe { &*p.add(T::OFFSET).cast::<Self>() }
+    /// The work item inside `owner`, if the one [`HasBhWork::bh_work`]
+    /// names lies inside it (otherwise a driver bug, logged).
+    fn of(owner: &T) -> Option<&Self> {
+        let work = owner.bh_work();
+        if super::embedded::lies_within(work, owner) {
+            Some(work)
+        } else {
+            pr_err!("a BH work item outside its owner is ignored\n");
+            None
+        }
     }
 
     /// The work_struct callback. Context: softirq (the BH workqueue).
@@ -134,11 +126,13 @@ impl<T: HasBhWork> BhWork<T> {
     /// `Arc`, queued by [`BhWork::queue`] (so it holds a reference).
     unsafe extern "C" fn run(raw: *mut bindings::work_struct) {
         // SAFETY: `BhWork` is `repr(C)` with the work_struct first (and
-        // `Opaque` is transparent), so `raw` is the `BhWork<T>`; it lies at
-        // `T::OFFSET` in its owner (`HasBhWork`).
-        let owner = unsafe { raw.cast::<u8>().sub(T::OFFSET) }.cast::<T>();
-        // SAFETY: the queued work held a reference taken with `into_raw`
-        // (`queue`); running hands it to us.
+        // `Opaque` is transparent), so `raw` is the `BhWork<T>`; it lies
+        // in its owner, which the queued work kept alive.
+        let work = unsafe { &*raw.cast::<Self>() };
+        let owner = work.owner.load(Ordering::Relaxed);
+        // SAFETY: `queue` stored the owner's `into_raw` address before
+        // queueing (type invariant), and the queued work held that
+        // reference; running hands it to us.
         let this = unsafe { Arc::from_raw(owner) };
         T::bh_work_run(this);
     }

@@ -74,6 +74,8 @@ unsafe impl Backend for SpinLockIrqBackend {
 /// itself disables and re-enables softirqs, which is not allowed with
 /// interrupts off (IPv6 route lookups do, for instance).
 pub(crate) type SpinLockBh<T> = Lock<T, SpinLockBhBackend>;
+/// A held [`SpinLockBh`].
+pub(crate) type SpinLockBhGuard<'a, T> = kernel::sync::lock::Guard<'a, T, SpinLockBhBackend>;
 
 /// Creates a [`SpinLockBh`] initialiser with a lockdep class of its own
 /// for each call site.

@@ -3,13 +3,16 @@
 //! One-shot kernel timers (`struct timer_list`) that call back an object
 //! in an [`Arc`]; 6.12's `kernel` crate has none.
 //!
-//! A [`Timer`] is a field of its owner `T` ([`HasTimer`] says where, and
-//! [`impl_has_timer!`] writes that impl). While the timer is pending it
-//! holds one reference to the owner, so the callback always finds the
-//! owner alive, whoever dropped their references meanwhile: arming takes
-//! a reference unless the timer was already pending (then the one it
-//! holds is kept), the callback gets it as an `Arc<T>`, and
-//! [`Timer::shutdown`] gives back the reference of a pending timer.
+//! A [`Timer`] is a field of its owner `T`, which names it in safe code
+//! ([`HasTimer::timer`]); the field is checked to lie inside the owner
+//! whenever the timer is armed or shut down ([`super::embedded`]), so a
+//! wrong implementation cannot make the callback find another object.
+//! While the timer is pending it holds one reference to the owner, so the
+//! callback always finds the owner alive, whoever dropped their references
+//! meanwhile: arming takes a reference unless the timer was already
+//! pending (then the one it holds is kept), the callback gets it as an
+//! `Arc<T>`, and [`Timer::shutdown`] gives back the reference of a pending
+//! timer.
 //!
 //! Owners call [`Timer::shutdown`] before their last reference can go
 //! from process context (e.g. when the object is destroyed): after it, no
@@ -22,52 +25,34 @@
 //! rounded up to the next jiffy).
 
 use crate::ffi::bindings;
-use core::marker::PhantomData;
+use core::sync::atomic::{AtomicPtr, Ordering};
 use kernel::{prelude::*, sync::Arc, types::Opaque};
 
 /// The object a [`Timer`] calls back.
-///
-/// # Safety
-///
-/// `OFFSET` is the byte offset of a `Timer<Self>` field inside `Self`.
-pub(crate) unsafe trait HasTimer: Sized + Send + Sync {
-    /// Where the timer lies in `Self`.
-    const OFFSET: usize;
+pub(crate) trait HasTimer: Sized + Send + Sync {
+    /// The timer field of `self`.
+    fn timer(&self) -> &Timer<Self>;
 
     /// The timer fired. Context: softirq.
     fn timer_fired(this: Arc<Self>);
 }
 
-/// Implements [`HasTimer`] for a type with a `Timer<Self>` field, calling
-/// `$handler(Arc<Self>)` when it fires.
-macro_rules! impl_has_timer {
-    ($ty:ty, $field:ident, $handler:path) => {
-        // SAFETY: the offset is that of the named field, whose type the
-        // function below checks to be `Timer<$ty>`.
-        unsafe impl $crate::kext::timer::HasTimer for $ty {
-            const OFFSET: usize = {
-                const fn _field_is_a_timer(t: &$ty) -> &$crate::kext::timer::Timer<$ty> {
-                    &t.$field
-                }
-                ::core::mem::offset_of!($ty, $field)
-            };
-
-            fn timer_fired(this: ::kernel::sync::Arc<Self>) {
-                $handler(this)
-            }
-        }
-    };
-}
-pub(crate) use impl_has_timer;
-
 /// A one-shot timer inside a `T` (see the module docs).
+///
+/// # Invariants
+///
+/// `owner` is null or the address of the `T` the timer lies in, as
+/// `Arc::into_raw` gave it.
 #[repr(C)]
 #[pin_data]
 pub(crate) struct Timer<T: HasTimer> {
     /// First, so that a `timer_list` pointer is a `Timer` pointer.
     #[pin]
     raw: Opaque<bindings::timer_list>,
-    _owner: PhantomData<T>,
+    /// The owner, for the callback: stored by [`Timer::arm`] before the
+    /// timer is queued (the timer base lock orders the store before the
+    /// callback's load).
+    owner: AtomicPtr<T>,
 }
 
 // SAFETY: the timer_list is only touched through the kernel's timer API,
@@ -80,22 +65,27 @@ unsafe impl<T: HasTimer> Sync for Timer<T> {}
 impl<T: HasTimer> Timer<T> {
     /// An idle timer.
     pub(crate) fn new() -> impl PinInit<Self> {
+        // INVARIANT: `owner` starts null.
         pin_init!(Self {
             // SAFETY: `timer_setup` initialises the whole timer_list in
             // place; the slot stays pinned with its owner.
             raw <- Opaque::ffi_init(|p: *mut bindings::timer_list| unsafe {
                 bindings::rxud_timer_setup(p, Some(Self::fire))
             }),
-            _owner: PhantomData,
+            owner: AtomicPtr::new(core::ptr::null_mut()),
         })
     }
 
     /// Fires `owner`'s timer `delay_ns` from now (re-arming it if it is
-    /// pending). `owner` must be the object this timer is part of. Any
-    /// context.
+    /// pending). Any context.
     pub(crate) fn arm(owner: &Arc<T>, delay_ns: u64) {
-        let timer = Self::of(owner);
+        let Some(timer) = Self::of(owner) else {
+            return;
+        };
         let held = Arc::into_raw(owner.clone());
+        // INVARIANT: the timer lies inside `*held` (`of`), and every arm
+        // of it stores this same address.
+        timer.owner.store(held.cast_mut(), Ordering::Relaxed);
         // SAFETY: the timer_list was set up by `new` and lives as long as
         // its owner, which `owner` keeps alive.
         let was_pending = unsafe { bindings::rxud_timer_arm_ns(timer.raw.get(), delay_ns) };
@@ -111,7 +101,9 @@ impl<T: HasTimer> Timer<T> {
     /// (and leak their reference: do not arm after this). Context:
     /// process.
     pub(crate) fn shutdown(owner: &Arc<T>) {
-        let timer = Self::of(owner);
+        let Some(timer) = Self::of(owner) else {
+            return;
+        };
         // SAFETY: the timer_list was set up by `new`; sleeping is allowed
         // (process context).
         let was_pending = unsafe { bindings::timer_shutdown_sync(timer.raw.get()) };
@@ -122,13 +114,16 @@ impl<T: HasTimer> Timer<T> {
         }
     }
 
-    /// The timer inside `owner`.
-    fn of(owner: &T) -> &Self {
-        let p = (owner as *const T).cast::<u8>();
-        // SAFETY: `HasTimer::OFFSET` is the offset of a `Timer<T>` field
-        // of `T`, so the result points into `owner` at a live `Timer<T>`
-        // borrowed for as long as `owner`.
-        unsafe { &*p.add(T::OFFSET).cast::<Self>() }
+    /// The timer inside `owner`, if the one [`HasTimer::timer`] names
+    /// lies inside it (otherwise a driver bug, logged).
+    fn of(owner: &T) -> Option<&Self> {
+        let timer = owner.timer();
+        if super::embedded::lies_within(timer, owner) {
+            Some(timer)
+        } else {
+            pr_err!("a timer outside its owner is ignored\n");
+            None
+        }
     }
 
     /// The timer_list callback. Context: softirq.
@@ -139,11 +134,13 @@ impl<T: HasTimer> Timer<T> {
     /// `Arc`, armed by [`Timer::arm`] (so it holds a reference).
     unsafe extern "C" fn fire(raw: *mut bindings::timer_list) {
         // SAFETY: `Timer` is `repr(C)` with the timer_list first (and
-        // `Opaque` is transparent), so `raw` is the `Timer<T>`; it lies at
-        // `T::OFFSET` in its owner (`HasTimer`).
-        let owner = unsafe { raw.cast::<u8>().sub(T::OFFSET) }.cast::<T>();
-        // SAFETY: the pending timer held a reference taken with
-        // `into_raw` (`arm`); firing hands it to us.
+        // `Opaque` is transparent), so `raw` is the `Timer<T>`; it lies in
+        // its owner, which the pending timer kept alive.
+        let timer = unsafe { &*raw.cast::<Self>() };
+        let owner = timer.owner.load(Ordering::Relaxed);
+        // SAFETY: `arm` stored the owner's `into_raw` address before
+        // queueing the timer (type invariant), and the pending timer held
+        // that reference; firing hands it to us.
         let this = unsafe { Arc::from_raw(owner) };
         T::timer_fired(this);
     }
