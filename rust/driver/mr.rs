@@ -5,8 +5,8 @@
 use super::counter::Counted;
 use super::table::IndexTable;
 use crate::ib::{kmem, AccessFlags, Umem, UserRange};
-use crate::net::skb::SkBuff;
 use crate::kext::sync::{new_spinlock_irq, SpinLockIrq};
+use crate::net::skb::SkBuff;
 use kernel::{prelude::*, sync::Arc};
 
 /// Most pages of a fast-registration MR (`max_fast_reg_page_list_len`).

@@ -10,8 +10,8 @@
 
 use super::device::RxudDevice;
 use super::qp::QpCore;
-use super::srq::SrqCore;
 use super::ring::{MAX_RECV_SLOT, MAX_SEND_SLOT};
+use super::srq::SrqCore;
 use crate::abi::{
     opcode, send_flags, xud, AtomicOp, RdmaOp, RecvWqe, RegMrOp, SendWqe, Sge, UdOp, XudOp,
     RECV_WQE_HEADER_SIZE, SEND_WQE_HEADER_SIZE, SGE_SIZE,

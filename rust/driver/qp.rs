@@ -19,30 +19,30 @@ use super::xud::XudState;
 
 mod config;
 mod transport;
-pub(crate) use config::LiveConfig;
-use config::{xud_transition_is_valid, QpConfig};
-pub(crate) use transport::{Datagram, Queued};
-use transport::{HeldNetdev, QpTransport};
 use crate::abi::{
     create_qp, opcode, recv_wqe_slot_size, send_flags, send_wqe_slot_size, status, wc_opcode, Cqe,
     CreateQpReq, CreateQpResp, RecvWqe, SendWqe, XudParams, SEND_WQE_HEADER_SIZE, SGE_SIZE,
 };
-use crate::kext::bh_work::{BhWork, HasBhWork};
 use crate::ib::{
     qp::{transition_is_valid, QpCreateFlags},
     AccessFlags, AddressVector, NetworkType, QpAttr, QpAttrMask, QpCap, QpHandle, QpInitAttr,
     QpQuery, QpState, QpType, UData,
 };
-use crate::net::NetDeviceRef;
-use crate::proto::{mtu::IbMtu, psn::Psn, wire::QPN_MASK, xud};
+use crate::kext::bh_work::{BhWork, HasBhWork};
 use crate::kext::sync::{new_spinlock_bh, new_spinlock_irq, SpinLockBh, SpinLockIrq};
 use crate::kext::timer::{HasTimer, Timer};
+use crate::net::NetDeviceRef;
+use crate::proto::{mtu::IbMtu, psn::Psn, wire::QPN_MASK, xud};
+pub(crate) use config::LiveConfig;
+use config::{xud_transition_is_valid, QpConfig};
 use core::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, Ordering};
 use kernel::{
     new_mutex,
     prelude::*,
     sync::{Arc, Mutex},
 };
+pub(crate) use transport::{Datagram, Queued};
+use transport::{HeldNetdev, QpTransport};
 
 /// First QP number handed out: 0 and 1 are the special QPs, and IB
 /// reserves a few more below 16 in practice (rxe does the same).
@@ -801,4 +801,3 @@ impl RxudQp {
         }
     }
 }
-

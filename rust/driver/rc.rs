@@ -4,6 +4,12 @@
 //! machines decide; this module moves bytes between packets, memory
 //! regions, rings and completion queues, and keeps the timer.
 //!
+//! By role: this file holds a QP's connection state ([`RcState`]), the
+//! error state, the doorbell, the timer and the pass over the QP
+//! (`pump`), and the receive dispatch ([`receive`]); the requester is in
+//! `rc/requester.rs`, the responder (where ACKs are built) in
+//! `rc/responder.rs`, UC in `rc/uc.rs`.
+//!
 //! # Contexts and locking
 //!
 //! One QP's RC state ([`RcState`]) is driven from the doorbell (process
@@ -70,6 +76,10 @@ use kernel::{prelude::*, sync::Arc};
 mod requester;
 mod responder;
 mod uc;
+
+use requester::{admit_wqes, complete_sends, on_response, transmit, Sender};
+use responder::{complete_recv, on_request, respond, Receiver};
+use uc::{complete_uc, on_uc_packet, uc_pump, UcSide, UcTx};
 
 /// Caller-provided storage for the state machines.
 struct Store<T>(KVVec<T>);

@@ -18,12 +18,13 @@
 use super::counters::{RxCounter, RxCounters};
 use super::mr::{MrCore, MrMemo, MrTable};
 use super::qp::{QpCore, QpTable};
-use super::ring::MAX_RECV_SLOT;
 use super::rc;
+use super::ring::MAX_RECV_SLOT;
 use crate::abi::{
     network, status, wc_flags, wc_opcode, Cqe, RecvWqe, Sge, RECV_WQE_HEADER_SIZE, SGE_SIZE,
 };
 use crate::ib::{AccessFlags, QpType};
+use crate::kext::sync::{new_spinlock_irq, SpinLockIrq};
 use crate::net::{skb::SkBuff, udp::Train};
 use crate::proto::wire::{
     bth, deth,
@@ -32,7 +33,6 @@ use crate::proto::wire::{
     opcode::{Opcode, Transport},
     packet::Packet,
 };
-use crate::kext::sync::{new_spinlock_irq, SpinLockIrq};
 use kernel::{prelude::*, sync::Arc};
 
 /// Longest transport header rxud reads before the payload: XUD's BTH

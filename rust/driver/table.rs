@@ -19,10 +19,10 @@
 //! there the objects are also published under RCU ([`RcuSlots`]), and
 //! removing one waits for a grace period.
 
-use crate::proto::numbers;
 use crate::kext::rcu::RcuSlots;
 use crate::kext::sync::{new_spinlock_irq, SpinLockIrq};
 use crate::kext::timer::now_ns;
+use crate::proto::numbers;
 use kernel::{prelude::*, sync::Arc};
 
 enum Slot<T> {

@@ -17,6 +17,7 @@
 
 use super::counters::RxCounter;
 use super::rx::RxPort;
+use crate::kext::sync::{new_spinlock_irq, SpinLockIrq};
 use crate::net::{
     netdev::NetDeviceId,
     netns::NetNsRef,
@@ -24,7 +25,6 @@ use crate::net::{
     udp::{Lost, Train, TunnelRx, TunnelSocket},
     NetDevice,
 };
-use crate::kext::sync::{new_spinlock_irq, SpinLockIrq};
 use kernel::{
     new_mutex,
     prelude::*,

@@ -28,6 +28,7 @@ use crate::abi::{
     opcode, send_flags, status, wc_opcode, Cqe, SendWqe, Sge, UdOp, SEND_WQE_HEADER_SIZE, SGE_SIZE,
 };
 use crate::ib::{AddressVector, NetworkType, QpType};
+use crate::kext::timer::Timer;
 use crate::net::{
     skb::{Ipv4Fields, Ipv6Flow, TxSkb},
     NetDevice, RouteCache,
@@ -37,7 +38,6 @@ use crate::proto::{
     psn::Psn,
     wire::{bth, deth, icrc, immdt, opcode::Opcode},
 };
-use crate::kext::timer::Timer;
 use core::sync::atomic::Ordering;
 use kernel::sync::Arc;
 

@@ -5,10 +5,10 @@
 //! what `query_device` reports), the XUD state machine's rule, and the
 //! part the packet paths read without the QP's mutex ([`LiveConfig`]).
 
-use super::super::device::{MAX_QP_RD_ATOM, PORT};
+use crate::driver::device::{MAX_QP_RD_ATOM, PORT};
 use crate::ib::{
-    qp::transition_is_valid, AccessFlags, AddressVector, NetworkType, QpAttr, QpAttrMask,
-    QpState, QpType,
+    qp::transition_is_valid, AccessFlags, AddressVector, NetworkType, QpAttr, QpAttrMask, QpState,
+    QpType,
 };
 use crate::proto::{mtu::IbMtu, psn::Psn, wire::QPN_MASK};
 use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};

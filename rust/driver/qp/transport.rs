@@ -6,10 +6,10 @@
 //! through one accessor that says so (`QpCore::rc`, `QpCore::xud`,
 //! `QpCore::datagram`).
 
-use super::super::flight::TxFlight;
-use super::super::rc::RcState;
-use super::super::xud::XudState;
 use crate::abi::XudParams;
+use crate::driver::flight::TxFlight;
+use crate::driver::rc::RcState;
+use crate::driver::xud::XudState;
 use crate::ib::QpType;
 use crate::kext::sync::{
     new_spinlock_bh, new_spinlock_irq, SpinLockBh, SpinLockBhGuard, SpinLockIrq,

@@ -1,19 +1,25 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! TODO
+//! The RC requester on the wire: WQEs admitted from the send ring into
+//! [`crate::proto::rc::Requester`] (a copy of each kept for
+//! retransmission), request packets built from them (also UC's, which
+//! share the layout), responses (ACK/NAK, READ data, atomic ACKs) taken
+//! back, and send completions written.
 
-use super::super::counters::RxCounter;
-use super::super::local;
-use super::super::mr::{self, MrError, MrMemo};
-use super::super::qp::QpCore;
-use super::super::ring::{MAX_RECV_SLOT, MAX_SEND_SLOT};
-use super::super::sgl::{Sgl, SglError};
-use super::super::tx;
-use super::super::txq::{self, TxQueue};
+use super::responder::ack_counter;
+use super::{now, RcAttrs, RcDrop, RcState, RxPacket, Store};
 use crate::abi::{
     opcode, send_flags, status, wc_flags, wc_opcode, AtomicOp, Cqe, RdmaOp, RecvWqe, SendWqe,
     RECV_WQE_HEADER_SIZE, SEND_WQE_HEADER_SIZE,
 };
+use crate::driver::counters::RxCounter;
+use crate::driver::local;
+use crate::driver::mr::{self, MrError, MrMemo};
+use crate::driver::qp::QpCore;
+use crate::driver::ring::{MAX_RECV_SLOT, MAX_SEND_SLOT};
+use crate::driver::sgl::{Sgl, SglError};
+use crate::driver::tx;
+use crate::driver::txq::{self, TxQueue};
 use crate::ib::{AccessFlags, AddressVector};
 use crate::net::{
     skb::{SkBuff, TxSkb},
@@ -35,7 +41,6 @@ use crate::proto::{
     },
 };
 use kernel::{prelude::*, sync::Arc};
-use super::*;
 
 /// The send side: the requester and a copy of each WQE it holds.
 pub(crate) struct Sender {

@@ -1,19 +1,25 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! TODO
+//! The RC responder on the wire: requests checked against
+//! [`crate::proto::rc::Responder`]'s plan, payloads placed into the
+//! receive WQE or the MR an rkey names, READs and atomics executed, and
+//! the answers (coalesced ACKs, NAKs, READ data, atomic ACKs) built into
+//! the QP's queue; receive completions written.
 
-use super::super::counters::RxCounter;
-use super::super::local;
-use super::super::mr::{self, MrError, MrMemo};
-use super::super::qp::QpCore;
-use super::super::ring::{MAX_RECV_SLOT, MAX_SEND_SLOT};
-use super::super::sgl::{Sgl, SglError};
-use super::super::tx;
-use super::super::txq::{self, TxQueue};
+use super::requester::new_packet;
+use super::{enter_error, now, RcDrop, RcState, RxPacket, Store};
 use crate::abi::{
     opcode, send_flags, status, wc_flags, wc_opcode, AtomicOp, Cqe, RdmaOp, RecvWqe, SendWqe,
     RECV_WQE_HEADER_SIZE, SEND_WQE_HEADER_SIZE,
 };
+use crate::driver::counters::RxCounter;
+use crate::driver::local;
+use crate::driver::mr::{self, MrError, MrMemo};
+use crate::driver::qp::QpCore;
+use crate::driver::ring::{MAX_RECV_SLOT, MAX_SEND_SLOT};
+use crate::driver::sgl::{Sgl, SglError};
+use crate::driver::tx;
+use crate::driver::txq::{self, TxQueue};
 use crate::ib::{AccessFlags, AddressVector};
 use crate::net::{
     skb::{SkBuff, TxSkb},
@@ -35,7 +41,6 @@ use crate::proto::{
     },
 };
 use kernel::{prelude::*, sync::Arc};
-use super::*;
 
 /// The receive side: the responder and the receive WQE a SEND (or a
 /// WRITE with immediate) is being placed into.
@@ -46,7 +51,14 @@ pub(super) struct Receiver {
 }
 
 /// A receive completion on the QP's receive CQ.
-pub(super) fn complete_recv(qp: &QpCore, wr_id: u64, st: u32, op: u32, len: u32, extra: Option<(u32, u32)>) {
+pub(super) fn complete_recv(
+    qp: &QpCore,
+    wr_id: u64,
+    st: u32,
+    op: u32,
+    len: u32,
+    extra: Option<(u32, u32)>,
+) {
     let mut cqe = Cqe {
         wr_id,
         status: st,
@@ -289,7 +301,13 @@ fn remote_mr<'m>(
 
 /// The last packet of a SEND or WRITE with immediate: the receive WQE
 /// completes.
-pub(super) fn finish_recv(qp: &QpCore, st: &mut RcState, p: &RxPacket<'_>, kind: MsgKind, len: u32) {
+pub(super) fn finish_recv(
+    qp: &QpCore,
+    st: &mut RcState,
+    p: &RxPacket<'_>,
+    kind: MsgKind,
+    len: u32,
+) {
     if !st.receiver.recv_held {
         return;
     }
@@ -407,4 +425,3 @@ fn build_response(qp: &QpCore, st: &RcState, r: &Response) -> Option<TxSkb> {
     st.finish(qp, &mut skb).ok()?;
     Some(skb)
 }
-

@@ -1,19 +1,25 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! TODO
+//! UC on the wire over [`crate::proto::uc`]: messages cut into packets
+//! with no answer expected (a message completes once its last packet is
+//! queued), and packets placed whole-message-or-nothing, never answered.
+//! Shares RC's connection state, packet layout and placement.
 
-use super::super::counters::RxCounter;
-use super::super::local;
-use super::super::mr::{self, MrError, MrMemo};
-use super::super::qp::QpCore;
-use super::super::ring::{MAX_RECV_SLOT, MAX_SEND_SLOT};
-use super::super::sgl::{Sgl, SglError};
-use super::super::tx;
-use super::super::txq::{self, TxQueue};
+use super::requester::{build_request, check_wqe, wc_status, Out};
+use super::responder::{fail_recv, finish_recv, place_send, place_write, take_recv, Refuse};
+use super::{kick, with_doorbell_flag, RcDrop, RcState, RxPacket};
 use crate::abi::{
     opcode, send_flags, status, wc_flags, wc_opcode, AtomicOp, Cqe, RdmaOp, RecvWqe, SendWqe,
     RECV_WQE_HEADER_SIZE, SEND_WQE_HEADER_SIZE,
 };
+use crate::driver::counters::RxCounter;
+use crate::driver::local;
+use crate::driver::mr::{self, MrError, MrMemo};
+use crate::driver::qp::QpCore;
+use crate::driver::ring::{MAX_RECV_SLOT, MAX_SEND_SLOT};
+use crate::driver::sgl::{Sgl, SglError};
+use crate::driver::tx;
+use crate::driver::txq::{self, TxQueue};
 use crate::ib::{AccessFlags, AddressVector};
 use crate::net::{
     skb::{SkBuff, TxSkb},
@@ -35,7 +41,6 @@ use crate::proto::{
     },
 };
 use kernel::{prelude::*, sync::Arc};
-use super::*;
 
 /// The two halves of a UC QP.
 pub(super) struct UcSide {
