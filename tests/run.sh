@@ -126,6 +126,7 @@ if [ "$mode" = all ] || [ "$mode" = host ]; then
 		failed=$((failed + 1))
 	fi
 	gate rustfmt "rustfmt --check over rust/ and rdma-core-provider/" make -s -C "$TOP" fmt-check
+	gate layout "design.rst's layout names every source file under rust/ and only paths that exist" python3 "$TOP/tests/layout.py"
 	gate clippy-host "clippy: cargo clippy -D warnings on rxud-proto, rxud-abi, librxud" make -s -C "$TOP" clippy-host
 
 	log "host unit tests (cargo test: protocol core, ABI layout, provider)"
