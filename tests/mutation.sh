@@ -275,7 +275,7 @@ build_all() {
 
 	# Parking an XUD receiving stream forgets it instead of keeping its
 	# window: a replay to the peer is then taken as new.
-	mutant xud-park-forgets driver/xud.rs \
+	mutant xud-park-forgets driver/xud/peers.rs \
 		'self.recv = Some(Side::Parked(p));' 'let _ = p; self.recv = None;' \
 		tests/guest/18-xud-peers.sh 'not ok [0-9]+ - the 50 SENDs replayed'
 
@@ -289,7 +289,7 @@ build_all() {
 	# A packet of another stream for a peer whose stream is held goes
 	# into the held one (rule 3 dropped): an off-path forger who knows no
 	# stream gets its packets placed.
-	mutant xud-streams-merge driver/xud.rs \
+	mutant xud-streams-merge driver/xud/receiver.rs \
 		'Some(false) => return Err(RxCounter::XudStale),' 'Some(false) => {}' \
 		tests/guest/18-xud-peers.sh 'not ok [0-9]+ - 5 SENDs of another stream'
 }
