@@ -7,7 +7,7 @@
 
 use super::ah::Destination;
 use super::cq::CqCore;
-use super::device::{RxudDevice, MAX_INLINE_DATA, MAX_QP_RD_ATOM, MAX_QP_WR, MAX_SGE, PORT};
+use super::device::{RxudDevice, MAX_INLINE_DATA, MAX_QP_WR, MAX_SGE};
 use super::flight::TxFlight;
 use super::mr::MrTable;
 use super::rc::{self, Path, RcAttrs, RcState};
@@ -25,17 +25,15 @@ use crate::abi::{
 };
 use crate::ib::{
     qp::{transition_is_valid, QpCreateFlags},
-    AccessFlags, AddressVector, NetworkType, QpAttr, QpAttrMask, QpCap, QpHandle, QpInitAttr,
-    QpQuery, QpState, QpType, UData,
+    QpAttr, QpAttrMask, QpCap, QpHandle, QpInitAttr, QpQuery, QpState, QpType, UData,
 };
 use crate::kext::bh_work::{BhWork, HasBhWork};
-use crate::kext::sync::{new_spinlock_bh, new_spinlock_irq, SpinLockBh, SpinLockIrq};
 use crate::kext::timer::{HasTimer, Timer};
 use crate::net::NetDeviceRef;
-use crate::proto::{mtu::IbMtu, psn::Psn, wire::QPN_MASK, xud};
+use crate::proto::xud;
 pub(crate) use config::LiveConfig;
 use config::{xud_transition_is_valid, QpConfig};
-use core::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, Ordering};
+use core::sync::atomic::{AtomicU16, Ordering};
 use kernel::{
     new_mutex,
     prelude::*,

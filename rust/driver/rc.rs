@@ -40,35 +40,27 @@
 //! connected states or the netdev goes away ([`RcState::detach`]).
 
 use super::counters::RxCounter;
-use super::local;
-use super::mr::{self, MrError, MrMemo};
+use super::mr::MrMemo;
 use super::qp::QpCore;
-use super::ring::{MAX_RECV_SLOT, MAX_SEND_SLOT};
-use super::sgl::{Sgl, SglError};
+use super::ring::MAX_RECV_SLOT;
 use super::tx;
 use super::txq::{self, TxQueue};
-use crate::abi::{
-    opcode, send_flags, status, wc_flags, wc_opcode, AtomicOp, Cqe, RdmaOp, RecvWqe, SendWqe,
-    RECV_WQE_HEADER_SIZE, SEND_WQE_HEADER_SIZE,
-};
+use crate::abi::{status, wc_opcode, RecvWqe};
 use crate::ib::{AccessFlags, AddressVector};
 use crate::net::{
     skb::{SkBuff, TxSkb},
-    NetDevice, NetDeviceRef, RouteCache,
+    NetDeviceRef, RouteCache,
 };
 use crate::proto::{
     mtu::IbMtu,
     psn::Psn,
-    rc::{
-        Action, Completion, Config, Incoming, Message, MsgKind, Outcome, Plan, PostError, Request,
-        Requester, Resource, Responder, Response, Slot, Status, TxPacket, WqeRef,
-    },
+    rc::{Config, Resource, Responder},
     uc as proto_uc,
     wire::{
-        aeth::{self, AckSyndrome, NakCode},
+        aeth::{self},
         atomic, bth, ieth, immdt,
         opcode::{ExtHeader, Opcode},
-        packet, reth,
+        reth,
     },
 };
 use kernel::{prelude::*, sync::Arc};

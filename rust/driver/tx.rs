@@ -38,7 +38,6 @@ use crate::proto::{
     psn::Psn,
     wire::{bth, deth, icrc, immdt, opcode::Opcode},
 };
-use core::sync::atomic::Ordering;
 use kernel::sync::Arc;
 
 /// Hop limit when the address vector leaves it 0.

@@ -8,7 +8,7 @@ use super::counters::RxCounter;
 use super::qp::{QpCore, Queued};
 use crate::net::skb::TxSkb;
 use crate::proto::wire::train;
-use kernel::{prelude::*, sync::Arc};
+use kernel::sync::Arc;
 
 /// Packets one call of [`kick`] sends at most before leaving the rest to
 /// the QP's timer (bounds the time spent in a softirq).
@@ -101,7 +101,7 @@ pub(crate) fn kick<S: Transmitter>(qp: &Arc<QpCore>, queued: &Queued<S>) {
             i += len;
         }
         sent += n;
-        if let Some(st) = lock.lock().as_deref_mut() {
+        if let Some(st) = queued.lock().as_deref_mut() {
             *st.sending() = false;
         }
     }

@@ -181,8 +181,8 @@ pub(crate) fn post_send(qp: &Arc<QpCore>) {
 /// The QP's timer fired: retransmissions, RNR waits, owed ACKs, the
 /// reclaim scan. Context: softirq.
 pub(crate) fn timer_fired(qp: Arc<QpCore>) {
-    {
-        let mut g = qp.xud.lock();
+    if let Some(x) = qp.xud() {
+        let mut g = x.lock();
         if let Some(st) = g.as_deref_mut() {
             st.armed = None;
             on_timer(&qp, st);
@@ -194,7 +194,9 @@ pub(crate) fn timer_fired(qp: Arc<QpCore>) {
 /// Generates what is due and sends the QP's queue unless another context
 /// is at it (see [`txq::kick`]). Any context but hard irq.
 pub(crate) fn kick(qp: &Arc<QpCore>) {
-    txq::kick(qp, &qp.xud);
+    if let Some(x) = qp.xud() {
+        txq::kick(qp, x);
+    }
 }
 
 impl txq::Transmitter for XudState {
@@ -322,7 +324,11 @@ pub(crate) fn receive(
     };
     // Only a packet that was taken (or answered) can have made work: a
     // dropped one, forged ones included, costs no pass over the peers.
-    if r.is_ok() || qp.xud.lock().as_deref().is_some_and(|st| st.txq.len() > 0) {
+    if r.is_ok()
+        || qp
+            .xud()
+            .is_some_and(|x| x.lock().as_deref().is_some_and(|st| st.txq.len() > 0))
+    {
         kick(qp);
     }
     r

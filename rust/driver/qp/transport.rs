@@ -98,10 +98,6 @@ pub(crate) struct Datagram {
 }
 
 impl Datagram {
-    pub(crate) fn netdev(&self) -> &HeldNetdev {
-        &self.ndev
-    }
-
     /// The PSN of the next datagram (UD numbers them, in sequence).
     pub(crate) fn next_psn(&self) -> u32 {
         self.next_psn.fetch_add(1, Ordering::Relaxed)
@@ -133,10 +129,6 @@ pub(crate) struct Xud {
 impl Xud {
     pub(crate) fn queued(&self) -> &Queued<XudState> {
         &self.queued
-    }
-
-    pub(crate) fn netdev(&self) -> &HeldNetdev {
-        &self.ndev
     }
 
     pub(crate) fn params(&self) -> XudParams {

@@ -9,38 +9,30 @@
 use super::responder::ack_counter;
 use super::{now, RcAttrs, RcDrop, RcState, RxPacket, Store};
 use crate::abi::{
-    opcode, send_flags, status, wc_flags, wc_opcode, AtomicOp, Cqe, RdmaOp, RecvWqe, SendWqe,
-    RECV_WQE_HEADER_SIZE, SEND_WQE_HEADER_SIZE,
+    opcode, send_flags, status, wc_opcode, AtomicOp, Cqe, RdmaOp, SendWqe, SEND_WQE_HEADER_SIZE,
 };
 use crate::driver::counters::RxCounter;
 use crate::driver::local;
-use crate::driver::mr::{self, MrError, MrMemo};
+use crate::driver::mr::MrMemo;
 use crate::driver::qp::QpCore;
-use crate::driver::ring::{MAX_RECV_SLOT, MAX_SEND_SLOT};
-use crate::driver::sgl::{Sgl, SglError};
-use crate::driver::tx;
-use crate::driver::txq::{self, TxQueue};
-use crate::ib::{AccessFlags, AddressVector};
-use crate::net::{
-    skb::{SkBuff, TxSkb},
-    NetDevice, NetDeviceRef, RouteCache,
-};
+use crate::driver::ring::MAX_SEND_SLOT;
+use crate::driver::sgl::Sgl;
+use crate::net::{skb::TxSkb, NetDevice};
 use crate::proto::{
     mtu::IbMtu,
     psn::Psn,
     rc::{
-        Action, Completion, Config, Incoming, Message, MsgKind, Outcome, Plan, PostError, Request,
-        Requester, Resource, Responder, Response, Slot, Status, TxPacket, WqeRef,
+        Completion, Incoming, Message, MsgKind, Outcome, PostError, Requester, Slot, Status,
+        TxPacket, WqeRef,
     },
     uc as proto_uc,
     wire::{
-        aeth::{self, AckSyndrome, NakCode},
-        atomic, bth, ieth, immdt,
+        atomic, ieth, immdt,
         opcode::{ExtHeader, Opcode},
         packet, reth,
     },
 };
-use kernel::{prelude::*, sync::Arc};
+use kernel::prelude::*;
 
 /// The send side: the requester and a copy of each WQE it holds.
 pub(crate) struct Sender {

@@ -7,40 +7,22 @@
 //! the QP's queue; receive completions written.
 
 use super::requester::new_packet;
-use super::{enter_error, now, RcDrop, RcState, RxPacket, Store};
-use crate::abi::{
-    opcode, send_flags, status, wc_flags, wc_opcode, AtomicOp, Cqe, RdmaOp, RecvWqe, SendWqe,
-    RECV_WQE_HEADER_SIZE, SEND_WQE_HEADER_SIZE,
-};
+use super::{enter_error, RcDrop, RcState, RxPacket, Store};
+use crate::abi::{status, wc_flags, wc_opcode, Cqe, RecvWqe, RECV_WQE_HEADER_SIZE};
 use crate::driver::counters::RxCounter;
-use crate::driver::local;
 use crate::driver::mr::{self, MrError, MrMemo};
 use crate::driver::qp::QpCore;
-use crate::driver::ring::{MAX_RECV_SLOT, MAX_SEND_SLOT};
 use crate::driver::sgl::{Sgl, SglError};
-use crate::driver::tx;
-use crate::driver::txq::{self, TxQueue};
-use crate::ib::{AccessFlags, AddressVector};
-use crate::net::{
-    skb::{SkBuff, TxSkb},
-    NetDevice, NetDeviceRef, RouteCache,
-};
+use crate::ib::AccessFlags;
+use crate::net::skb::TxSkb;
 use crate::proto::{
-    mtu::IbMtu,
-    psn::Psn,
-    rc::{
-        Action, Completion, Config, Incoming, Message, MsgKind, Outcome, Plan, PostError, Request,
-        Requester, Resource, Responder, Response, Slot, Status, TxPacket, WqeRef,
-    },
-    uc as proto_uc,
+    rc::{Action, MsgKind, Plan, Request, Resource, Responder, Response},
     wire::{
         aeth::{self, AckSyndrome, NakCode},
-        atomic, bth, ieth, immdt,
-        opcode::{ExtHeader, Opcode},
-        packet, reth,
+        atomic, packet,
     },
 };
-use kernel::{prelude::*, sync::Arc};
+use kernel::prelude::*;
 
 /// The receive side: the responder and the receive WQE a SEND (or a
 /// WRITE with immediate) is being placed into.

@@ -7,40 +7,17 @@
 
 use super::requester::{build_request, check_wqe, wc_status, Out};
 use super::responder::{fail_recv, finish_recv, place_send, place_write, take_recv, Refuse};
-use super::{kick, with_doorbell_flag, RcDrop, RcState, RxPacket};
-use crate::abi::{
-    opcode, send_flags, status, wc_flags, wc_opcode, AtomicOp, Cqe, RdmaOp, RecvWqe, SendWqe,
-    RECV_WQE_HEADER_SIZE, SEND_WQE_HEADER_SIZE,
-};
+use super::{with_doorbell_flag, RcDrop, RcState, RxPacket};
+use crate::abi::{status, SendWqe};
 use crate::driver::counters::RxCounter;
 use crate::driver::local;
-use crate::driver::mr::{self, MrError, MrMemo};
+use crate::driver::mr::MrMemo;
 use crate::driver::qp::QpCore;
-use crate::driver::ring::{MAX_RECV_SLOT, MAX_SEND_SLOT};
-use crate::driver::sgl::{Sgl, SglError};
-use crate::driver::tx;
-use crate::driver::txq::{self, TxQueue};
-use crate::ib::{AccessFlags, AddressVector};
-use crate::net::{
-    skb::{SkBuff, TxSkb},
-    NetDevice, NetDeviceRef, RouteCache,
-};
 use crate::proto::{
-    mtu::IbMtu,
-    psn::Psn,
-    rc::{
-        Action, Completion, Config, Incoming, Message, MsgKind, Outcome, Plan, PostError, Request,
-        Requester, Resource, Responder, Response, Slot, Status, TxPacket, WqeRef,
-    },
+    rc::{MsgKind, Status},
     uc as proto_uc,
-    wire::{
-        aeth::{self, AckSyndrome, NakCode},
-        atomic, bth, ieth, immdt,
-        opcode::{ExtHeader, Opcode},
-        packet, reth,
-    },
 };
-use kernel::{prelude::*, sync::Arc};
+use kernel::prelude::*;
 
 /// The two halves of a UC QP.
 pub(super) struct UcSide {

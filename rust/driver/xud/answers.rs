@@ -166,7 +166,7 @@ pub(super) fn on_answer(
         sack: x.sack,
         nak,
     };
-    let mut g = qp.xud.lock();
+    let mut g = qp.xud().ok_or(RxCounter::DropNoQp)?.lock();
     let st = g.as_deref_mut().ok_or(RxCounter::DropNoQp)?;
     let cfg = st.cfg;
     let XudState {

@@ -76,7 +76,7 @@ pub(super) fn on_data(
         return Err(RxCounter::DropMalformed);
     }
     let ndev = qp.ud_netdev();
-    let mut g = qp.xud.lock();
+    let mut g = qp.xud().ok_or(RxCounter::DropNoQp)?.lock();
     let st = g.as_deref_mut().ok_or(RxCounter::DropNoQp)?;
     let t = now();
     let inc = st.inc;
