@@ -332,7 +332,7 @@ pub(crate) fn doorbell(qp: &Arc<QpCore>) {
     kick(qp);
     // In ERROR without connection state (it never reached RTR), nothing
     // consumes the send queue: flush what was posted, as IB requires.
-    if qp.live.in_error() && qp.rc().is_none_or(|c| c.lock().is_none()) {
+    if qp.live.in_error() && qp.rc().map_or(true, |c| c.lock().is_none()) {
         qp.flush();
     }
 }
