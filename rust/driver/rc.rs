@@ -14,9 +14,9 @@
 //!
 //! One QP's RC state ([`RcState`]) is driven from the doorbell (process
 //! context), the receive softirq (requests and responses) and the
-//! retransmit timer (softirq), under the QP's `rc` lock, a bottom-half
-//! lock: no hard-irq context takes it, and routing, which may disable and
-//! re-enable softirqs itself (IPv6 does), runs under it. Packets are built
+//! retransmit timer (softirq), under the QP's RC lock (`QpCore::rc`), a
+//! bottom-half lock: no hard-irq context takes it, and routing, which may
+//! disable and re-enable softirqs itself (IPv6 does), runs under it. Packets are built
 //! under the lock (the state machines say what goes in them) into the
 //! QP's small transmit queue, and handed to IP after the lock is dropped,
 //! so the lock is never held across the IP stack. One context at a time
@@ -306,7 +306,7 @@ impl RcState {
 
 /// The QP entered the error state: every outstanding send WQE completes
 /// flushed, the receive in progress too, nothing more is accepted.
-/// Context: any (under the QP's `rc` lock).
+/// Context: any (under the QP's RC lock).
 pub(crate) fn enter_error(qp: &QpCore, st: &mut RcState) {
     st.receiver.resp.set_error();
     if st.receiver.recv_held {
@@ -388,7 +388,7 @@ impl txq::Transmitter for RcState {
 }
 
 /// Admits WQEs, builds packets into the queue, drains completions and
-/// re-arms the timer. Under the `rc` lock.
+/// re-arms the timer. Under the QP's RC lock.
 ///
 /// Doorbells ([`super::ring::WorkQueue::settle_sender`]): the send ring
 /// says `SENDER_ACTIVE` while the requester holds work, because an answer

@@ -10,8 +10,8 @@
 //!
 //! One XUD QP's state ([`XudState`]: every peer, both directions) is
 //! driven from the doorbell (process context), the receive softirq and
-//! the QP's timer (softirq), under the QP's `xud` lock, a bottom-half
-//! lock as RC's. Packets are built under it into the QP's transmit queue
+//! the QP's timer (softirq), under the QP's XUD lock (`QpCore::xud`), a
+//! bottom-half lock as RC's. Packets are built under it into the QP's transmit queue
 //! and handed to IP after it is dropped, one context at a time, as RC
 //! does (`rc.rs`, "Contexts and locking"). xud.rst describes a lock per
 //! peer; one per QP is what this first version takes: simpler, and the
@@ -219,7 +219,7 @@ impl txq::Transmitter for XudState {
 }
 
 /// Admits posted WQEs, builds due packets, writes completions, re-arms
-/// the timer. Under the `xud` lock.
+/// the timer. Under the QP's XUD lock.
 fn pump(qp: &Arc<QpCore>, st: &mut XudState) {
     let t = now();
     for last_look in [false, true] {
@@ -239,7 +239,7 @@ fn pump(qp: &Arc<QpCore>, st: &mut XudState) {
 }
 
 /// The QP is destroyed or reset: every message fails, posted and claimed
-/// work completes flushed. Under the `xud` lock.
+/// work completes flushed. Under the QP's XUD lock.
 pub(crate) fn flush(qp: &QpCore, st: &mut XudState) {
     let XudState {
         peers,
