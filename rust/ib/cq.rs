@@ -32,7 +32,9 @@ pub(crate) struct CqInitAttr {
 /// `cq` is the `ib_cq` the driver's CQ object belongs to; it is valid
 /// while that object exists, and the driver only uses a `CqEvents` while
 /// it does (its queue pairs, which ib_core destroys first, and receive
-/// paths that end before a QP's destruction returns).
+/// paths that end before a QP's destruction returns). The value itself
+/// may outlive the CQ (in a core that a QP's packets still hold); dropping
+/// it does not touch `cq`.
 pub(crate) struct CqEvents {
     cq: core::ptr::NonNull<bindings::ib_cq>,
 }
@@ -97,6 +99,10 @@ impl<T: DeviceOps> Adapter<T> {
         };
         // SAFETY: `cq` is a valid, non-NULL object pointer (contract).
         let cq_ptr = unsafe { core::ptr::NonNull::new_unchecked(cq) };
+        // INVARIANT: `cq` is the CQ being created, whose object
+        // `Object::init` fills below with the driver's CQ (if creation
+        // fails, `events` is dropped unused); ib_core keeps it until
+        // `destroy_cq`, which it calls only once no QP uses the CQ.
         let events = CqEvents { cq: cq_ptr };
         let r = T::create_cq(dev, &a, events, &udata).map(|(data, cqe)| {
             // SAFETY: the CQ object is ours to fill during the call.

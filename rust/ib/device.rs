@@ -352,6 +352,8 @@ impl<T: DeviceOps> Device<T> {
     /// `ptr` must be the `ib_device` of a live `Device<T>` whose data is
     /// initialised for `'a`.
     pub(super) unsafe fn from_raw<'a>(ptr: *mut bindings::ib_device) -> &'a Self {
+        // INVARIANT: the caller guarantees that `ptr` is the `ib_device` of a
+        // live `Device<T>` whose data stays initialised for `'a`.
         // SAFETY: `ib` is the first field of a `repr(C)` struct, so the
         // pointers coincide; validity is the caller's guarantee.
         unsafe { &*ptr.cast::<Self>() }
@@ -563,6 +565,8 @@ impl<T: DeviceOps> Adapter<T> {
         // SAFETY: per the function's contract.
         let dev = unsafe { Device::<T>::from_raw(ib) };
         T::dealloc(dev);
+        // INVARIANT: `data` stops being initialised here, in
+        // `dealloc_driver`, as the invariant allows; `dev` is not used again.
         // SAFETY: no verbs callback runs after `dealloc_driver`, `NewDevice`
         // is gone, and `DeviceRef`s cannot exist (the registration count is
         // zero), so nothing can reach `data` any more. Drop it in place.
@@ -782,6 +786,9 @@ impl<T: DeviceOps> NewDevice<T> {
             unsafe { bindings::ib_dealloc_device(ib.as_ptr()) };
             return Err(e);
         }
+        // INVARIANT: `ib` came from `_ib_alloc_device` with room for the
+        // whole `Device<T>`, and its `data` is now initialised; only our
+        // `dealloc_driver` (set below) drops it.
         let raw = ib.as_ptr();
         let mut ops = Adapter::<T>::OPS;
         ops.owner = module.as_ptr().cast();
@@ -810,6 +817,8 @@ impl<T: DeviceOps> NewDevice<T> {
             bindings::rxud_ib_mark_name_assigned_by_user(raw);
             bindings::ib_set_device_ops(raw, &ops);
         }
+        // INVARIANT: `dev` is a `Device<T>` with initialised data and our
+        // ops set (above); it is not registered, so no one else owns it.
         Ok(Self { ptr: dev })
     }
 
@@ -876,6 +885,8 @@ impl<T: DeviceOps> DeviceHandle<T> {
     unsafe fn new(ptr: NonNull<Device<T>>) -> Self {
         // SAFETY: the caller guarantees the device is live.
         unsafe { bindings::rxud_ib_device_get_dev(ptr.as_ptr().cast()) };
+        // INVARIANT: the `get_device` reference just taken passes to the
+        // new handle.
         Self { ptr }
     }
 
@@ -899,6 +910,8 @@ impl<T: DeviceOps> DeviceHandle<T> {
         // SAFETY: our `get_device` reference keeps the memory valid, and
         // `ib_device_try_get` is safe on any state of the device.
         if unsafe { bindings::rxud_ib_device_try_get(self.raw()) } {
+            // INVARIANT: `ib_device_try_get` succeeded: the registration
+            // reference it took passes to the new `DeviceRef`.
             Some(DeviceRef { ptr: self.ptr })
         } else {
             None

@@ -38,10 +38,10 @@ struct Entry {
 /// # Invariants
 ///
 /// `buf` is a `vmalloc_user` allocation of `len` bytes (page-aligned, a
-/// whole number of pages) that stays allocated while `self` exists. If
-/// `entry` is `Some`, it is an inserted mmap entry that owns `buf` (freed
-/// with the entry) and on which we hold the driver's reference; otherwise
-/// `self` owns `buf`.
+/// whole number of pages, at least one) that stays allocated while `self`
+/// exists. If `entry` is `Some`, it is an inserted mmap entry that owns
+/// `buf` (freed with the entry) and on which we hold the driver's
+/// reference; otherwise `self` owns `buf`.
 pub(crate) struct SharedMem {
     buf: NonNull<u8>,
     len: usize,
@@ -67,6 +67,9 @@ impl SharedMem {
         let buf = NonNull::new(unsafe { bindings::rxud_vmalloc_user(len as _) }.cast::<u8>())
             .ok_or(ENOMEM)?;
         let Some(uctx) = ucontext else {
+            // INVARIANT: `buf` is the `vmalloc_user` allocation of `len`
+            // bytes just made (rounded up to whole pages, not zero), which
+            // no one else has, so ours.
             return Ok(Self {
                 buf,
                 len,
@@ -103,6 +106,9 @@ impl SharedMem {
         }
         // SAFETY: `entry` came from `KBox::into_raw`, so it is not NULL.
         let entry = unsafe { NonNull::new_unchecked(entry) };
+        // INVARIANT: `buf` is as above, but the entry now owns it (its
+        // `mmap_free` frees it); the entry is inserted, and the reference
+        // insertion set up is the driver's, ours to drop.
         Ok(Self {
             buf,
             len,

@@ -49,7 +49,9 @@ impl SrqAttr {
 /// `srq` is the `ib_srq` the driver's SRQ object belongs to; it is valid
 /// while that object exists, and the driver only uses an `SrqEvents`
 /// while it does (its QPs, destroyed first, and receive paths that end
-/// before a QP's destruction returns).
+/// before a QP's destruction returns). The value itself may outlive the
+/// SRQ (in a core that a QP still holds); dropping it does not touch
+/// `srq`.
 pub(crate) struct SrqEvents {
     srq: core::ptr::NonNull<bindings::ib_srq>,
 }
@@ -96,6 +98,10 @@ impl<T: DeviceOps> Adapter<T> {
             // SAFETY: `srq` is a valid, non-NULL object pointer (contract),
             // live as long as the object the driver's SRQ is part of.
             let srq_ptr = unsafe { core::ptr::NonNull::new_unchecked(srq) };
+            // INVARIANT: `srq` is the SRQ being created, whose object
+            // `Object::init` fills below with the driver's SRQ (if creation
+            // fails, `events` is dropped unused); ib_core keeps it until
+            // `destroy_srq`, which it calls only once no QP uses the SRQ.
             let events = SrqEvents { srq: srq_ptr };
             T::create_srq(dev, pd, &SrqAttr::from_raw(&i.attr), events, &udata).map(
                 |(data, granted)| {

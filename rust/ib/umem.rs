@@ -11,7 +11,11 @@ use kernel::{error::from_err_ptr, prelude::*};
 ///
 /// # Invariants
 ///
-/// `ptr` is a umem returned by `ib_umem_get` and not yet released.
+/// `ptr` is a umem returned by `ib_umem_get` and not yet released, which
+/// pins the `len` bytes at user address `start`. `pages` are its pinned
+/// pages in order, enough for `offset + len` bytes, where `offset` is
+/// where `start` lies in the first page: byte `start + i` of the range is
+/// byte `offset + i` of the page run.
 pub(crate) struct Umem {
     ptr: NonNull<bindings::ib_umem>,
     /// The user address range pinned.
@@ -57,6 +61,10 @@ impl Umem {
         let ptr = from_err_ptr(unsafe {
             bindings::ib_umem_get(dev, addr as _, len, access.bits() as i32)
         })?;
+        // INVARIANT: `ptr` is the umem just pinned for `len` bytes at
+        // `start` (NULL is turned into `ENOMEM`), ours to release. `offset`
+        // and `pages` are filled in below before `umem` leaves this function;
+        // until then it is at most dropped, which reads neither.
         let mut umem = Self {
             ptr: NonNull::new(ptr).ok_or(ENOMEM)?,
             start,
@@ -82,6 +90,9 @@ impl Umem {
             umem.pages
                 .push(PagePtr(NonNull::new(*p).ok_or(EINVAL)?), GFP_KERNEL)?;
         }
+        // INVARIANT: `offset` is `ib_umem_offset`, where `start` lies in the
+        // first page, and `pages` holds all `count` pages of the umem in
+        // order, as many as `offset + len` bytes take.
         Ok(umem)
     }
 

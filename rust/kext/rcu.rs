@@ -63,6 +63,7 @@ impl<T: Send + Sync> RcuSlots<T> {
         for _ in 0..n {
             slots.push(AtomicPtr::new(ptr::null_mut()), GFP_KERNEL)?;
         }
+        // INVARIANT: every slot is null, so none owns a reference yet.
         Ok(Self {
             slots,
             _owns: PhantomData,
@@ -95,6 +96,9 @@ impl<T: Send + Sync> RcuSlots<T> {
             return Err(value);
         };
         let p = Arc::into_raw(value).cast_mut();
+        // INVARIANT: `p` is stored only into an empty slot, which then owns
+        // the reference `into_raw` gave up; if the slot is taken, nothing is
+        // stored and the reference goes back to the caller.
         match slot.compare_exchange(ptr::null_mut(), p, Ordering::Release, Ordering::Relaxed) {
             Ok(_) => Ok(()),
             // SAFETY: `p` is the reference `into_raw` just gave us, which
@@ -107,6 +111,8 @@ impl<T: Send + Sync> RcuSlots<T> {
     /// still be using the pointer. Context: process (waits for an RCU
     /// grace period).
     pub(crate) fn unpublish(&self, i: usize) -> Option<Arc<T>> {
+        // INVARIANT: clearing the slot is `unpublish`'s to do; the reference
+        // the slot owned is given back below, after a grace period.
         let p = self.slots.get(i)?.swap(ptr::null_mut(), Ordering::AcqRel);
         if p.is_null() {
             return None;

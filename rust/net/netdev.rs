@@ -38,6 +38,8 @@ impl NetDevice {
     /// `ptr` must point to a `struct net_device` that stays alive (is not
     /// freed) for the lifetime `'a`.
     pub(crate) unsafe fn from_raw<'a>(ptr: *mut bindings::net_device) -> &'a Self {
+        // INVARIANT: the caller guarantees that the device stays alive for
+        // `'a`, the lifetime of the returned reference.
         // SAFETY: `NetDevice` is a transparent wrapper of `net_device`, and
         // the caller guarantees the pointee outlives `'a`.
         unsafe { &*ptr.cast() }

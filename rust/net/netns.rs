@@ -30,6 +30,8 @@ impl NetNsRef {
         let ptr = unsafe { bindings::rxud_get_net(bindings::rxud_dev_net(ndev.as_raw())) };
         // SAFETY: `dev_net` of a live device is never NULL.
         let ptr = unsafe { NonNull::new_unchecked(ptr) };
+        // INVARIANT: `ptr` is the live namespace of a live device, and the
+        // reference `get_net` took on it above passes to the new value.
         Self { ptr }
     }
 

@@ -13,7 +13,8 @@ use kernel::prelude::*;
 ///
 /// # Invariants
 ///
-/// `ptr` came from `rxud_dst_cache_new` and is freed only by `drop`.
+/// `ptr` is a live cache from `rxud_dst_cache_new`, ours alone, and is
+/// freed only by `drop`.
 pub(crate) struct RouteCache {
     ptr: NonNull<bindings::dst_cache>,
 }
@@ -34,6 +35,8 @@ impl RouteCache {
     pub(crate) fn new(sleepable: bool) -> Result<Self> {
         // SAFETY: no precondition; returns NULL on allocation failure.
         let ptr = unsafe { bindings::rxud_dst_cache_new(!sleepable) };
+        // INVARIANT: `ptr` is the cache the helper just made (NULL is
+        // turned into `ENOMEM`), which no one else has.
         Ok(Self {
             ptr: NonNull::new(ptr).ok_or(ENOMEM)?,
         })

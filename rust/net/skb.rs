@@ -33,6 +33,8 @@ impl SkBuff {
     /// `ptr` is a live skb whose ownership passes to the result, with data
     /// at the UDP payload.
     pub(super) unsafe fn from_raw(ptr: NonNull<bindings::sk_buff>) -> Self {
+        // INVARIANT: per the safety requirements, the skb is live, its data
+        // at the UDP payload, and its ownership is now ours.
         Self { ptr }
     }
 
@@ -136,9 +138,12 @@ impl Drop for SkBuff {
 ///
 /// # Invariants
 ///
-/// `ptr` is a live skb we own; `payload` points to its `len` bytes of UDP
-/// payload (until the headers are pushed, `datagram` is `None`), or, once
-/// pushed, `datagram` to its whole IP datagram of `datagram_len` bytes.
+/// `ptr` is a live, linear skb we own, and `payload` points to its `len`
+/// bytes of UDP payload. Until the headers are pushed, `datagram` is
+/// `None`, `ipv6` is false, and the skb has room in front of the payload
+/// for a UDP and an IPv6 header. Once they are pushed, `datagram` holds
+/// the start and length of the whole IP datagram (IP header to the end of
+/// the payload), and `ipv6` says whether its IP header is IPv6.
 pub(crate) struct TxSkb {
     ptr: NonNull<bindings::sk_buff>,
     payload: NonNull<u8>,
@@ -162,6 +167,9 @@ impl TxSkb {
         let skb = unsafe { bindings::rxud_tx_skb_alloc(ndev.as_raw(), n, &mut data) };
         let ptr = NonNull::new(skb).ok_or(ENOMEM)?;
         let payload = NonNull::new(data.cast::<u8>()).ok_or(ENOMEM)?;
+        // INVARIANT: the helper allocated a linear skb, now ours, put `len`
+        // bytes of data at `payload` and reserved room in front of them for
+        // a link-layer, an IPv6 and a UDP header; nothing is pushed yet.
         Ok(Self {
             ptr,
             payload,
@@ -218,6 +226,9 @@ impl TxSkb {
         };
         kernel::error::to_result(ret)?;
         let d = NonNull::new(d).ok_or(EINVAL)?;
+        // INVARIANT: the helper pushed a UDP and an IPv4 header (8 + 20
+        // bytes, no options) right in front of the payload, which stays in
+        // place, and `d` is the IP header; `ipv6` stays false.
         self.datagram = Some((d, self.len + 20 + 8));
         Ok(())
     }
@@ -259,6 +270,8 @@ impl TxSkb {
         };
         kernel::error::to_result(ret)?;
         let d = NonNull::new(d).ok_or(EINVAL)?;
+        // INVARIANT: as in `push_udp4`, with a 40-byte IPv6 header, which
+        // `ipv6` records.
         self.datagram = Some((d, self.len + 40 + 8));
         self.ipv6 = true;
         Ok(())

@@ -66,6 +66,8 @@ impl Iterator for Train {
 
     fn next(&mut self) -> Option<SkBuff> {
         loop {
+            // INVARIANT: the helper only takes the first skb off `list`; the
+            // rest stay on it, still ours and untouched.
             // SAFETY: `list` is ours (type invariant); the helper takes
             // its first skb off it.
             let skb = NonNull::new(unsafe { bindings::rxud_skb_list_pop(&mut self.list) })?;
@@ -93,9 +95,10 @@ impl Drop for Train {
 ///
 /// # Invariants
 ///
-/// `v4` (and `v6` if set) are tunnel sockets whose `sk_user_data` is
-/// `Arc::into_raw(rx)` for an `rx` we hold a reference for; they are
-/// released before that reference is dropped.
+/// `rx` comes from [`Arc::into_raw`] and owns that reference. `v4` (and
+/// `v6` if set) are tunnel sockets of `_net`'s namespace, opened by
+/// [`open`] with `rx` as their `sk_user_data`; they are released before
+/// that reference is dropped.
 pub(crate) struct TunnelSocket<T: TunnelRx> {
     v4: NonNull<bindings::socket>,
     v6: Option<NonNull<bindings::socket>>,
@@ -180,6 +183,9 @@ impl<T: TunnelRx> TunnelSocket<T> {
                 return Err(e);
             }
         };
+        // INVARIANT: both sockets were opened in `net` with `raw` as their
+        // user data, and `raw` holds the reference `Arc::into_raw` gave up
+        // above, which passes to `rx`; `drop` releases the sockets first.
         Ok(Self {
             v4,
             v6,
@@ -223,6 +229,9 @@ unsafe extern "C" fn encap_rcv<T: TunnelRx>(
     // cuts a GRO train loose into `rest` (ours then), or leaves it whole
     // and fails.
     let behind = unsafe { bindings::rxud_rx_unlink_train(skb_ptr.as_ptr(), &mut rest, &mut lost) };
+    // INVARIANT: the helper always sets `rest`: a list (empty unless it cut
+    // a train loose) of skbs that are ours from here, each with its data at
+    // its UDP header.
     let rest = Train { list: rest };
     let segs = if behind < 0 {
         // SAFETY: as above (a train left whole is still an skb of ours).
@@ -232,6 +241,9 @@ unsafe extern "C" fn encap_rcv<T: TunnelRx>(
     };
     // SAFETY: as above.
     let pulled = unsafe { bindings::rxud_skb_pull_udp_header(skb_ptr.as_ptr()) };
+    // INVARIANT: not met when `pulled` is false: the data is then still at
+    // the UDP header, not the payload. Such an skb only reaches the last
+    // arm below, which drops it unread.
     // SAFETY: as above; the data now starts at the UDP payload (or the skb
     // is dropped unread).
     let skb = unsafe { SkBuff::from_raw(skb_ptr) };
