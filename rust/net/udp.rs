@@ -241,19 +241,24 @@ unsafe extern "C" fn encap_rcv<T: TunnelRx>(
     };
     // SAFETY: as above.
     let pulled = unsafe { bindings::rxud_skb_pull_udp_header(skb_ptr.as_ptr()) };
-    // INVARIANT: not met when `pulled` is false: the data is then still at
-    // the UDP header, not the payload. Such an skb only reaches the last
-    // arm below, which drops it unread.
-    // SAFETY: as above; the data now starts at the UDP payload (or the skb
-    // is dropped unread).
+    if !pulled {
+        // Shorter than its UDP header: freed unread, never an `SkBuff`
+        // (whose data would have to start at the payload).
+        // SAFETY: the skb is ours (as above) and handed to no one else.
+        unsafe { bindings::rxud_kfree_skb(skb_ptr.as_ptr()) };
+        return 0;
+    }
+    // INVARIANT: the data now starts at the UDP payload, and the skb is
+    // ours alone.
+    // SAFETY: as above; the data now starts at the UDP payload.
     let skb = unsafe { SkBuff::from_raw(skb_ptr) };
     // SAFETY: `sk_user_data` is the `T` of the socket's `TunnelSocket`,
     // valid until after the socket is released, which waits for RCU
     // readers like this one.
     let rx = unsafe { bindings::rxud_sk_user_data(sk).cast::<T>().as_ref() };
     match rx {
-        Some(rx) if pulled && behind > 0 => rx.receive_train(skb, rest, lost),
-        Some(rx) if pulled && behind == 0 => {
+        Some(rx) if behind > 0 => rx.receive_train(skb, rest, lost),
+        Some(rx) if behind == 0 => {
             // A train whose every other datagram was lost cutting it
             // loose (no memory for their clones).
             if lost > 0 {
@@ -261,7 +266,7 @@ unsafe extern "C" fn encap_rcv<T: TunnelRx>(
             }
             rx.receive(skb)
         }
-        Some(rx) if pulled => {
+        Some(rx) => {
             let why = if behind == ENOMEM.to_errno() {
                 Lost::NoMemory
             } else {
@@ -269,7 +274,7 @@ unsafe extern "C" fn encap_rcv<T: TunnelRx>(
             };
             rx.lost(&skb, segs, why)
         }
-        _ => drop(skb),
+        None => drop(skb),
     }
     // 0: consumed (we own and have freed or kept the skb).
     0
