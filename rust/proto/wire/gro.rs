@@ -149,7 +149,7 @@ fn admit(enabled: bool, d: &Datagram) -> Result<(), Alone> {
         Err(Alone::Short)
     } else if d.flush {
         Err(Alone::Flushed)
-    } else if u32::from(d.udp_len) != d.payload_len + u32::from(UDP_HEADER_LEN) {
+    } else if u64::from(d.udp_len) != u64::from(d.payload_len) + u64::from(UDP_HEADER_LEN) {
         Err(Alone::UdpLength)
     } else {
         Ok(())
@@ -260,12 +260,17 @@ mod tests {
                 Verdict::Alone(Alone::UdpLength)
             );
         }
-        // One byte of UDP payload past what a 16-bit length can say.
-        let d = Datagram {
-            udp_len: 0xffff,
-            ..dgram(0xffff - 7)
-        };
-        assert_eq!(decide(true, d, None), Verdict::Alone(Alone::UdpLength));
+        // One byte of UDP payload past what a 16-bit length can say, and
+        // a length no datagram has (no overflow, no panic).
+        for payload_len in [0xffff - 7, u32::MAX] {
+            let d = Datagram {
+                payload_len,
+                udp_len: 0xffff,
+                len: u32::MAX,
+                flush: false,
+            };
+            assert_eq!(decide(true, d, None), Verdict::Alone(Alone::UdpLength));
+        }
     }
 
     #[test]
