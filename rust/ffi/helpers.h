@@ -11,7 +11,8 @@
  *   IP and UDP headers pushed, transmit trains linked, CRC-32 over an
  *   skb; all sk_buff and IP inlines and macros;
  * - gro.c: received trains, the tunnel socket's GRO callbacks: the skbs
- *   linked and cut loose again;
+ *   linked and cut loose again in C, the decision of which datagram may
+ *   join in Rust (rxud_gro_decide below, rust/proto/wire/gro.rs);
  * - ib.c: the sysfs attribute of rxud ib_devices, events reported to the
  *   owners of CQs, QPs and SRQs, the pages of a user memory region;
  * - params.c: the module parameters besides net.c's and gro.c's.
@@ -192,6 +193,55 @@ int rxud_rx_unlink_train(struct sk_buff *skb, struct sk_buff **rest,
 			 unsigned int *dropped);
 struct sk_buff *rxud_skb_list_pop(struct sk_buff **list);
 unsigned int rxud_skb_train_segs(const struct sk_buff *skb);
+
+/*
+ * What rxud_gro_receive knows of a datagram in GRO, its UDP header
+ * pulled, for rxud_gro_decide (rust/proto/wire/gro.rs, Datagram).
+ */
+struct rxud_gro_dgram {
+	/* Its UDP payload length, from IP's length (skb_gro_len). */
+	u32 payload_len;
+	/* Its bytes from the IP header on (skb->len). */
+	u32 len;
+	/* Its UDP header's length field, in host order. */
+	u16 udp_len;
+	/* The IP or UDP layer wants it delivered alone (GRO's flush). */
+	bool flush;
+};
+
+/* The train GRO holds for the datagram's flow (proto's Train). */
+struct rxud_gro_train {
+	/* Whether GRO holds one; the fields below are 0 if not. */
+	bool held;
+	/* Its first datagram's UDP length field, in host order. */
+	u16 head_udp_len;
+	/* Datagrams in it (NAPI_GRO_CB's count). */
+	u16 count;
+	/* Its bytes (the held skb's len). */
+	u32 len;
+};
+
+/* What rxud_gro_receive does with the datagram. */
+enum rxud_gro_action {
+	/* Up alone (flushed), after the held train, which goes up now. */
+	RXUD_GRO_ALONE,
+	/* Heads a new train, if it is addressed to this host. */
+	RXUD_GRO_HEAD,
+	/* The held train goes up now; the datagram heads the next one. */
+	RXUD_GRO_SPLIT,
+	/* Linked behind the held train, which stays open. */
+	RXUD_GRO_JOIN,
+	/* Linked behind the held train, which then goes up. */
+	RXUD_GRO_JOIN_LAST,
+};
+
+/*
+ * Implemented in Rust (rust/net/gro.rs): GRO's decision for @d, given the
+ * train held for its flow (@t) and whether GRO trains are on (@enabled,
+ * the module parameter gro). Called once per received datagram.
+ */
+enum rxud_gro_action rxud_gro_decide(bool enabled, struct rxud_gro_dgram d,
+				     struct rxud_gro_train t);
 
 /* --- ib.c: verbs glue beyond forwarders (rust/ib/) --- */
 
