@@ -18,11 +18,11 @@
 //!   options, a fragment, a bad checksum), one too short to be a RoCE
 //!   packet (a BTH and an ICRC), or one whose UDP length disagrees with
 //!   IP's goes up alone, and so does every datagram while GRO is off (the
-//!   module parameter `gro`). The UDP length matters because a train's
-//!   first datagram keeps its own in its header until GRO completes the
-//!   train, and gets it back from there when the train is cut loose: it
-//!   must be the one it came with. A train held for its flow goes up
-//!   first: RC takes a flow in order.
+//!   module parameter `gro`). The UDP length matters because the stack
+//!   writes the train's length over the head's, and cutting the train
+//!   loose writes the head's back from its bytes: only a datagram that
+//!   came with that length gets back what its ICRC covers. A train held
+//!   for its flow goes up first: RC takes a flow in order.
 //! - With no train held for its flow, a datagram heads a new one; the
 //!   caller makes it go up alone instead if it is not addressed to this
 //!   host (a route lookup, which GRO can ask and this module cannot): a
@@ -86,9 +86,10 @@ pub struct Train {
 }
 
 impl Train {
-    /// The train's segment size: its head's UDP payload length (0 for a
-    /// head whose UDP length is shorter than a UDP header, which
-    /// [`decide`] never lets head a train).
+    /// The train's segment size: its head's UDP payload length; 0, so
+    /// that the train takes nothing, for a head whose UDP length is
+    /// shorter than a UDP header (no datagram [`decide`] lets head a
+    /// train has one).
     pub fn seg(&self) -> u32 {
         u32::from(self.head_udp_len.saturating_sub(UDP_HEADER_LEN))
     }
