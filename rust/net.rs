@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Networking boundary: net_device handles, the netdev notifier, network
-//! namespaces, socket buffers and UDP tunnel sockets.
+//! namespaces, socket buffers, UDP tunnel sockets and their GRO decision.
 
+pub(crate) mod gro;
 pub(crate) mod netdev;
 pub(crate) mod netns;
 pub(crate) mod notifier;

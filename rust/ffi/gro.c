@@ -23,6 +23,17 @@
  * by the stack (there is no inner packet), so only datagrams addressed
  * to this host are linked: the wildcard-bound socket would otherwise
  * link RoCE datagrams the host forwards too.
+ *
+ * Which datagram may join a train, and when a train ends, is decided in
+ * Rust (rxud_gro_decide, rust/net/gro.rs, over the pure function of
+ * rust/proto/wire/gro.rs, where the rules are stated and tested on the
+ * host). This file gathers what that decision needs from GRO's state and
+ * carries it out: skbs linked and unlinked, NAPI_GRO_CB's count, last
+ * and flush, the train's lengths and GSO fields. Why C: NAPI_GRO_CB,
+ * skb_gro_len, skb_gro_header_fast, skb_shinfo, udp_hdr and
+ * list_for_each_entry are macros and static inlines, and the GRO
+ * callbacks work on fields of struct sk_buff, which the bindings keep
+ * opaque.
  */
 #include <linux/module.h>
 #include <linux/moduleparam.h>
@@ -35,11 +46,6 @@
 #include <net/gro.h>
 #include <net/ip.h>
 #include "helpers.h"
-
-/* At most this many datagrams in a train (UDP GRO's own limit). */
-#define RXUD_GRO_MAX_SEGS 64
-/* The smallest RoCE datagram worth linking: a BTH and an ICRC. */
-#define RXUD_GRO_MIN_LEN (12 + 4)
 
 static bool gro = true;
 module_param(gro, bool, 0644);
@@ -91,13 +97,10 @@ static bool rxud_gro_for_us(struct sk_buff *skb)
 }
 
 /*
- * @skb's UDP length says what IP's says, in GRO (where the UDP layer has
- * not checked it yet): else it goes up alone, and the UDP layer judges
- * it. Every datagram of a train has its own length right, so that the
- * length of the first, which the train's own length replaces until
- * rxud_rx_unlink_train sets it back, is the one it came with.
+ * @skb's UDP length field, in GRO (where the UDP layer has not checked it
+ * yet: rxud_gro_decide compares it with IP's length).
  */
-static bool rxud_gro_udp_len_ok(struct sk_buff *skb)
+static u16 rxud_gro_udp_len(struct sk_buff *skb)
 {
 	unsigned int off = skb_gro_offset(skb) - sizeof(struct udphdr);
 	const struct udphdr *uh;
@@ -106,7 +109,50 @@ static bool rxud_gro_udp_len_ok(struct sk_buff *skb)
 		uh = skb_gro_header_fast(skb, off);
 	else
 		uh = (const struct udphdr *)(skb->data + off);
-	return ntohs(uh->len) == skb_gro_len(skb) + sizeof(struct udphdr);
+	return ntohs(uh->len);
+}
+
+/*
+ * The packet of the new datagram's flow that GRO holds (the IP and UDP
+ * layers marked it same_flow), or NULL.
+ */
+static struct sk_buff *rxud_gro_held(struct list_head *head)
+{
+	struct sk_buff *p;
+
+	list_for_each_entry(p, head, list)
+		if (NAPI_GRO_CB(p)->same_flow)
+			return p;
+	return NULL;
+}
+
+/*
+ * Links @skb behind the train @p; false, leaving it alone, if its headers
+ * cannot be had in its linear part.
+ */
+static bool rxud_gro_link(struct sk_buff *p, struct sk_buff *skb)
+{
+	/* Each datagram's headers stay in front of its data, in its linear
+	 * part, for the receive path and the ICRC. */
+	if (!pskb_may_pull(skb, skb_gro_offset(skb)))
+		return false;
+	skb_set_network_header(skb, NAPI_GRO_CB(skb)->network_offset);
+	if (NAPI_GRO_CB(p)->last == p)
+		skb_shinfo(p)->frag_list = skb;
+	else
+		NAPI_GRO_CB(p)->last->next = skb;
+	NAPI_GRO_CB(p)->last = skb;
+	skb_pull(skb, skb_gro_offset(skb));
+	NAPI_GRO_CB(p)->count++;
+	p->data_len += skb->len;
+	p->len += skb->len;
+	p->truesize += skb->truesize;
+	/* The train owns it now. */
+	skb->destructor = NULL;
+	skb->sk = NULL;
+	skb_shinfo(p)->flags |= skb_shinfo(skb)->flags & SKBFL_SHARED_FRAG;
+	NAPI_GRO_CB(skb)->same_flow = 1;
+	return true;
 }
 
 /*
@@ -114,65 +160,53 @@ static bool rxud_gro_udp_len_ok(struct sk_buff *skb)
  * offset is at the UDP payload); @head holds the packets GRO keeps for
  * this NAPI poll, those of @skb's flow (addresses and ports) marked
  * same_flow by the IP and UDP layers. Returns a held packet to deliver
- * now, or NULL. The train is the first datagram's length: a longer one
- * ends it before itself, a shorter one after itself (the last packet of
- * a message), as UDP GRO's segments do. Whatever ends a train delivers it
- * before the datagram that ended it, so a flow keeps its order.
+ * now, or NULL. rxud_gro_decide says what becomes of @skb; a train it
+ * ends goes up before @skb unless @skb joins it, so a flow keeps its
+ * order.
  */
 struct sk_buff *rxud_gro_receive(struct sock *sk, struct list_head *head,
 				 struct sk_buff *skb)
 {
-	unsigned int len = skb_gro_len(skb);
-	bool alone = !READ_ONCE(gro) || len < RXUD_GRO_MIN_LEN ||
-		     NAPI_GRO_CB(skb)->flush || !rxud_gro_udp_len_ok(skb);
-	struct sk_buff *p;
+	struct rxud_gro_dgram d = {
+		.payload_len = skb_gro_len(skb),
+		.len = skb->len,
+		.udp_len = rxud_gro_udp_len(skb),
+		.flush = NAPI_GRO_CB(skb)->flush,
+	};
+	struct sk_buff *p = rxud_gro_held(head);
+	struct rxud_gro_train t = {};
+	enum rxud_gro_action action;
 
-	if (alone)
-		NAPI_GRO_CB(skb)->flush = 1;
-	list_for_each_entry(p, head, list) {
-		unsigned int seg;
-
-		if (!NAPI_GRO_CB(p)->same_flow)
-			continue;
-		/* A datagram that goes up alone goes after the train held
-		 * before it, not ahead of it: RC takes a flow in order. */
-		if (alone)
-			return p;
+	if (p) {
+		t.held = true;
 		/* The first datagram's UDP length is its own until GRO
 		 * completes the train. */
-		seg = ntohs(udp_hdr(p)->len) - sizeof(struct udphdr);
-		if (len > seg || p->len + skb->len >= 65536)
-			return p;
-		/* Each datagram's headers stay in front of its data, in its
-		 * linear part, for the receive path and the ICRC. */
-		if (!pskb_may_pull(skb, skb_gro_offset(skb))) {
+		t.head_udp_len = ntohs(udp_hdr(p)->len);
+		t.count = NAPI_GRO_CB(p)->count;
+		t.len = p->len;
+	}
+	action = rxud_gro_decide(READ_ONCE(gro), d, t);
+	switch (action) {
+	case RXUD_GRO_HEAD:
+		if (!rxud_gro_for_us(skb))
+			NAPI_GRO_CB(skb)->flush = 1;
+		return NULL;
+	case RXUD_GRO_SPLIT:
+		return p;
+	case RXUD_GRO_JOIN:
+	case RXUD_GRO_JOIN_LAST:
+		if (!rxud_gro_link(p, skb)) {
 			NAPI_GRO_CB(skb)->flush = 1;
 			return p;
 		}
-		skb_set_network_header(skb, NAPI_GRO_CB(skb)->network_offset);
-		if (NAPI_GRO_CB(p)->last == p)
-			skb_shinfo(p)->frag_list = skb;
-		else
-			NAPI_GRO_CB(p)->last->next = skb;
-		NAPI_GRO_CB(p)->last = skb;
-		skb_pull(skb, skb_gro_offset(skb));
-		NAPI_GRO_CB(p)->count++;
-		p->data_len += skb->len;
-		p->len += skb->len;
-		p->truesize += skb->truesize;
-		/* The train owns it now. */
-		skb->destructor = NULL;
-		skb->sk = NULL;
-		skb_shinfo(p)->flags |= skb_shinfo(skb)->flags & SKBFL_SHARED_FRAG;
-		NAPI_GRO_CB(skb)->same_flow = 1;
-		if (len < seg || NAPI_GRO_CB(p)->count >= RXUD_GRO_MAX_SEGS)
-			return p;
-		return NULL;
-	}
-	/* The first of a train (or one that goes up alone). */
-	if (!alone && !rxud_gro_for_us(skb))
+		return action == RXUD_GRO_JOIN ? NULL : p;
+	case RXUD_GRO_ALONE:
+	default:
+		/* After the train held before it, not ahead of it: RC takes
+		 * a flow in order. */
 		NAPI_GRO_CB(skb)->flush = 1;
-	return NULL;
+		return p;
+	}
 }
 
 /*

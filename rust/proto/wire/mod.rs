@@ -85,6 +85,7 @@ pub mod atomic;
 pub mod bth;
 pub mod deth;
 pub mod feth;
+pub mod gro;
 pub mod icrc;
 pub mod ieth;
 pub mod immdt;
