@@ -473,7 +473,7 @@ impl<I, D> Object<I, D> {
 }
 
 /// The user ABI version, for the `rxud_abi_version` sysfs attribute
-/// (rust/ffi/helpers.c).
+/// (rust/ffi/ib.c).
 #[no_mangle]
 pub(crate) extern "C" fn rxud_uverbs_abi_version() -> u32 {
     crate::abi::UVERBS_ABI_VERSION

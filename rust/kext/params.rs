@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! rxud's module parameters that shape a device. They are C
-//! (`rust/ffi/helpers.c`): the `module!` macro of 6.12 declares none.
+//! (`rust/ffi/params.c`): the `module!` macro of 6.12 declares none.
 //!
 //! `max_qp` (`/sys/module/rxud/parameters/max_qp`, or `insmod rxud.ko
 //! max_qp=N`): most QPs of each device created afterwards, its GSI QP
