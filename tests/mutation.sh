@@ -41,7 +41,8 @@ names=() tests=() wants=()
 building=()
 
 # mutant NAME FILE FROM TO TEST WANT: starts the mutant's build (at most
-# BUILD_JOBS at once; finish_builds waits for them); runs later.
+# BUILD_JOBS at once; finish_builds waits for them); runs later. TEST
+# `build`: the build must fail, with WANT in its log.
 mutant() {
 	local name=$1 file=$2 from=$3 to=$4 test=$5 want=$6 src
 	src=$work/$name
@@ -74,6 +75,19 @@ finish_builds() {
 	wait
 	for line in "${building[@]}"; do
 		IFS=$'\t' read -r name test want <<<"$line"
+		if [ "$test" = build ]; then
+			# A mutant the build itself must refuse, with `want` in
+			# its log: nothing to run.
+			if [ "$(cat "$work/$name/build.rc" 2>/dev/null)" != 0 ] &&
+				grep -qE -- "$want" "$work/$name/build.log"; then
+				echo "ok - mutant $name is refused by the build"
+			else
+				tail -n 20 "$work/$name/build.log"
+				echo "not ok - mutant $name builds (looked for: $want)"
+				failed=1
+			fi
+			continue
+		fi
 		if [ "$(cat "$work/$name/build.rc" 2>/dev/null)" != 0 ]; then
 			tail -n 20 "$work/$name/build.log"
 			echo "not ok - mutant $name does not build"
@@ -160,6 +174,14 @@ build_all() {
 	mutant allow-non-ethernet driver/registry.rs \
 		'if !ndev.is_ethernet() || ndev.is_vlan() {' 'if ndev.is_vlan() {' \
 		tests/guest/02-link-errors.sh '^# not ok [0-9]+ - loopback \(not Ethernet\)'
+
+	# An `unsafe` block in the driver floor: rust/driver.rs's
+	# #![forbid(unsafe_code)] must make the build fail, so the safe floor
+	# cannot erode unnoticed (no test needed: the compiler is the test).
+	mutant driver-unsafe-refused driver/pd.rs \
+		'    pub(crate) fn id(&self) -> u32 {' \
+		'    pub(crate) fn id(&self) -> u32 { unsafe {}' \
+		build 'usage of an `unsafe` block'
 
 	# Every PD leaks a reference to its device's object counter.
 	mutant leak-pd-counter driver/counter.rs \
