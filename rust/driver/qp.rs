@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Queue pairs: creation with their rings, and the IB state machine with
-//! attribute validation (modify/query). The transition table is ib_core's;
-//! the value checks are rxud's limits, which are what `query_device`
-//! reports.
+//! Queue pairs: creation with their rings, modify (the IB state machine;
+//! the transition table is ib_core's) and query, destruction. What the
+//! attributes may be, checked against rxud's limits (which are what
+//! `query_device` reports), is in `qp/config.rs`; each transport's own
+//! state, fixed by the QP's type, in `qp/transport.rs`.
 
 use super::ah::Destination;
 use super::cq::CqCore;
