@@ -25,16 +25,38 @@ gid=$(v2_gid_index rxud0)
 cb0=$(hwc rxud0 rx_cq_batches) ce0=$(hwc rxud0 rx_cq_batch_entries)
 t0=$(hwc rxud0 rx_trains)
 out=$RXUD_OUT/cq-batches.$RXUD_VM
+# perftest times itself with the TSC, calibrated against gettimeofday;
+# when a descheduled vCPU spoils the calibration (r^2 < 0.9) that side
+# prints no result, whatever moved. As run_pair does (tests/lib/traffic.sh)
+# the pair then runs again, once, and says so: after each run each side
+# leaves its verdict (done or again) for the other, and both go again if
+# either asks. The counters read around it then hold both runs' traffic.
+for attempt in 1 2; do
+	if [ "$RXUD_VM" = 0 ]; then
+		timeout 120 ib_send_bw -d rxud0 -x "$gid" -s 1024 -n $N -u 18 >"$out" 2>&1 &
+		srv=$!
+		wait_for 30 serving "$srv" -
+		touch "$RXUD_OUT/cq-batches-serving.$attempt"
+		wait "$srv"
+	else
+		wait_for 60 test -e "$peer_out/cq-batches-serving.$attempt"
+		timeout 120 ib_send_bw -d rxud0 -x "$gid" -s 1024 -n $N -u 18 "$RXUD_PEER_IP" >"$out" 2>&1
+	fi
+	verdict=done
+	if [ "$attempt" = 1 ] && grep -q "Can't produce a report" "$out"; then
+		verdict=again
+	fi
+	echo "$verdict" >"$RXUD_OUT/cq-batches-run.$attempt"
+	wait_for 150 test -s "$peer_out/cq-batches-run.$attempt"
+	[ "$verdict" = again ] || [ "$(cat "$peer_out/cq-batches-run.$attempt" 2>/dev/null)" = again ] || break
+	{
+		echo "perftest's clock calibration failed (here or on the peer), run again:"
+		cat "$out"
+	} | tap_diag
+done
 if [ "$RXUD_VM" = 0 ]; then
-	timeout 120 ib_send_bw -d rxud0 -x "$gid" -s 1024 -n $N -u 18 >"$out" 2>&1 &
-	srv=$!
-	wait_for 30 serving "$srv" -
-	touch "$RXUD_OUT/cq-batches-serving"
-	wait "$srv"
 	check "ib_send_bw 1 KB x $N: the server received them" result_in "$out" 1024 $N
 else
-	wait_for 60 test -e "$peer_out/cq-batches-serving"
-	timeout 120 ib_send_bw -d rxud0 -x "$gid" -s 1024 -n $N -u 18 "$RXUD_PEER_IP" >"$out" 2>&1
 	check "ib_send_bw 1 KB x $N: the client sent them" result_in "$out" 1024 $N
 fi
 tap_diag <"$out"
