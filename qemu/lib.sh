@@ -21,11 +21,13 @@ die() { printf '[rxud] error: %s\n' "$*" >&2; exit 1; }
 # with lockdep, kmemleak and the other debugging that finds our bugs; built by
 # `make setup`) and "bench" (qemu/rxud-bench.config on top, which turns that
 # debugging off: it taxes locks and allocations, rxe's and rxud's unequally,
-# and would skew the ratios of `make bench`, which builds it on first use).
+# and would skew the ratios of `make bench`, which builds it on first use) and
+# "kasan" (qemu/rxud-kasan.config on top: KASAN and UBSAN, for `make soak`,
+# which builds it on first use).
 RXUD_FLAVOUR=${RXUD_FLAVOUR:-test}
 case $RXUD_FLAVOUR in
-test | bench) ;;
-*) die "RXUD_FLAVOUR=$RXUD_FLAVOUR: not test or bench" ;;
+test | bench | kasan) ;;
+*) die "RXUD_FLAVOUR=$RXUD_FLAVOUR: not test, bench or kasan" ;;
 esac
 
 # The config fragments of the flavour, applied in this order.
