@@ -31,7 +31,9 @@ pub(crate) use device::{
 };
 pub(crate) use mmap::SharedMem;
 pub(crate) use mr::{AccessFlags, MrKind, UserRange};
-pub(crate) use qp::{QpAttr, QpAttrMask, QpCap, QpInitAttr, QpQuery, QpState, QpType};
+pub(crate) use qp::{
+    QpAttr, QpAttrMask, QpCap, QpEvent, QpEvents, QpInitAttr, QpQuery, QpState, QpType,
+};
 pub(crate) use srq::{SrqAttr, SrqEvents, SrqModify};
 pub(crate) use stats::CounterDesc;
 pub(crate) use udata::{UContext, UData};

@@ -261,6 +261,14 @@ impl CqCore {
         n
     }
 
+    /// A completion was lost to an overflow: the CQ is in error, and so is
+    /// every QP that completes into it (IBTA 11.4.2.1), each from its next
+    /// step on. The CQ itself still takes the flushes that follow (a drain
+    /// waits for them). Any context.
+    pub(crate) fn overflowed(&self) -> bool {
+        self.overflowed.load(Ordering::Acquire)
+    }
+
     /// Takes the oldest entry, for a kernel consumer (`ib_poll_cq`; a
     /// user process consumes its mapping itself). `None` if there is
     /// none. Any context but hard irq.

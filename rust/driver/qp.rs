@@ -26,7 +26,8 @@ use crate::abi::{
 };
 use crate::ib::{
     qp::{transition_is_valid, QpCreateFlags},
-    QpAttr, QpAttrMask, QpCap, QpHandle, QpInitAttr, QpQuery, QpState, QpType, UData,
+    QpAttr, QpAttrMask, QpCap, QpEvent, QpEvents, QpHandle, QpInitAttr, QpQuery, QpState, QpType,
+    UData,
 };
 use crate::kext::bh_work::{BhWork, HasBhWork};
 use crate::kext::timer::{HasTimer, Timer};
@@ -168,6 +169,9 @@ pub(crate) struct QpCore {
     kernel: bool,
     /// How kernel completions name the QP.
     handle: QpHandle,
+    /// Its asynchronous events: raised only under the RC lock while the
+    /// connection state exists (see [`crate::ib::QpEvents`]).
+    events: QpEvents,
     cap: QpCap,
     sq_sig_all: bool,
     /// The PD's identity: MRs used by the QP must be of the same PD.
@@ -293,6 +297,20 @@ impl QpCore {
 
     pub(crate) fn handle(&self) -> QpHandle {
         self.handle
+    }
+
+    /// The data path put the QP in the error state on its own (IBTA
+    /// 10.3.1): posts from now on are flushed, packets are no longer
+    /// taken, `query_qp` says ERR and `modify_qp` starts from ERR; its
+    /// owner hears why (`event`). The caller has flushed the transport's
+    /// work; this flushes what is still in the rings. Context: any, under
+    /// the transport's lock (see `events`).
+    pub(crate) fn fail(&self, event: Option<QpEvent>) {
+        self.live.fail();
+        self.flush();
+        if let Some(e) = event {
+            self.events.raise(e);
+        }
     }
 
     /// Whether `cq` is one of this QP's CQs.
@@ -541,6 +559,7 @@ impl RxudQp {
                 qp_type: attr.qp_type,
                 kernel,
                 handle: attr.handle,
+                events: attr.events.clone(),
                 cap,
                 sq_sig_all: attr.sq_sig_all,
                 pd,
@@ -581,6 +600,9 @@ impl RxudQp {
         let mask = attr.mask;
         let cur = if mask.contains(QpAttrMask::CUR_STATE) {
             attr.cur_state.ok_or(EINVAL)?
+        } else if self.core.live.in_error() {
+            // In ERROR by the data path (`QpCore::fail`) or by modify.
+            QpState::Err
         } else {
             cfg.state
         };
@@ -765,7 +787,11 @@ impl RxudQp {
         };
         // The data path moved the QP to ERROR (an error completion): the
         // configuration still says where modify_qp left it.
-        let state = if failed { QpState::Err } else { cfg.state };
+        let state = if failed || self.core.live.in_error() {
+            QpState::Err
+        } else {
+            cfg.state
+        };
         let attr = QpAttr {
             mask: QpAttrMask::EMPTY,
             state: Some(state),

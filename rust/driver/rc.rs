@@ -46,7 +46,7 @@ use super::ring::MAX_RECV_SLOT;
 use super::tx;
 use super::txq::{self, TxQueue};
 use crate::abi::{status, wc_opcode, RecvWqe};
-use crate::ib::{AccessFlags, AddressVector};
+use crate::ib::{AccessFlags, AddressVector, QpEvent};
 use crate::net::{
     skb::{SkBuff, TxSkb},
     NetDeviceRef, RouteCache,
@@ -308,7 +308,15 @@ impl RcState {
 /// flushed, the receive in progress too, nothing more is accepted.
 /// Context: any (under the QP's RC lock).
 pub(crate) fn enter_error(qp: &QpCore, st: &mut RcState) {
-    st.receiver.resp.set_error();
+    // A responder in error already (a fatal request) keeps the answers
+    // it queued before that request and the NAK that reports it: they
+    // tell the requester what was executed and why the rest was not
+    // (without the NAK it would retry until RETRY_EXC_ERR). A modify to
+    // ERROR or RESET then detaches the QP from the netdev, which drops
+    // them.
+    if !st.receiver.resp.is_error() {
+        st.receiver.resp.set_error();
+    }
     if st.receiver.recv_held {
         st.receiver.recv_held = false;
         let w = RecvWqe::decode(&st.receiver.recv);
@@ -323,7 +331,34 @@ pub(crate) fn enter_error(qp: &QpCore, st: &mut RcState) {
             complete_uc(qp, &t.slot, status::WR_FLUSH_ERR, 0);
         }
     }
-    complete_sends(qp, st);
+    // Completions the CQ cannot take are lost either way: the QP is
+    // failing already.
+    let _ = complete_sends(qp, st);
+}
+
+/// The data path found an error that ends the connection: a fatal
+/// request (the responder's NAK is queued), a work request that failed
+/// (its error completion is due), a completion the QP could not write.
+/// The whole QP enters the error state at once (IBTA 10.3.1), not only the
+/// side that failed: the send side stops, the work of both sides and
+/// what is left in both rings completes flushed, and the owner gets the
+/// affiliated async event (`event`; none for a failed work request, whose
+/// error completion reports it). Once: a QP in error already is left as
+/// it is. Context: any (under the QP's RC lock).
+pub(crate) fn fail(qp: &QpCore, st: &mut RcState, event: Option<QpEvent>) {
+    if qp.live.in_error() {
+        return;
+    }
+    enter_error(qp, st);
+    qp.fail(event);
+}
+
+/// A CQ of the QP lost a completion (its own or another QP's): the QP
+/// enters the error state too.
+fn fail_on_lost_completion(qp: &QpCore, st: &mut RcState) {
+    if qp.send_cq.overflowed() || qp.recv_cq.overflowed() {
+        fail(qp, st, Some(QpEvent::Fatal));
+    }
 }
 
 /// Rings the doorbell of an RC QP: admits posted WQEs, transmits what the
@@ -395,6 +430,7 @@ impl txq::Transmitter for RcState {
 /// or the timer will then come back here and admit whatever was posted
 /// meanwhile; a stream of posts thus needs no system call.
 fn pump(qp: &Arc<QpCore>, st: &mut RcState) {
+    fail_on_lost_completion(qp, st);
     if st.uc.is_some() {
         uc_pump(qp, st);
         return;
@@ -407,7 +443,13 @@ fn pump(qp: &Arc<QpCore>, st: &mut RcState) {
         };
         admit_wqes(qp, s, mtu);
         transmit(qp, st, t);
-        complete_sends(qp, st);
+        if complete_sends(qp, st).is_err() {
+            fail(qp, st, Some(QpEvent::Fatal));
+        } else if st.sender.as_ref().is_some_and(|s| s.req.is_error()) {
+            // A work request failed: its error completion is written, and
+            // the rest of the QP follows it into the error state.
+            fail(qp, st, None);
+        }
         st.sender.as_ref().is_some_and(|s| !s.req.is_empty())
     });
     let deadline = st.sender.as_ref().and_then(|s| s.req.next_deadline());
@@ -519,6 +561,7 @@ pub(crate) fn receive(
         if p.src != st.path.av.dgid {
             return Err(RcDrop::NotConnected);
         }
+        fail_on_lost_completion(qp, st);
         if st.uc.is_some() {
             (on_uc_packet(qp, st, p, mrs), true)
         } else if is_response {

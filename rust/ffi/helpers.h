@@ -254,6 +254,7 @@ int rxud_umem_pages(struct ib_umem *umem, struct page **pages, int max);
 void rxud_ib_cq_event(struct ib_cq *cq);
 void rxud_ib_cq_overflow(struct ib_cq *cq);
 void rxud_ib_qp_last_wqe_reached(struct ib_qp *qp);
+void rxud_ib_qp_event(struct ib_qp *qp, enum ib_event_type type);
 void rxud_ib_srq_limit_reached(struct ib_srq *srq);
 
 /* --- params.c: module parameters --- */

@@ -96,6 +96,23 @@ void rxud_ib_cq_overflow(struct ib_cq *cq)
 }
 
 /*
+ * The QP's data path put it in the error state (an invalid request, an
+ * access violation, a completion it could not write): tell its owner,
+ * as the affiliated asynchronous error events of IBTA 11.6.3.
+ */
+void rxud_ib_qp_event(struct ib_qp *qp, enum ib_event_type type)
+{
+	struct ib_event ev = {
+		.device = qp->device,
+		.element.qp = qp,
+		.event = type,
+	};
+
+	if (qp->event_handler)
+		qp->event_handler(&ev, qp->qp_context);
+}
+
+/*
  * A QP on an SRQ reached the error state: IB_EVENT_QP_LAST_WQE_REACHED to
  * its owner (ib_drain_qp waits for it before polling the CQ).
  */

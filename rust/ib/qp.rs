@@ -216,6 +216,59 @@ pub(crate) struct QpInitAttr<'a, T: DeviceOps> {
     pub(crate) has_unsupported: bool,
     /// How kernel completions name the QP.
     pub(crate) handle: QpHandle,
+    /// Its asynchronous events.
+    pub(crate) events: QpEvents,
+}
+
+/// An affiliated asynchronous error of a QP (IBTA 11.6.3): the data path
+/// put the QP in the error state on its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum QpEvent {
+    /// Local work queue catastrophic error (`IB_EVENT_QP_FATAL`): e.g. a
+    /// completion the QP could not write.
+    Fatal,
+    /// Invalid request local work queue error (`IB_EVENT_QP_REQ_ERR`):
+    /// the responder got a request it cannot carry out.
+    InvalidRequest,
+    /// Local access violation work queue error (`IB_EVENT_QP_ACCESS_ERR`):
+    /// a request named memory it may not touch.
+    AccessViolation,
+}
+
+/// Raises a QP's asynchronous events to its owner's handler (uverbs
+/// queues them for `ibv_get_async_event`; kernel ULPs get a callback).
+///
+/// # Invariants
+///
+/// `qp` is the `ib_qp` the driver's QP object belongs to; it is valid
+/// while that object exists, and the driver only raises events while it
+/// does: from the QP's transport state, which the QP's destruction takes
+/// down (under the lock the data path holds while raising) before it
+/// returns. The value may outlive the QP (in a core packets still hold);
+/// dropping it does not touch `qp`.
+#[derive(Clone)]
+pub(crate) struct QpEvents {
+    qp: core::ptr::NonNull<bindings::ib_qp>,
+}
+
+// SAFETY: ib_core's QP event handlers may be called from any context; the
+// pointer is only passed to them.
+unsafe impl Send for QpEvents {}
+// SAFETY: as above.
+unsafe impl Sync for QpEvents {}
+
+impl QpEvents {
+    /// Reports `e` to the QP's event handler, if any. Any context.
+    pub(crate) fn raise(&self, e: QpEvent) {
+        let ty = match e {
+            QpEvent::Fatal => bindings::IB_EVENT_QP_FATAL,
+            QpEvent::InvalidRequest => bindings::IB_EVENT_QP_REQ_ERR,
+            QpEvent::AccessViolation => bindings::IB_EVENT_QP_ACCESS_ERR,
+        };
+        // SAFETY: the QP is live (type invariant); ib_core's event
+        // handlers may be called from any context.
+        unsafe { bindings::rxud_ib_qp_event(self.qp.as_ptr(), ty) };
+    }
 }
 
 /// Attributes of a QP (`struct ib_qp_attr`): the input of `modify_qp`,
@@ -354,9 +407,13 @@ impl<T: DeviceOps> Adapter<T> {
         let Some(qp_type) = QpType::from_raw(i.qp_type) else {
             return super::eopnotsupp().to_errno();
         };
-        let Some(handle) = core::ptr::NonNull::new(qp).map(QpHandle::new) else {
+        let Some(ptr) = core::ptr::NonNull::new(qp) else {
             return EINVAL.to_errno();
         };
+        let handle = QpHandle::new(ptr);
+        // INVARIANT: `qp` is the object being created; the driver keeps
+        // the events with the QP's transport state (see `QpEvents`).
+        let events = QpEvents { qp: ptr };
         let cq = |c: *mut bindings::ib_cq| {
             // SAFETY: a CQ named by the init attributes is a live CQ of
             // ours (contract above).
@@ -374,6 +431,7 @@ impl<T: DeviceOps> Adapter<T> {
                 .then(|| unsafe { Object::<bindings::ib_srq, T::Srq>::data_of(i.srq) }),
             has_unsupported: !i.xrcd.is_null() || !i.rwq_ind_tbl.is_null() || i.source_qpn != 0,
             handle,
+            events,
         };
         let r = T::create_qp(dev, pd, &a, &udata).map(|(data, qpn, cap)| {
             // ib_core reports the granted capacities to the creator.

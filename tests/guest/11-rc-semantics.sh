@@ -44,10 +44,13 @@ g_rxe=$(v2_gid_index rxe0)
 g_rxud=$(v2_gid_index rxud0)
 
 # -q where B, the responder, is rxe: rxe departs from the spec's completion
-# statuses for a receive too small (see rc-test.c, length_error_checks).
-rc_test "rc-test, two QPs of rxe0 (the reference)" - -d rxe0 -g "${g_rxe:-0}" -q
+# statuses for a receive too small (see rc-test.c, length_error_checks) and
+# raises no async event when its responder fails; -Q where A is rxe, which
+# orders a local failure's completions otherwise and keeps its QP in RTS
+# when its send CQ overflows.
+rc_test "rc-test, two QPs of rxe0 (the reference)" - -d rxe0 -g "${g_rxe:-0}" -q -Q
 rc_test "rc-test, two QPs of rxud0" rxudns -d rxud0 -g "${g_rxud:-0}"
-rc_test "rc-test, QP A on rxe0, QP B on rxud0" rxudns -d rxe0 -g "${g_rxe:-0}" -D rxud0 -G "${g_rxud:-0}"
+rc_test "rc-test, QP A on rxe0, QP B on rxud0" rxudns -d rxe0 -g "${g_rxe:-0}" -D rxud0 -G "${g_rxud:-0}" -Q
 rc_test "rc-test, QP A on rxud0, QP B on rxe0" rxudns -d rxud0 -g "${g_rxud:-0}" -D rxe0 -G "${g_rxe:-0}" -q
 
 rxud_beside_rxe_end

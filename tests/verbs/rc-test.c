@@ -16,7 +16,11 @@
  *                                 without loopback)
  *   -q                            B's device is rxe: expect rxe's statuses
  *                                 where it departs from the spec (see
- *                                 length_error_checks)
+ *                                 length_error_checks), and no async event
+ *                                 from a responder's fatal error
+ *   -Q                            A's device is rxe: skip what rxe does
+ *                                 otherwise (see local_failure_order_checks
+ *                                 and cq_overflow_checks)
  *
  * Every completion is waited for at most POLL_MS: a check fails rather than
  * hang. Once one did not come, later waits are SHORT_MS, to keep a broken
@@ -53,7 +57,8 @@ static struct ibv_context *ctx[2];
 static struct ibv_pd *pd[2];
 static union ibv_gid gid[2];
 static int gid_idx[2] = { -1, -1 };
-static int rxe_quirks;
+static int rxe_quirks;		/* -q */
+static int rxe_requester;	/* -Q */
 static uint8_t *buf_a, *buf_b, *buf_ro;
 static struct ibv_mr *mr_a, *mr_b, *mr_ro;
 
@@ -222,7 +227,10 @@ struct pair_opts {
 	int min_rnr_timer;	/* of B (A always gets 1) */
 	uint32_t psn;		/* A's first send PSN; B's is psn + 0x1000 */
 	int cqe;		/* CQ entries asked for (0: 32) */
+	int cqe_b;		/* B's CQ entries, if not as cqe */
 	struct ibv_srq *srq;	/* B's receives come from it, if set */
+	int b_no_rd_atomic;	/* B's max_dest_rd_atomic is 0 (else 4) */
+	int timeout, retry_cnt;	/* of A (0: 17 and 7) */
 };
 
 /* Work requests of the checks retry RNR a little, with the shortest wait. */
@@ -233,8 +241,11 @@ static const struct pair_opts default_opts = { .rnr_retry = 3, .min_rnr_timer = 
 
 /* Takes QP @i of a pair (0: A, 1: B) from RESET to RTS. */
 static int connect_qp(struct ibv_qp *qp, int i, uint32_t dest_qpn, uint32_t sq_psn,
-		      uint32_t rq_psn, int rnr_retry, int min_rnr_timer)
+		      uint32_t rq_psn, const struct pair_opts *o)
 {
+	/* A retries RNR as asked; B always 7 times. B waits as asked. */
+	const int rnr_retry = i ? 7 : o->rnr_retry;
+	const int min_rnr_timer = i ? o->min_rnr_timer : 1;
 	struct ibv_qp_attr a;
 	int err;
 
@@ -255,7 +266,7 @@ static int connect_qp(struct ibv_qp *qp, int i, uint32_t dest_qpn, uint32_t sq_p
 	a.path_mtu = IBV_MTU_1024;
 	a.dest_qp_num = dest_qpn;
 	a.rq_psn = rq_psn;
-	a.max_dest_rd_atomic = 4;
+	a.max_dest_rd_atomic = i && o->b_no_rd_atomic ? 0 : 4;
 	a.min_rnr_timer = min_rnr_timer;
 	err = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
 			    IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
@@ -265,8 +276,9 @@ static int connect_qp(struct ibv_qp *qp, int i, uint32_t dest_qpn, uint32_t sq_p
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTS;
 	a.sq_psn = sq_psn;
-	a.timeout = 17;		/* 537 ms: a starved TCG guest must not run out of retries */
-	a.retry_cnt = 7;
+	/* 537 ms: a starved TCG guest must not run out of retries */
+	a.timeout = !i && o->timeout ? o->timeout : 17;
+	a.retry_cnt = !i && o->retry_cnt ? o->retry_cnt : 7;
 	a.rnr_retry = rnr_retry;
 	a.max_rd_atomic = 4;
 	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT |
@@ -294,7 +306,9 @@ static int pair_make(struct pair *p, const struct pair_opts *o, const char *name
 	memset(p, 0, sizeof(*p));
 	for (int i = 0; i < 2; i++) {
 		errno = 0;
-		p->cq[i] = ibv_create_cq(ctx[i], o->cqe ? o->cqe : 32, NULL, NULL, 0);
+		int cqe = i && o->cqe_b ? o->cqe_b : o->cqe;
+
+		p->cq[i] = ibv_create_cq(ctx[i], cqe ? cqe : 32, NULL, NULL, 0);
 		if (!p->cq[i]) {
 			err = errno ? errno : -1;
 			goto out;
@@ -322,11 +336,11 @@ static int pair_make(struct pair *p, const struct pair_opts *o, const char *name
 		}
 	}
 	step = "connect A";
-	err = connect_qp(p->qp[0], 0, p->qp[1]->qp_num, psn[0], psn[1], o->rnr_retry, 1);
+	err = connect_qp(p->qp[0], 0, p->qp[1]->qp_num, psn[0], psn[1], o);
 	if (err)
 		goto out;
 	step = "connect B";
-	err = connect_qp(p->qp[1], 1, p->qp[0]->qp_num, psn[1], psn[0], 7, o->min_rnr_timer);
+	err = connect_qp(p->qp[1], 1, p->qp[0]->qp_num, psn[1], psn[0], o);
 out:
 	check(!err, "%s: QP pair created and connected (%s: %s)", name, step,
 	      err ? strerror(err) : "success");
@@ -581,6 +595,190 @@ static void check_flushed(struct pair *p, uint64_t wr_id, const char *what)
 		  "%s: the next WRITE, a valid one, is flushed", what);
 }
 
+
+/* --- Errors that end the connection (IBTA 10.3.1, 11.6.3) --- */
+
+/* Async event @type of @qp on @c within @ms (other events are looked past). */
+static int got_qp_event(struct ibv_context *c, struct ibv_qp *qp, enum ibv_event_type type, int ms)
+{
+	struct pollfd pfd = { .fd = c->async_fd, .events = POLLIN };
+	struct ibv_async_event ev;
+	int got = 0;
+
+	for (long long end = now_ms() + ms; !got && now_ms() < end;) {
+		if (poll(&pfd, 1, (int)(end - now_ms())) != 1 || ibv_get_async_event(c, &ev))
+			break;
+		got = ev.event_type == type && ev.element.qp == qp;
+		ibv_ack_async_event(&ev);
+	}
+	return got;
+}
+
+/*
+ * B's responder found A's request fatal: the whole of B is in the error
+ * state on its own (no modify_qp): in ERR, the receive it had posted
+ * (@recv_id) flushed, a SEND posted now flushed, and B's owner told why
+ * (@event).
+ */
+static void responder_failed_checks(struct pair *p, uint64_t recv_id, enum ibv_event_type event,
+				    const char *what)
+{
+	struct ibv_sge sb = sge(mr_b, WRITE_OFF, 8);
+	struct ibv_send_wr wr = send_wr(recv_id + 1, IBV_WR_SEND, &sb, 1);
+	struct ibv_qp_init_attr ia;
+	struct ibv_qp_attr a;
+	int es;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = -1;
+	ibv_query_qp(p->qp[1], &a, IBV_QP_STATE, &ia);
+	check(a.qp_state == IBV_QPS_ERR, "%s: B, the responder, is in ERR (got %s)", what,
+	      qps_name(a.qp_state));
+	expect_wc(p->cq[1], 0, recv_id, IBV_WC_WR_FLUSH_ERR, 0, NULL,
+		  "%s: B's posted receive is flushed", what);
+	es = post_send(p->qp[1], &wr);
+	expect_wc(p->cq[1], es, recv_id + 1, IBV_WC_WR_FLUSH_ERR, 0, NULL,
+		  "%s: B's send side is stopped: a SEND posted now is flushed", what);
+	/* rxe 6.12 moves the QP to ERR without telling its owner. */
+	if (!rxe_quirks)
+		check(got_qp_event(ctx[1], p->qp[1], event, POLL_MS),
+		      "%s: B's owner gets %s within %d ms", what, ibv_event_type_str(event),
+		      POLL_MS);
+}
+
+/*
+ * A request the responder cannot carry out (a READ to a QP that takes
+ * none: max_dest_rd_atomic 0) is NAKed as an invalid request: A's READ
+ * fails REM_INV_REQ_ERR at once (without the NAK it would retry until
+ * RETRY_EXC_ERR), and B is in error.
+ */
+static void invalid_request_checks(void)
+{
+	struct pair_opts o = default_opts;
+	struct ibv_sge sa = sge(mr_a, READ_OFF, 64), sb = sge(mr_b, RECV_OFF, 64);
+	struct ibv_send_wr wr;
+	struct pair p;
+	int es, er;
+
+	o.b_no_rd_atomic = 1;
+	if (!pair_make(&p, &o, "invalid request"))
+		return;
+	er = post_recv(p.qp[1], 120, &sb, 1);
+	check(!er, "invalid request: B posts a receive (%s)", strerror(er));
+	wr = rdma_wr(121, IBV_WR_RDMA_READ, &sa, (uintptr_t)buf_b + READ_OFF, mr_b->rkey);
+	es = post_send(p.qp[0], &wr);
+	expect_wc(p.cq[0], es, 121, IBV_WC_REM_INV_REQ_ERR, 0, NULL,
+		  "invalid request: A's READ to B, which takes no READs, fails REM_INV_REQ_ERR");
+	check_flushed(&p, 122, "invalid request");
+	responder_failed_checks(&p, 120, IBV_EVENT_QP_REQ_ERR, "invalid request");
+	pair_destroy(&p);
+}
+
+/*
+ * A work request that fails locally (a stale lkey) does not make the ones
+ * before it complete with success before they are acknowledged: SEND 130
+ * waits for B's receive (RNR, retried for ever), the WRITE after it names a
+ * deregistered MR. SEND 130 completes with success only once B has its data,
+ * then the WRITE with LOC_PROT_ERR. (rxe 6.12 as A completes the WRITE
+ * flushed and not SEND 130 first: -Q skips this.)
+ */
+static void local_failure_order_checks(void)
+{
+	struct pair_opts o = default_opts;
+	struct ibv_sge sa = sge(mr_a, 0, 100), sb = sge(mr_b, RECV_OFF, 4096), stale;
+	struct ibv_send_wr wr;
+	struct ibv_wc wc;
+	struct ibv_mr *gone;
+	struct pair p;
+	int es, es2, er, err;
+
+	if (rxe_requester)
+		return;
+	o.rnr_retry = 7;
+	if (!pair_make(&p, &o, "local failure"))
+		return;
+	gone = ibv_reg_mr(pd[0], buf_a, BUF_LEN, ALL_ACCESS);
+	check(gone != NULL, "local failure: an MR over A's buffer is registered");
+	if (!gone) {
+		pair_destroy(&p);
+		return;
+	}
+	stale = (struct ibv_sge){ .addr = (uintptr_t)buf_a, .length = 64, .lkey = gone->lkey };
+	err = ibv_dereg_mr(gone);
+	check(err == 0, "local failure: and deregistered (%s)", strerror(err));
+	fill(buf_a, 100, 30);
+	memset(buf_b, 0, 4096);
+	wr = send_wr(130, IBV_WR_SEND, &sa, 1);
+	es = post_send(p.qp[0], &wr);
+	wr = rdma_wr(131, IBV_WR_RDMA_WRITE, &stale, (uintptr_t)buf_b + WRITE_OFF, mr_b->rkey);
+	es2 = post_send(p.qp[0], &wr);
+	check(!es && !es2, "local failure: SEND and WRITE with a stale lkey posted");
+	check(cq_stays_empty(p.cq[0], 300),
+	      "local failure: nothing completes in 300 ms while B has no receive (SEND unacknowledged)");
+	er = post_recv(p.qp[1], 132, &sb, 1);
+	expect_wc(p.cq[0], es, 130, IBV_WC_SUCCESS, IBV_WC_SEND, NULL,
+		  "local failure: SEND 130 completes with success once B posted a receive");
+	if (expect_wc(p.cq[1], er, 132, IBV_WC_SUCCESS, IBV_WC_RECV, &wc,
+		      "local failure: B received SEND 130"))
+		check(wc.byte_len == 100 && same(buf_b, 100, 30),
+		      "local failure: SEND 130's 100 bytes arrived (got %u)", wc.byte_len);
+	expect_wc(p.cq[0], es2, 131, IBV_WC_LOC_PROT_ERR, 0, NULL,
+		  "local failure: then the WRITE with the stale lkey fails LOC_PROT_ERR");
+	check_flushed(&p, 133, "local failure");
+	pair_destroy(&p);
+}
+
+/*
+ * IBV_SEND_FENCE: a fenced WRITE to the bytes a READ before it reads waits
+ * for the READ's data, so the READ returns the bytes from before the WRITE
+ * (unfenced, the responder may take the WRITE while still answering the
+ * READ).
+ */
+static void fence_checks(struct pair *p)
+{
+	/* Several READ segments (rxud asks for 64 packets at a time). */
+	const uint32_t len = 256 * 1024;
+	uint8_t *la = mmap(NULL, 2 * len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	uint8_t *rb = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct ibv_mr *ma = NULL, *mb = NULL;
+	struct ibv_sge sr, sw;
+	struct ibv_send_wr rd, wrt, *bad;
+	int es;
+
+	if (la != MAP_FAILED)
+		ma = ibv_reg_mr(pd[0], la, 2 * len, ALL_ACCESS);
+	if (rb != MAP_FAILED)
+		mb = ibv_reg_mr(pd[1], rb, len, ALL_ACCESS);
+	check(ma && mb, "fence: 512 KB of A's and 256 KB of B's registered");
+	if (!ma || !mb)
+		goto out;
+	fill(rb, len, 40);
+	fill(la + len, len, 41);
+	memset(la, 0, len);
+	sr = sge(ma, 0, len);
+	sw = sge(ma, len, len);
+	rd = rdma_wr(140, IBV_WR_RDMA_READ, &sr, (uintptr_t)rb, mb->rkey);
+	wrt = rdma_wr(141, IBV_WR_RDMA_WRITE, &sw, (uintptr_t)rb, mb->rkey);
+	wrt.send_flags |= IBV_SEND_FENCE;
+	rd.next = &wrt;
+	es = ibv_post_send(p->qp[0], &rd, &bad);
+	expect_wc(p->cq[0], es, 140, IBV_WC_SUCCESS, IBV_WC_RDMA_READ, NULL,
+		  "fence: READ of 256 KB completes");
+	expect_wc(p->cq[0], es, 141, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, NULL,
+		  "fence: the fenced WRITE to the same bytes completes");
+	check(same(la, len, 40), "fence: the READ returned the bytes from before the fenced WRITE");
+	check(same(rb, len, 41), "fence: the WRITE's bytes are in B's memory");
+out:
+	if (ma)
+		ibv_dereg_mr(ma);
+	if (mb)
+		ibv_dereg_mr(mb);
+	if (la != MAP_FAILED)
+		munmap(la, 2 * len);
+	if (rb != MAP_FAILED)
+		munmap(rb, len);
+}
+
 /* Remote access errors, each on a fresh pair. */
 static void access_error_checks(void)
 {
@@ -597,10 +795,10 @@ static void access_error_checks(void)
 		{ "WRITE to an MR without remote write", 1, WRITE_OFF, 200, 0, 0 },
 		{ "WRITE through the rkey of a deregistered MR", 0, WRITE_OFF, 200, 0, 1 },
 	};
-	struct ibv_sge sa = sge(mr_a, WRITE_OFF, 200);
+	struct ibv_sge sa = sge(mr_a, WRITE_OFF, 200), sb;
 	struct ibv_send_wr wr;
 	struct pair p;
-	int es;
+	int es, er;
 
 	for (unsigned int i = 0; i < ARRAY_SIZE(cases); i++) {
 		struct ibv_mr *mr = cases[i].ro ? mr_ro : mr_b;
@@ -628,6 +826,9 @@ static void access_error_checks(void)
 			continue;
 		fill(buf_a + WRITE_OFF, 200, 9);
 		memset(buf + cases[i].off, 0x77, cases[i].in_mr);
+		sb = sge(mr_b, RECV_OFF, 64);
+		er = post_recv(p.qp[1], 42, &sb, 1);
+		check(!er, "%s: B posts a receive (%s)", cases[i].what, strerror(er));
 		wr = rdma_wr(40, IBV_WR_RDMA_WRITE, &sa, (uintptr_t)buf + cases[i].off, rkey);
 		es = post_send(p.qp[0], &wr);
 		expect_wc(p.cq[0], es, 40, IBV_WC_REM_ACCESS_ERR, 0, NULL, "%s: A completes",
@@ -635,6 +836,7 @@ static void access_error_checks(void)
 		check(all_bytes(buf + cases[i].off, cases[i].in_mr, 0x77),
 		      "%s: B's memory is untouched", cases[i].what);
 		check_flushed(&p, 41, cases[i].what);
+		responder_failed_checks(&p, 42, IBV_EVENT_QP_ACCESS_ERR, cases[i].what);
 		pair_destroy(&p);
 	}
 }
@@ -702,6 +904,9 @@ static void cq_overflow_checks(void)
 	int n, err = 0, got = 0;
 
 	o.cqe = 1;
+	/* A gives up on the SEND B cannot complete in about a second. */
+	o.timeout = 16;
+	o.retry_cnt = 2;
 	if (!pair_make(&p, &o, "CQ overflow"))
 		return;
 	/* One more than the CQ holds (A's sends are unsignaled: A's CQ stays empty). */
@@ -731,6 +936,60 @@ static void cq_overflow_checks(void)
 		ibv_ack_async_event(&ev);
 	}
 	check(got, "CQ overflow: B's device reports IBV_EVENT_CQ_ERR for B's CQ within %d ms", POLL_MS);
+	/*
+	 * The SEND whose receive completion B could not write is never
+	 * acknowledged: A retries it, then fails it (an error completion,
+	 * unsignaled or not). B's QP is in error.
+	 */
+	expect_wc(p.cq[0], err, 200 + n - 1, IBV_WC_RETRY_EXC_ERR, 0, NULL,
+		  "CQ overflow: A's SEND whose completion B lost is not acknowledged (RETRY_EXC_ERR)");
+	{
+		struct ibv_qp_init_attr ia;
+		struct ibv_qp_attr a = { .qp_state = -1 };
+
+		ibv_query_qp(p.qp[1], &a, IBV_QP_STATE, &ia);
+		check(a.qp_state == IBV_QPS_ERR, "CQ overflow: B's QP is in ERR (got %s)",
+		      qps_name(a.qp_state));
+	}
+	pair_destroy(&p);
+
+	/*
+	 * The send side: A's CQ overflows with A's own signaled SENDs (rxe
+	 * 6.12 as A reports the overflow but keeps the QP in RTS: -Q skips
+	 * that check).
+	 */
+	o = default_opts;
+	o.cqe = 1;
+	o.cqe_b = 64;
+	if (!pair_make(&p, &o, "send CQ overflow"))
+		return;
+	n = p.cq[0]->cqe + 1;
+	err = n > 16;
+	for (int i = 0; i < n && !err; i++)
+		err = post_recv(p.qp[1], 300 + i, &sb, 1);
+	for (int i = 0; i < n && !err; i++) {
+		wr = send_wr(400 + i, IBV_WR_SEND, &sa, 1);
+		err = post_send(p.qp[0], &wr);
+	}
+	check(!err, "send CQ overflow: %d signaled SENDs posted", n);
+	pfd = (struct pollfd){ .fd = ctx[0]->async_fd, .events = POLLIN };
+	got = 0;
+	for (long long end = now_ms() + POLL_MS; !err && !got && now_ms() < end;) {
+		if (poll(&pfd, 1, (int)(end - now_ms())) != 1 || ibv_get_async_event(ctx[0], &ev))
+			break;
+		got = ev.event_type == IBV_EVENT_CQ_ERR && ev.element.cq == p.cq[0];
+		ibv_ack_async_event(&ev);
+	}
+	check(got, "send CQ overflow: IBV_EVENT_CQ_ERR for A's CQ within %d ms", POLL_MS);
+	{
+		struct ibv_qp_init_attr ia;
+		struct ibv_qp_attr a = { .qp_state = -1 };
+
+		ibv_query_qp(p.qp[0], &a, IBV_QP_STATE, &ia);
+		if (!rxe_requester)
+			check(a.qp_state == IBV_QPS_ERR, "send CQ overflow: A's QP is in ERR (got %s)",
+			      qps_name(a.qp_state));
+	}
 	pair_destroy(&p);
 }
 
@@ -964,7 +1223,7 @@ int main(int argc, char **argv)
 	struct pair p;
 	int opt;
 
-	while ((opt = getopt(argc, argv, "d:g:D:G:q")) != -1) {
+	while ((opt = getopt(argc, argv, "d:g:D:G:qQ")) != -1) {
 		if (opt == 'd')
 			dev[0] = optarg;
 		else if (opt == 'g')
@@ -975,6 +1234,8 @@ int main(int argc, char **argv)
 			gid_idx[1] = atoi(optarg);
 		else if (opt == 'q')
 			rxe_quirks = 1;
+		else if (opt == 'Q')
+			rxe_requester = 1;
 		else
 			return 2;
 	}
@@ -1011,9 +1272,12 @@ int main(int argc, char **argv)
 		send_checks(&p);
 		rdma_checks(&p);
 		atomic_checks(&p);
+		fence_checks(&p);
 		pair_destroy(&p);
 	}
 	access_error_checks();
+	invalid_request_checks();
+	local_failure_order_checks();
 	rnr_checks();
 	unsignaled_checks();
 	cq_overflow_checks();

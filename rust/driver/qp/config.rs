@@ -103,6 +103,14 @@ impl LiveConfig {
             .store(cfg.state == QpState::Err, Ordering::Release);
     }
 
+    /// The data path put the QP in the error state (`QpCore::fail`);
+    /// the next `publish` (a modify to RESET or ERROR) overrides it.
+    pub(super) fn fail(&self) {
+        self.can_send.store(false, Ordering::Release);
+        self.can_receive.store(false, Ordering::Release);
+        self.in_error.store(true, Ordering::Release);
+    }
+
     /// The QP is in the error state: whatever is posted is flushed.
     pub(crate) fn in_error(&self) -> bool {
         self.in_error.load(Ordering::Acquire)

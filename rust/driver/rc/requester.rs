@@ -12,6 +12,7 @@ use crate::abi::{
     opcode, send_flags, status, wc_opcode, AtomicOp, Cqe, RdmaOp, SendWqe, SEND_WQE_HEADER_SIZE,
 };
 use crate::driver::counters::RxCounter;
+use crate::driver::cq::CqFull;
 use crate::driver::local;
 use crate::driver::mr::MrMemo;
 use crate::driver::qp::QpCore;
@@ -143,6 +144,7 @@ pub(super) fn admit_wqes(qp: &QpCore, s: &mut Sender, mtu: IbMtu) {
                 id: 0,
                 kind: MsgKind::Send,
                 len: 0,
+                fence: false,
             },
         };
         let w = match s.req.post(msg) {
@@ -155,6 +157,7 @@ pub(super) fn admit_wqes(qp: &QpCore, s: &mut Sender, mtu: IbMtu) {
                     id: 0,
                     kind: MsgKind::Send,
                     len: 0,
+                    fence: false,
                 }) {
                     Ok(w) => {
                         let _ = s.req.fail_wqe(w, Status::LocalQpOperation);
@@ -219,7 +222,12 @@ pub(super) fn check_wqe(
         }
     }
     let len = u32::try_from(len).map_err(|_| Status::LocalQpOperation)?;
-    Ok(Message { id: 0, kind, len })
+    Ok(Message {
+        id: 0,
+        kind,
+        len,
+        fence: w.send_flags & send_flags::FENCE != 0,
+    })
 }
 
 /// A request packet to build (from `rc::TxPacket` or `proto_uc::TxPacket`).
@@ -337,10 +345,14 @@ pub(super) fn new_packet(ndev: &NetDevice, repr: &packet::Repr, payload: usize) 
 }
 
 /// Writes the send CQ entries of the requester's finished WQEs.
-pub(super) fn complete_sends(qp: &QpCore, st: &mut RcState) {
+///
+/// `Err` if the send CQ could not take one (it overflowed, and raised
+/// IB_EVENT_CQ_ERR): the QP must then enter the error state.
+pub(super) fn complete_sends(qp: &QpCore, st: &mut RcState) -> core::result::Result<(), CqFull> {
     let Some(s) = st.sender.as_mut() else {
-        return;
+        return Ok(());
     };
+    let mut lost = Ok(());
     while let Some(c) = s.req.next_completion() {
         let w = SendWqe::decode(s.wqe(c.wqe));
         let code = wc_status(c.status);
@@ -354,11 +366,12 @@ pub(super) fn complete_sends(qp: &QpCore, st: &mut RcState) {
                 qp_num: qp.qpn(),
                 ..Default::default()
             };
-            // A full CQ loses the completion (reported as an overflow
-            // event once that exists).
-            let _ = qp.send_cq.push(&cqe, false);
+            if let Err(e) = qp.send_cq.push(&cqe, false) {
+                lost = Err(e);
+            }
         }
     }
+    lost
 }
 
 fn wc_opcode_of(c: &Completion) -> u32 {

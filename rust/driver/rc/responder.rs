@@ -7,13 +7,14 @@
 //! the QP's queue; receive completions written.
 
 use super::requester::new_packet;
-use super::{enter_error, RcDrop, RcState, RxPacket, Store};
+use super::{fail, RcDrop, RcState, RxPacket, Store};
 use crate::abi::{status, wc_flags, wc_opcode, Cqe, RecvWqe, RECV_WQE_HEADER_SIZE};
 use crate::driver::counters::RxCounter;
+use crate::driver::cq::CqFull;
 use crate::driver::mr::{self, MrError, MrMemo};
 use crate::driver::qp::QpCore;
 use crate::driver::sgl::{Sgl, SglError};
-use crate::ib::AccessFlags;
+use crate::ib::{AccessFlags, QpEvent};
 use crate::net::skb::TxSkb;
 use crate::proto::{
     rc::{Action, MsgKind, Plan, Request, Resource, Responder, Response},
@@ -80,17 +81,24 @@ pub(super) fn on_request(
         Action::OutOfSequence | Action::Drop => {
             return Err(RcDrop::Sequence);
         }
-        Action::Error(_) => {
-            enter_error(qp, st);
+        Action::Error(code) => {
+            // The NAK is queued; the whole QP follows the responder.
+            fail(qp, st, Some(event_of(code)));
             return Err(RcDrop::Malformed);
         }
     };
     match execute(qp, st, atomics, p, mrs, &plan) {
         Ok(orig) => {
-            let _ = st.receiver.resp.commit(&plan, orig);
-            if plan.completes_recv {
-                finish_recv(qp, st, p, plan.kind, plan.offset + plan.len);
+            // The receive completion is written before the request is
+            // committed (which owes its ACK): a message whose completion
+            // the CQ cannot take is never acknowledged, and the QP fails.
+            if plan.completes_recv
+                && finish_recv(qp, st, p, plan.kind, plan.offset + plan.len).is_err()
+            {
+                fail(qp, st, Some(QpEvent::Fatal));
+                return Ok(());
             }
+            let _ = st.receiver.resp.commit(&plan, orig);
         }
         Err(Refuse::Rnr) => {
             qp.port.counters.add(RxCounter::RcRnrNaks, 1);
@@ -99,9 +107,20 @@ pub(super) fn on_request(
         Err(Refuse::Nak(code)) => {
             let _ = st.receiver.resp.reject(&plan, code);
             fail_recv(qp, st, code);
+            fail(qp, st, Some(event_of(code)));
         }
     }
     Ok(())
+}
+
+/// The async event of a QP whose responder refused a request with `code`
+/// (IBTA 11.6.3.2: the responder's affiliated errors).
+fn event_of(code: NakCode) -> QpEvent {
+    match code {
+        NakCode::RemoteAccessError => QpEvent::AccessViolation,
+        NakCode::InvalidRequest => QpEvent::InvalidRequest,
+        _ => QpEvent::Fatal,
+    }
 }
 
 pub(super) enum Refuse {
@@ -289,9 +308,9 @@ pub(super) fn finish_recv(
     p: &RxPacket<'_>,
     kind: MsgKind,
     len: u32,
-) {
+) -> core::result::Result<(), CqFull> {
     if !st.receiver.recv_held {
-        return;
+        return Ok(());
     }
     st.receiver.recv_held = false;
     let w = RecvWqe::decode(&st.receiver.recv);
@@ -318,7 +337,7 @@ pub(super) fn finish_recv(
             cqe.wc_flags |= wc_flags::WITH_INV;
         }
     }
-    let _ = qp.recv_cq.push(&cqe, p.solicited);
+    qp.recv_cq.push(&cqe, p.solicited)
 }
 
 /// A NAK ended the message in progress: its receive WQE completes in

@@ -154,6 +154,8 @@ struct Msg {
     compare: u64,
     /// The value a sequential execution returns (atomics).
     expect_orig: u64,
+    /// IBV_SEND_FENCE.
+    fence: bool,
 }
 
 /// The remote (responder) side's memory and receive queue.
@@ -180,6 +182,8 @@ struct Local {
     read_placed: u32,
     atomic: Option<u64>,
     completed: Option<Status>,
+    /// The PSN of a SEND/WRITE's last packet, once transmitted.
+    end_psn: Option<Psn>,
 }
 
 struct Sim {
@@ -200,6 +204,13 @@ struct Sim {
     resent: u64,
     /// Hook: drop this request packet (by PSN) the first time it is sent.
     drop_once: Option<Psn>,
+    /// Hook: this message fails locally (as a bad lkey does in the
+    /// kernel) the first time one of its packets is to be built.
+    local_fail: Option<u32>,
+    /// Every PSN before this one was acknowledged by a response the
+    /// requester received (the responder executed it): the bound a
+    /// SEND/WRITE's completion with success must be within.
+    heard: Option<Psn>,
     /// Per direction (requests, responses): when the link is next free.
     link_free: [u64; 2],
     /// Per direction: the end of the current loss burst.
@@ -259,6 +270,8 @@ impl Sim {
             sent: 0,
             resent: 0,
             drop_once: None,
+            local_fail: None,
+            heard: None,
             link_free: [0; 2],
             burst_until: [0; 2],
             resp_departs: VecDeque::new(),
@@ -322,6 +335,30 @@ impl Sim {
             }
             if self.trace {
                 std::println!("{} TX {tx:?}", self.now);
+            }
+            if self.local_fail == Some(tx.id) {
+                self.local_fail = None;
+                self.req.fail_wqe(tx.wqe, Status::LocalProtection).unwrap();
+                continue;
+            }
+            let m = &self.msgs[tx.id as usize];
+            if m.kind.carries_payload() && tx.offset + tx.len == m.len {
+                self.local[tx.id as usize].end_psn = Some(tx.psn);
+            }
+            if m.fence && tx.offset == 0 && !tx.retransmit {
+                // Every READ and atomic before it is answered.
+                for (j, e) in self.msgs[..tx.id as usize].iter().enumerate() {
+                    let l = &self.local[j];
+                    match e.kind {
+                        MsgKind::Read => {
+                            assert_eq!(l.read_placed, e.len, "fence {}: READ {j}", tx.id)
+                        }
+                        k if k.is_atomic() => {
+                            assert!(l.atomic.is_some(), "fence {}: atomic {j}", tx.id)
+                        }
+                        _ => {}
+                    }
+                }
             }
             let m = &self.msgs[tx.id as usize];
             let info = tx.opcode.info().unwrap();
@@ -525,6 +562,23 @@ impl Sim {
 
     /// The requester side of a response.
     fn on_response(&mut self, p: RespPkt) {
+        // What this response tells the requester the responder executed:
+        // up to its PSN (a NAK, a READ response: the PSNs before it; an
+        // ACK, an atomic ACK: its PSN too).
+        let executed = match p.inc.opcode {
+            Opcode::RC_ACKNOWLEDGE | Opcode::RC_ATOMIC_ACKNOWLEDGE
+                if matches!(
+                    p.inc.aeth.map(|a| a.syndrome),
+                    Some(AckSyndrome::Ack { .. })
+                ) =>
+            {
+                p.inc.psn.next()
+            }
+            _ => p.inc.psn,
+        };
+        if self.heard.is_none_or(|h| h.before(executed)) {
+            self.heard = Some(executed);
+        }
         let o = self.req.on_response(&p.inc, self.now);
         self.resp_in += 1;
         if o == Outcome::Ignored {
@@ -568,6 +622,19 @@ impl Sim {
             );
             assert_eq!(l.completed, None);
             l.completed = Some(c.status);
+            if c.status == Status::Success && m.kind.carries_payload() {
+                // The invariant: a SEND/WRITE completes with success only
+                // once the responder acknowledged its last packet.
+                let end = l
+                    .end_psn
+                    .expect("completed with success, never transmitted whole");
+                assert!(
+                    self.heard.is_some_and(|h| end.before(h)),
+                    "msg {}: success without an acknowledgement of PSN {}",
+                    c.id,
+                    end.value()
+                );
+            }
             if c.status == Status::Success {
                 match m.kind {
                     MsgKind::Read => assert_eq!(l.read_placed, m.len, "READ {} whole", c.id),
@@ -594,6 +661,7 @@ impl Sim {
                         id: self.posted as u32,
                         kind: m.kind,
                         len: m.len,
+                        fence: m.fence,
                     };
                     match self.req.post(msg) {
                         Ok(_) => self.posted += 1,
@@ -756,6 +824,7 @@ fn messages(rng: &mut Rng, n: usize, mtu: u32) -> Vec<Msg> {
                 add_or_swap,
                 compare,
                 expect_orig,
+                fence: rng.chance(100_000),
             }
         })
         .collect()
@@ -1019,6 +1088,68 @@ fn model_remote_access_error() {
     }
 }
 
+/// One work request fails locally when its first packet is built (a
+/// stale lkey): those before it succeed once acknowledged (the model
+/// checks each success against the acknowledgements the requester
+/// heard), it completes with the local error, the rest flush. With loss,
+/// an earlier one may exhaust its retries first: then it carries the
+/// retry error and the local failure is flushed.
+#[test]
+fn model_local_failure_waits_for_earlier_acks() {
+    for seed in seeds(11 << 32, 200) {
+        let mut rng = Rng(seed);
+        let (mut cfg, start, ring, res) = random_setup(&mut rng);
+        cfg.retry_cnt = 3;
+        let msgs = messages(&mut rng, 20, cfg.mtu.bytes());
+        let bad = 1 + rng.below(19) as u32;
+        let (loss, reorder) = [(0, 0), (0, 100_000), (20_000, 100_000)][rng.below(3) as usize];
+        let net = NetCfg::lossy(loss, 0, reorder);
+        let mut sim = Sim::new(seed, cfg, start, ring, res, msgs, net, target());
+        sim.local_fail = Some(bad);
+        sim.run();
+        sim.check_common();
+        let st = sim.statuses();
+        let ok = st.iter().take_while(|s| **s == Status::Success).count();
+        assert!(ok <= bad as usize, "seed {seed}: {st:?}");
+        if loss == 0 {
+            assert_eq!(ok, bad as usize, "seed {seed}: {st:?}");
+        }
+        assert!(
+            (ok == bad as usize && st[ok] == Status::LocalProtection)
+                || st[ok] == Status::RetryExceeded,
+            "seed {seed}: {st:?}"
+        );
+    }
+}
+
+/// The scenario of issue 27: SEND A's only packet is lost, then SEND B
+/// fails locally. A is resent and completes with success when it is
+/// acknowledged; B then completes with its error.
+#[test]
+fn lost_send_before_a_local_failure_is_resent() {
+    let cfg = Config::DEFAULT;
+    let start = Psn::new(100);
+    let msg = |kind| Msg {
+        kind,
+        len: 64,
+        remote_va: REMOTE_WRITE_BASE,
+        rkey: 1,
+        add_or_swap: 0,
+        compare: 0,
+        expect_orig: 0,
+        fence: false,
+    };
+    let msgs = vec![msg(MsgKind::Send), msg(MsgKind::Send)];
+    let mut sim = Sim::new(1, cfg, start, 4, 4, msgs, NetCfg::lossy(0, 0, 0), target());
+    sim.drop_once = Some(start);
+    sim.local_fail = Some(1);
+    sim.run();
+    sim.check_common();
+    assert_eq!(sim.statuses(), [Status::Success, Status::LocalProtection]);
+    assert_eq!(sim.target.recv_done, [0], "A arrived");
+    assert_eq!(sim.resent, 1, "A was resent");
+}
+
 fn one_write(len_pkts: u32, cfg: Config, start: Psn) -> Sim {
     let msgs = vec![Msg {
         kind: MsgKind::Write,
@@ -1028,6 +1159,7 @@ fn one_write(len_pkts: u32, cfg: Config, start: Psn) -> Sim {
         add_or_swap: 0,
         compare: 0,
         expect_orig: 0,
+        fence: false,
     }];
     let mut sim = Sim::new(1, cfg, start, 4, 4, msgs, NetCfg::lossy(0, 0, 0), target());
     sim.log = Some(Vec::new());
@@ -1127,6 +1259,7 @@ fn read_stream(seed: u64, n: usize, pkts: u32, loss_ppm: u32, burst: u64) -> Sim
             add_or_swap: 0,
             compare: 0,
             expect_orig: 0,
+            fence: false,
         })
         .collect();
     let net = NetCfg {

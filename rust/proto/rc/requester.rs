@@ -77,6 +77,9 @@ pub struct Message {
     pub kind: MsgKind,
     /// Bytes to send, write or read (atomics: 8).
     pub len: u32,
+    /// IBV_SEND_FENCE: not transmitted until every READ and atomic
+    /// posted before it is answered (its data or result has arrived).
+    pub fence: bool,
 }
 
 /// Per-work-request state in the requester's ring. Storage for it is the
@@ -89,6 +92,8 @@ pub struct Slot {
     npkts: u32,
     /// First PSN, once transmitted.
     first: Psn,
+    /// [`Message::fence`].
+    fence: bool,
 }
 
 impl Slot {
@@ -99,6 +104,7 @@ impl Slot {
         len: 0,
         npkts: 1,
         first: Psn::new(0),
+        fence: false,
     };
 
     fn end(&self) -> Psn {
@@ -299,6 +305,13 @@ pub struct Requester<S> {
     /// A fatal NAK or exhausted RNR retries at a PSN beyond `una`: the
     /// error takes effect once the READs/atomics before it are answered.
     pending_error: Option<(Psn, Status)>,
+    /// A work request that failed locally ([`Self::fail_wqe`]: a bad
+    /// lkey found while building its packet, a WQE the QP cannot carry
+    /// out) at this ring position: nothing from it on is transmitted, and
+    /// the error takes effect once every work request before it is
+    /// answered or has failed, so that none of those completes with
+    /// success unacknowledged.
+    local_error: Option<(u32, Status)>,
     /// The error state: the work request at this ring position completes
     /// with this status, later ones with `Flushed`.
     error: Option<(u32, Status)>,
@@ -341,6 +354,7 @@ impl<S: AsRef<[Slot]> + AsMut<[Slot]>> Requester<S> {
             rnr_until: None,
             rnr_psn: start,
             pending_error: None,
+            local_error: None,
             error: None,
         }
     }
@@ -426,6 +440,7 @@ impl<S: AsRef<[Slot]> + AsMut<[Slot]>> Requester<S> {
                 len,
                 npkts,
                 first: self.high_psn,
+                fence: msg.fence,
             },
         );
         self.tail = at.wrapping_add(1);
@@ -455,12 +470,23 @@ impl<S: AsRef<[Slot]> + AsMut<[Slot]>> Requester<S> {
                 return None;
             }
         }
+        if let Some((at, _)) = self.local_error {
+            if !self.idx_before(self.cur_idx, at) {
+                return None;
+            }
+        }
         let ahead = self.cur_psn.diff(self.una);
         if ahead < 0 || ahead as u32 >= self.cwnd {
             return None;
         }
         let fresh = self.cur_idx == self.high_idx;
         let mut w = self.slot(self.cur_idx);
+        // A fenced work request waits for the answers of every READ and
+        // atomic before it (all transmitted: the cursor is past them).
+        // Retransmissions of it need no wait: it was sent after them once.
+        if fresh && w.fence && self.rd_atomic_out > 0 {
+            return None;
+        }
         // Each READ segment and each atomic takes one of the responder's
         // resources when first requested (a READ's later segments are
         // new PSNs of a message already started).
@@ -723,6 +749,7 @@ impl<S: AsRef<[Slot]> + AsMut<[Slot]>> Requester<S> {
         self.deadline = None;
         self.rnr_until = None;
         self.pending_error = None;
+        self.local_error = None;
     }
 
     /// Records that the responder executed everything before `p`, if that
@@ -806,6 +833,9 @@ impl<S: AsRef<[Slot]> + AsMut<[Slot]>> Requester<S> {
                 self.enter_error(self.una_idx, status);
                 return;
             }
+        }
+        if self.local_error_due() {
+            return;
         }
         if implied
             && !accepted
@@ -1027,16 +1057,50 @@ impl<S: AsRef<[Slot]> + AsMut<[Slot]>> Requester<S> {
         Some(c)
     }
 
-    /// The caller could not place a response for `wqe` (e.g. its local
-    /// buffer is gone): it completes with `status`, everything after it
-    /// with `Flushed`, and the QP is in error. Call before polling the
-    /// completion of `wqe`.
+    /// `wqe` failed locally: the caller could not build its packet (a
+    /// bad lkey, a WQE the QP cannot carry out) or place its response
+    /// (its local buffer is gone). It completes with `status`, everything
+    /// after it with `Flushed`, and the QP is in error; but in order: the
+    /// work requests before it that are still unanswered keep being
+    /// retransmitted until they are answered (and complete with success)
+    /// or fail (and `wqe` is flushed after them). Nothing from `wqe` on
+    /// is transmitted meanwhile. Call before polling the completion of
+    /// `wqe`.
     pub fn fail_wqe(&mut self, wqe: WqeRef, status: Status) -> Result<(), NotPosted> {
         if wqe.0.wrapping_sub(self.head) >= self.len() {
             return Err(NotPosted);
         }
-        self.enter_error(wqe.0, status);
+        if self.error.is_some() {
+            return Ok(());
+        }
+        // The earliest local failure is the one that counts.
+        match self.local_error {
+            Some((at, _)) if !self.idx_before(wqe.0, at) => {}
+            _ => self.local_error = Some((wqe.0, status)),
+        }
+        self.local_error_due();
         Ok(())
+    }
+
+    /// The QP is in the error state, or a local failure waits (see
+    /// [`Self::fail_wqe`]): the caller should not expect more progress
+    /// from the work requests it posted after the failed one.
+    pub fn is_failing(&self) -> bool {
+        self.error.is_some() || self.local_error.is_some()
+    }
+
+    /// A local failure takes effect once nothing before it is
+    /// unanswered (`una_idx` reached it, or passed it: a READ whose data
+    /// could not be placed is answered already). Whether the QP is now in
+    /// error.
+    fn local_error_due(&mut self) -> bool {
+        match self.local_error {
+            Some((at, status)) if !self.idx_before(self.una_idx, at) => {
+                self.enter_error(at, status);
+                true
+            }
+            _ => false,
+        }
     }
 
     /// The QP moved to the error state (modify_qp or a fatal event):
@@ -1075,7 +1139,12 @@ mod tests {
     }
 
     fn msg(id: u32, kind: MsgKind, len: u32) -> Message {
-        Message { id, kind, len }
+        Message {
+            id,
+            kind,
+            len,
+            fence: false,
+        }
     }
 
     fn drain(r: &mut Req, now: u64) -> Vec<TxPacket> {
@@ -1715,6 +1784,106 @@ mod tests {
             completions(&mut r),
             [(1, Status::LocalProtection), (2, Status::Flushed)]
         );
+    }
+
+    /// Issue 27: SEND 1's only packet is lost, then SEND 2 fails
+    /// locally while being built. SEND 1 must not complete with success
+    /// unanswered (nor ever, if never answered): it is retransmitted, and
+    /// SEND 2's error follows its answer.
+    #[test]
+    fn a_local_failure_waits_for_the_answers_before_it() {
+        let mut r = req(0);
+        r.post(msg(1, MsgKind::Send, 1)).unwrap();
+        let w2 = r.post(msg(2, MsgKind::Send, 1)).unwrap();
+        r.post(msg(3, MsgKind::Send, 1)).unwrap();
+        let p = r.next_packet(0).unwrap();
+        assert_eq!(p.id, 1);
+        let p = r.next_packet(0).unwrap();
+        assert_eq!(p.id, 2);
+        r.fail_wqe(p.wqe, Status::LocalProtection).unwrap();
+        assert!(!r.is_error() && r.is_failing());
+        assert_eq!(r.next_packet(0), None, "nothing from the failed one on");
+        assert_eq!(completions(&mut r), [], "SEND 1 is not answered");
+        // Its packet was lost: the timer resends it, and only it.
+        let d = r.next_deadline().unwrap();
+        assert_eq!(r.on_timeout(d), TimerOutcome::Retransmit);
+        let again = drain(&mut r, d);
+        assert_eq!(again.len(), 1);
+        assert_eq!((again[0].id, again[0].retransmit), (1, true));
+        r.on_response(&ack(Psn::new(0)), d + 1);
+        assert!(r.is_error());
+        assert_eq!(
+            completions(&mut r),
+            [
+                (1, Status::Success),
+                (2, Status::LocalProtection),
+                (3, Status::Flushed)
+            ]
+        );
+        let _ = w2;
+
+        // Never answered: SEND 1 fails with the retry error, the local
+        // failure after it is flushed.
+        let mut r = req(0);
+        r.post(msg(1, MsgKind::Send, 1)).unwrap();
+        let w2 = r.post(msg(2, MsgKind::Send, 1)).unwrap();
+        r.fail_wqe(w2, Status::LocalProtection).unwrap();
+        let mut t = 0;
+        while !r.is_error() {
+            drain(&mut r, t);
+            t = r.next_deadline().unwrap();
+            r.on_timeout(t);
+        }
+        assert_eq!(
+            completions(&mut r),
+            [(1, Status::RetryExceeded), (2, Status::Flushed)]
+        );
+
+        // Nothing unanswered before it: the error is at once.
+        let mut r = req(0);
+        let w1 = r.post(msg(1, MsgKind::Send, 1)).unwrap();
+        r.fail_wqe(w1, Status::LocalQpOperation).unwrap();
+        assert!(r.is_error());
+        assert_eq!(completions(&mut r), [(1, Status::LocalQpOperation)]);
+    }
+
+    /// IBV_SEND_FENCE: a fenced WRITE after a READ leaves only once the
+    /// READ's data is in; an unfenced one does not wait.
+    #[test]
+    fn a_fenced_request_waits_for_earlier_reads_and_atomics() {
+        for fence in [false, true] {
+            let mut r = req(0);
+            r.post(msg(1, MsgKind::Read, 2 * MTU)).unwrap();
+            r.post(msg(2, MsgKind::FetchAdd, 8)).unwrap();
+            r.post(Message {
+                fence,
+                ..msg(3, MsgKind::Write, 1)
+            })
+            .unwrap();
+            let ids: Vec<u32> = drain(&mut r, 0).iter().map(|p| p.id).collect();
+            if !fence {
+                assert_eq!(ids, [1, 2, 3]);
+                continue;
+            }
+            assert_eq!(ids, [1, 2], "the fenced WRITE waits");
+            r.on_response(
+                &read_resp(Psn::new(0), Opcode::RC_RDMA_READ_RESPONSE_FIRST, MTU),
+                1,
+            );
+            r.on_response(
+                &read_resp(Psn::new(1), Opcode::RC_RDMA_READ_RESPONSE_LAST, MTU),
+                1,
+            );
+            assert_eq!(drain(&mut r, 1), [], "the atomic is not answered yet");
+            let mut a = ack(Psn::new(2));
+            a.opcode = Opcode::RC_ATOMIC_ACKNOWLEDGE;
+            assert!(matches!(
+                r.on_response(&a, 2),
+                Outcome::AtomicResult { id: 2, .. }
+            ));
+            let ids: Vec<u32> = drain(&mut r, 2).iter().map(|p| p.id).collect();
+            assert_eq!(ids, [3]);
+        }
     }
 
     #[test]
