@@ -42,7 +42,9 @@ building=()
 
 # mutant NAME FILE FROM TO TEST WANT: starts the mutant's build (at most
 # BUILD_JOBS at once; finish_builds waits for them); runs later. TEST
-# `build`: the build must fail, with WANT in its log.
+# `build`: the build must fail, with WANT in its log. TEST `host`: a
+# mutant of the protocol core (FILE under proto/): its host tests
+# (cargo test) must fail, with WANT in their output; nothing to boot.
 mutant() {
 	local name=$1 file=$2 from=$3 to=$4 test=$5 want=$6 src
 	src=$work/$name
@@ -62,7 +64,14 @@ mutant() {
 	done
 	(
 		rc=0
-		make -s -C "$KDIR" M="$src" "${KMAKE_FLAGS[@]}" modules >"$src/build.log" 2>&1 || rc=$?
+		if [ "$test" = host ]; then
+			# Its own target directory: cargo would take another
+			# copy's build of the same package for this one.
+			CARGO_TARGET_DIR=$src/host-target cargo test --release \
+				--manifest-path "$src/rust/proto/Cargo.toml" >"$src/build.log" 2>&1 || rc=$?
+		else
+			make -s -C "$KDIR" M="$src" "${KMAKE_FLAGS[@]}" modules >"$src/build.log" 2>&1 || rc=$?
+		fi
 		echo "$rc" >"$src/build.rc"
 	) &
 	building+=("$name"$'\t'"$test"$'\t'"$want")
@@ -75,6 +84,18 @@ finish_builds() {
 	wait
 	for line in "${building[@]}"; do
 		IFS=$'\t' read -r name test want <<<"$line"
+		if [ "$test" = host ]; then
+			# The protocol core's own tests are the judge.
+			if [ "$(cat "$work/$name/build.rc" 2>/dev/null)" != 0 ] &&
+				grep -qE -- "$want" "$work/$name/build.log"; then
+				echo "ok - mutant $name is caught by the host tests"
+			else
+				grep -E 'test result|error' "$work/$name/build.log" | tail -n 5
+				echo "not ok - mutant $name survived the host tests (looked for: $want)"
+				failed=1
+			fi
+			continue
+		fi
 		if [ "$test" = build ]; then
 			# A mutant the build itself must refuse, with `want` in
 			# its log: nothing to run.
@@ -205,6 +226,36 @@ build_all() {
 		'pub(crate) type SpinLockIrq<T> = Lock<T, SpinLockIrqBackend>;' \
 		'pub(crate) type SpinLockIrq<T> = kernel::sync::SpinLock<T>;' \
 		tests/guest/06-kernel-verbs.sh 'inconsistent lock state'
+
+	# --- RC error semantics (issue 27) ---
+	# A local failure takes effect at once: the WQEs before it complete
+	# with success unacknowledged (the RC model's invariant).
+	mutant rc-local-failure-unordered proto/rc/requester.rs \
+		'        self.local_error_due();' '        self.enter_error(wqe.0, status);' \
+		host 'lost_send_before_a_local_failure_is_resent.*FAILED|success without an acknowledgement'
+
+	# IBV_SEND_FENCE accepted and ignored again.
+	mutant rc-fence-ignored proto/rc/requester.rs \
+		'if fresh && w.fence && self.rd_atomic_out > 0 {' 'if fresh && w.fence && false {' \
+		host 'a_fenced_request_waits_for_earlier_reads_and_atomics.*FAILED'
+
+	# The QP entering error clears the NAK of the fatal request that put
+	# it there: the peer retries until RETRY_EXC_ERR.
+	mutant rc-fatal-nak-dropped driver/rc.rs \
+		'    if !st.receiver.resp.is_error() {' '    if true {' \
+		tests/mutant-tests/rc-errors.sh 'not ok [0-9]+ - invalid request: A.s READ to B'
+
+	# A responder's fatal error leaves the rest of the QP running.
+	mutant rc-responder-error-not-qp-wide driver/rc/responder.rs \
+		'            fail(qp, st, Some(event));' '            let _ = event;' \
+		tests/mutant-tests/rc-errors.sh 'not ok [0-9]+ - WRITE with a wrong rkey: B.s posted receive is flushed'
+
+	# The message whose receive completion the CQ could not take is
+	# acknowledged anyway.
+	mutant rc-ack-without-completion driver/rc/responder.rs \
+		'                && finish_recv(qp, st, p, plan.kind, plan.offset + plan.len).is_err()' \
+		'                && finish_recv(qp, st, p, plan.kind, plan.offset + plan.len).is_err() && false' \
+		tests/mutant-tests/rc-errors.sh 'not ok [0-9]+ - CQ overflow: A.s SEND whose completion B lost'
 
 	# Received packets are no longer checked against their ICRC.
 	mutant no-icrc-check driver/rx.rs \

@@ -787,7 +787,10 @@ impl RxudQp {
         };
         // The data path moved the QP to ERROR (an error completion): the
         // configuration still says where modify_qp left it.
-        let state = if failed || self.core.live.in_error() {
+        // A CQ of the QP lost a completion: the QP is in error, whether or
+        // not its data path has run since (it fails at its next step).
+        let cq_lost = self.core.send_cq.overflowed() || self.core.recv_cq.overflowed();
+        let state = if failed || cq_lost || self.core.live.in_error() {
             QpState::Err
         } else {
             cfg.state

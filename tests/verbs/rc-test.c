@@ -18,6 +18,9 @@
  *                                 where it departs from the spec (see
  *                                 length_error_checks), and no async event
  *                                 from a responder's fatal error
+ *   -e                            only the checks of errors that end the
+ *                                 connection (access, invalid request, local
+ *                                 failure, CQ overflow)
  *   -Q                            A's device is rxe: skip what rxe does
  *                                 otherwise (see local_failure_order_checks
  *                                 and cq_overflow_checks)
@@ -59,6 +62,7 @@ static union ibv_gid gid[2];
 static int gid_idx[2] = { -1, -1 };
 static int rxe_quirks;		/* -q */
 static int rxe_requester;	/* -Q */
+static int errors_only;		/* -e */
 static uint8_t *buf_a, *buf_b, *buf_ro;
 static struct ibv_mr *mr_a, *mr_b, *mr_ro;
 
@@ -228,6 +232,7 @@ struct pair_opts {
 	uint32_t psn;		/* A's first send PSN; B's is psn + 0x1000 */
 	int cqe;		/* CQ entries asked for (0: 32) */
 	int cqe_b;		/* B's CQ entries, if not as cqe */
+	int one_cq;		/* A and B share A's CQ */
 	struct ibv_srq *srq;	/* B's receives come from it, if set */
 	int b_no_rd_atomic;	/* B's max_dest_rd_atomic is 0 (else 4) */
 	int timeout, retry_cnt;	/* of A (0: 17 and 7) */
@@ -317,8 +322,8 @@ static int pair_make(struct pair *p, const struct pair_opts *o, const char *name
 	step = "create QPs";
 	for (int i = 0; i < 2; i++) {
 		struct ibv_qp_init_attr ia = {
-			.send_cq = p->cq[i],
-			.recv_cq = p->cq[i],
+			.send_cq = p->cq[o->one_cq ? 0 : i],
+			.recv_cq = p->cq[o->one_cq ? 0 : i],
 			.qp_type = IBV_QPT_RC,
 			.sq_sig_all = 0,
 			.cap = { .max_send_wr = 16, .max_recv_wr = 16, .max_send_sge = 4,
@@ -954,6 +959,43 @@ static void cq_overflow_checks(void)
 	pair_destroy(&p);
 
 	/*
+	 * A CQ shared by A and B, overflowed by B's receive completions: A,
+	 * which lost nothing, is in error too (its CQ is), as soon as the CQ
+	 * reports the overflow. One device only (a CQ serves its own).
+	 */
+	o = default_opts;
+	o.cqe = 1;
+	o.one_cq = 1;
+	if (!rxe_requester && ctx[0] == ctx[1] && pair_make(&p, &o, "shared CQ overflow")) {
+		struct ibv_qp_init_attr ia;
+		struct ibv_qp_attr a = { .qp_state = -1 };
+
+		n = p.cq[0]->cqe + 1;
+		err = n > 16;
+		for (int i = 0; i < n && !err; i++)
+			err = post_recv(p.qp[1], 500 + i, &sb, 1);
+		for (int i = 0; i < n && !err; i++) {
+			wr = send_wr(600 + i, IBV_WR_SEND, &sa, 1);
+			wr.send_flags = 0;
+			err = post_send(p.qp[0], &wr);
+		}
+		pfd = (struct pollfd){ .fd = ctx[0]->async_fd, .events = POLLIN };
+		got = 0;
+		for (long long end = now_ms() + POLL_MS; !err && !got && now_ms() < end;) {
+			if (poll(&pfd, 1, (int)(end - now_ms())) != 1 ||
+			    ibv_get_async_event(ctx[0], &ev))
+				break;
+			got = ev.event_type == IBV_EVENT_CQ_ERR && ev.element.cq == p.cq[0];
+			ibv_ack_async_event(&ev);
+		}
+		check(got, "shared CQ overflow: IBV_EVENT_CQ_ERR within %d ms", POLL_MS);
+		ibv_query_qp(p.qp[0], &a, IBV_QP_STATE, &ia);
+		check(a.qp_state == IBV_QPS_ERR, "shared CQ overflow: A, which lost nothing, is in ERR (got %s)",
+		      qps_name(a.qp_state));
+		pair_destroy(&p);
+	}
+
+	/*
 	 * The send side: A's CQ overflows with A's own signaled SENDs (rxe
 	 * 6.12 as A reports the overflow but keeps the QP in RTS: -Q skips
 	 * that check).
@@ -1223,7 +1265,7 @@ int main(int argc, char **argv)
 	struct pair p;
 	int opt;
 
-	while ((opt = getopt(argc, argv, "d:g:D:G:qQ")) != -1) {
+	while ((opt = getopt(argc, argv, "d:g:D:G:qQe")) != -1) {
 		if (opt == 'd')
 			dev[0] = optarg;
 		else if (opt == 'g')
@@ -1236,6 +1278,8 @@ int main(int argc, char **argv)
 			rxe_quirks = 1;
 		else if (opt == 'Q')
 			rxe_requester = 1;
+		else if (opt == 'e')
+			errors_only = 1;
 		else
 			return 2;
 	}
@@ -1267,6 +1311,13 @@ int main(int argc, char **argv)
 	if (!mr_a || !mr_b || !mr_ro)
 		goto close;
 
+	if (errors_only) {
+		access_error_checks();
+		invalid_request_checks();
+		local_failure_order_checks();
+		cq_overflow_checks();
+		goto close;
+	}
 	if (pair_make(&p, &default_opts, "main")) {
 		query_checks(&p);
 		send_checks(&p);

@@ -107,7 +107,9 @@ pub(super) fn on_request(
         Err(Refuse::Nak(code)) => {
             let _ = st.receiver.resp.reject(&plan, code);
             fail_recv(qp, st, code);
-            fail(qp, st, Some(event_of(code)));
+            // The whole QP, not only its responder.
+            let event = event_of(code);
+            fail(qp, st, Some(event));
         }
     }
     Ok(())
