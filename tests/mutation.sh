@@ -359,12 +359,31 @@ build_all() {
 		'QpType::Xud => self.table(qpn).remove(qpn),' \
 		tests/guest/19-xud-recreate.sh 'not ok [0-9]+ - just after R and T are destroyed'
 
-	# A packet of another stream for a peer whose stream is held goes
-	# into the held one (rule 3 dropped): an off-path forger who knows no
-	# stream gets its packets placed.
+	# A packet of another stream for a peer whose stream is held and not
+	# quiet replaces it (rule 3 dropped): a forger who knows no stream
+	# takes a live peer's window, whose unacknowledged packets could then
+	# be taken for new.
 	mutant xud-streams-merge driver/xud/receiver.rs \
-		'Some(false) => return Err(RxCounter::XudStale),' 'Some(false) => {}' \
+		'Admission::OtherStream => return Err(RxCounter::XudStale),' 'Admission::OtherStream => {}' \
 		tests/guest/18-xud-peers.sh 'not ok [0-9]+ - 5 SENDs of another stream'
+
+	# A window opens for any packet, cookie or not (as before issue 27):
+	# an off-path forger's RDMA WRITE from a new source lands.
+	mutant xud-cookie-not-required proto/xud/receiver.rs \
+		'_ if cookie_valid && pkt.cookie.is_fresh(now) => Admission::Open,' '_ => Admission::Open,' \
+		tests/guest/18-xud-peers.sh 'not ok [0-9]+ - off-path WRITEs from 5 new sources'
+
+	# A window opens for a valid cookie of any age: a packet replayed
+	# with its cookie after its peer was reclaimed is delivered again.
+	mutant xud-cookie-age-unchecked proto/xud/receiver.rs \
+		'_ if cookie_valid && pkt.cookie.is_fresh(now) => Admission::Open,' '_ if cookie_valid => Admission::Open,' \
+		tests/guest/18-xud-peers.sh 'not ok [0-9]+ - the 50 SENDs replayed after reclaim'
+
+	# An open window takes packets without its cookie: an off-path forger
+	# who knows a stream in use and a PSN writes into its window.
+	mutant xud-window-cookie-unchecked proto/xud/receiver.rs \
+		'if cookie_valid && !seq_before(pkt.cookie.time(), h.cookie_time) {' 'if true {' \
+		tests/guest/18-xud-peers.sh 'not ok [0-9]+ - off-path WRITEs into 5 held streams'
 }
 
 if [ "$mode" != run ]; then

@@ -155,9 +155,23 @@ pub(crate) enum RxCounter {
     /// RC requests after which the QP's pass (responses, the requester's
     /// work, the timer) was skipped, as they left it nothing to do.
     RcPassesSkipped = 52,
+    /// XUD challenges sent: data packets of a stream with no window here
+    /// and no fresh cookie, answered with a cookie (xud.rst, "Stream
+    /// cookies")...
+    XudChallengesSent = 53,
+    /// ...and those not sent, beyond the QP's bound on challenges per
+    /// millisecond (the packet is dropped unanswered).
+    XudChallengesLimited = 54,
+    /// Dropped: an XUD data packet without a cookie the QP takes for its
+    /// stream (none, forged, too old to open a window, older than its
+    /// window's); challenged ones included.
+    XudDropCookie = 55,
+    /// XUD challenges a sending stream took (a newer cookie: what it had
+    /// in flight goes again with it).
+    XudChallengesReceived = 56,
 }
 
-const RX_COUNTERS: usize = 53;
+const RX_COUNTERS: usize = 57;
 
 /// Counter names, as `rdma statistic` shows them.
 pub(crate) static RX_COUNTER_DESCS: [CounterDesc; RX_COUNTERS] = [
@@ -214,6 +228,10 @@ pub(crate) static RX_COUNTER_DESCS: [CounterDesc; RX_COUNTERS] = [
     CounterDesc::new(c_str!("rx_transport_ns")),
     CounterDesc::new(c_str!("rx_place_ns")),
     CounterDesc::new(c_str!("rc_passes_skipped")),
+    CounterDesc::new(c_str!("xud_challenges_sent")),
+    CounterDesc::new(c_str!("xud_challenges_limited")),
+    CounterDesc::new(c_str!("rx_drop_xud_cookie")),
+    CounterDesc::new(c_str!("xud_challenges_received")),
 ];
 
 /// The receive counters of one port.

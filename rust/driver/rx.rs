@@ -8,7 +8,7 @@
 //! destruction waits for an RCU grace period, which softirq processing
 //! holds off.
 //!
-//! Per packet: headers out of the skb (one `skb_copy_bits` of <= 56
+//! Per packet: headers out of the skb (one `skb_copy_bits` of <= 72
 //! bytes), layout check, ICRC (IP/UDP/BTH headers masked in a copy, then
 //! the rest read in place with the kernel's `crc32_le`, fragment by
 //! fragment), QP lookup (an interrupt-safe spinlock), receive WQE
@@ -36,9 +36,9 @@ use crate::proto::wire::{
 use kernel::{prelude::*, sync::Arc};
 
 /// Longest transport header rxud reads before the payload: XUD's BTH
-/// (12), DETH (8), XETH (20), RETH (16) and ImmDt (4); RC's longest, BTH
-/// and AtomicETH, is 40.
-const MAX_HEADERS: usize = 12 + 8 + 20 + 16 + 4;
+/// (12), DETH (8), XETH (20), XCK (12), RETH (16) and ImmDt (4); RC's
+/// longest, BTH and AtomicETH, is 40.
+const MAX_HEADERS: usize = 12 + 8 + 20 + 12 + 16 + 4;
 /// Shortest RoCEv2 payload: a BTH and the ICRC.
 const MIN_PACKET: usize = 12 + 4;
 /// The GRH a UD receive buffer starts with.

@@ -22,7 +22,7 @@
 //! Send: the WQE is copied out of the ring into the QP's pool when it is
 //! posted (the ring slot is free again at once), queued to its
 //! destination, and cut into packets as its stream's window allows; each
-//! packet carries BTH, DETH, XETH, RETH (and ImmDt), its payload copied
+//! packet carries BTH, DETH, XETH, XCK, RETH (and ImmDt), its payload copied
 //! once from the MR pages. Receive: headers parsed once in `rx.rs`, rule
 //! 1, the peer found or made (rules 2 and 3), the stream's check, a
 //! receive claimed (copied out of the ring into the QP's pool of claimed
@@ -54,7 +54,7 @@ mod receiver;
 mod sender;
 mod timers;
 
-use self::answers::on_answer;
+use self::answers::{on_answer, on_challenge};
 use self::peers::{BusyList, Peer, PeerKey};
 use self::pool::Pool;
 use self::receiver::{complete_recv_status, on_data};
@@ -70,7 +70,12 @@ use crate::net::skb::SkBuff;
 use crate::proto::{
     psn::Psn,
     wire::{deth, opcode::Opcode},
-    xud::{self, sender::SendMsg, SendStatus},
+    xud::{
+        self,
+        cookie::{ChallengeLimit, CookieKey},
+        sender::SendMsg,
+        SendStatus,
+    },
 };
 use kernel::{prelude::*, rbtree::RBTree, sync::Arc};
 
@@ -78,6 +83,10 @@ use kernel::{prelude::*, rbtree::RBTree, sync::Arc};
 pub(crate) struct XudState {
     /// This QP's incarnation (rule 1).
     inc: u32,
+    /// The key of this QP's stream cookies, random, and the bound on its
+    /// challenges (xud.rst, "Stream cookies").
+    cookie_key: CookieKey,
+    challenges: ChallengeLimit,
     params: XudParams,
     cfg: xud::sender::Config,
     min_rnr_timer: u8,
@@ -132,6 +141,8 @@ impl XudState {
         Ok(KBox::new(
             Self {
                 inc: (nonzero_u64() as u32).max(1),
+                cookie_key: CookieKey::new(crate::kext::random::u64(), crate::kext::random::u64()),
+                challenges: ChallengeLimit::new(),
                 params,
                 cfg: xud::sender::Config {
                     ack_every: params.ack_every,
@@ -315,6 +326,7 @@ pub(crate) fn receive(
     };
     let r = match p.opcode {
         Opcode::XUD_ACKNOWLEDGE | Opcode::XUD_NAK => on_answer(qp, p, key),
+        Opcode::XUD_CHALLENGE => on_challenge(qp, p, key),
         _ => {
             if d.qkey != qp.live.qkey() {
                 return Err(RxCounter::DropQkey);

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Random numbers from the kernel's CSPRNG (`get_random_u64`): XUD's
-//! stream and QP incarnations are the secrets an off-path forger must
-//! guess, so they come from it, never from a seeded generator.
+//! stream and QP incarnations and each QP's stream-cookie key are the
+//! secrets an off-path forger must guess, so they come from it, never
+//! from a seeded generator.
 
 use crate::ffi::bindings;
 

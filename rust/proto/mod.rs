@@ -13,6 +13,7 @@ pub mod mtu;
 pub mod numbers;
 pub mod psn;
 pub mod rc;
+pub mod siphash;
 pub mod uc;
 pub mod window;
 pub mod wire;

@@ -8,7 +8,7 @@
  * Creates an XUD QP on DEV (max_peers MAX_PEERS, 0 for the provider's
  * default) at RTS with Q_Key QKEY (0x11111111), a 64 KiB buffer
  * registered for local and remote write, and RECVS receives of 256 bytes
- * from that buffer (0 to 256; default 0). Then prints one line
+ * from that buffer (0 to 192; default 0). Then prints one line
  *
  *   qpn 0x... rkey 0x... va 0x... qkey 0x...
  *
@@ -17,8 +17,10 @@
  * waiting), prints
  *
  *   sink: N receive completions, M with status success
+ *   sink: K bytes not zero in the last quarter
  *
- * and exits 0 after destroying everything. Errors: a message on stderr,
+ * (the buffer's last 16 KiB, which no receive uses: where a test aims
+ * RDMA WRITEs that must not land) and exits 0 after destroying everything. Errors: a message on stderr,
  * exit 1.
  */
 #include <errno.h>
@@ -34,6 +36,8 @@
 #define BUF_LEN		(64 * 1024)
 #define RECV_LEN	256
 #define MAX_RECVS	(BUF_LEN / RECV_LEN)
+/* The last quarter: receives (-r 192 at most) stay below it. */
+#define GUARD_OFF	(BUF_LEN / 4 * 3)
 
 /* @err: an errno value (verbs that return NULL set errno instead). */
 static void die(const char *what, int err)
@@ -61,8 +65,9 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
-	if (!dev || recvs < 0 || recvs > MAX_RECVS) {
-		fprintf(stderr, "xud-sink: -d DEV is required; -r takes 0 to %d\n", MAX_RECVS);
+	if (!dev || recvs < 0 || recvs > GUARD_OFF / RECV_LEN) {
+		fprintf(stderr, "xud-sink: -d DEV is required; -r takes 0 to %d\n",
+			GUARD_OFF / RECV_LEN);
 		return 1;
 	}
 
@@ -136,6 +141,10 @@ int main(int argc, char **argv)
 		n_wc += n;
 	}
 	printf("sink: %d receive completions, %d with status success\n", n_wc, n_ok);
+	int guard = 0;
+	for (int i = GUARD_OFF; i < BUF_LEN; i++)
+		guard += buf[i] != 0;
+	printf("sink: %d bytes not zero in the last quarter\n", guard);
 	fflush(stdout);
 
 	err = ibv_destroy_qp(qp);

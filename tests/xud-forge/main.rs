@@ -13,6 +13,16 @@
 //! only fields the kernel still writes are the IP checksum and total
 //! length, which the ICRC masks or which equal ours. The headers come from
 //! `rxud-proto`, the same code the kernel module parses them with.
+//!
+//! Stream cookies (Documentation/xud.rst, "Stream cookies"): by default
+//! the packets carry none (or, with `--fake-cookie`, a made-up one), as an
+//! off-path forger's would; the receiver challenges them and takes
+//! nothing. With `--handshake` the forger plays a sender on the path: it
+//! listens on UDP 4791 at its source address, sends each packet once
+//! without a cookie, takes each source's cookie from the challenge and
+//! then sends the packets with it (`--save-cookies FILE` keeps them);
+//! `--cookies FILE` sends with cookies saved earlier, as a replay of the
+//! packets sent then would carry them.
 
 use std::collections::hash_map::RandomState;
 use std::ffi::{c_int, c_void};
@@ -21,12 +31,18 @@ use std::net::Ipv4Addr;
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use std::collections::BTreeMap;
+
 use rxud_proto::psn::Psn;
-use rxud_proto::wire::{bth, deth, icrc, packet, reth, xeth, Opcode, QPN_MASK, ROCE_V2_UDP_PORT};
+use rxud_proto::wire::{
+    bth, deth, icrc, packet, reth, xck, xeth, Opcode, QPN_MASK, ROCE_V2_UDP_PORT,
+};
+use rxud_proto::xud::cookie::Cookie;
 
 const USAGE: &str = "usage: xud-forge --src A.B.C.D --dst A.B.C.D --qpn DEST_QPN --qkey QKEY \
 [--rkey RKEY --va VA] [--len BYTES] [--peers N] [--first-src-qpn Q] [--stream S] [--psn P] \
-[--peer-inc I] [--send] [--repeat K] [--sport PORT] [--gap-us U]";
+[--peer-inc I] [--send] [--repeat K] [--sport PORT] [--gap-us U] \
+[--handshake [--save-cookies FILE] | --cookies FILE | --fake-cookie]";
 
 const IPV4_HEADER_LEN: usize = 20;
 const UDP_HEADER_LEN: usize = 8;
@@ -54,6 +70,8 @@ struct Forged<'a> {
     /// RETH: for a SEND, the payload's offset in the message (0 here).
     va: u64,
     rkey: u32,
+    /// XCK: the stream cookie echoed ([`Cookie::NONE`]: none).
+    cookie: Cookie,
     payload: &'a [u8],
 }
 
@@ -89,6 +107,7 @@ fn build(f: &Forged<'_>) -> Result<Vec<u8>, String> {
         oldest_psn: f.psn,
         msg_lag: 0,
     });
+    repr.xck = Some(xck::Repr { cookie: f.cookie });
     repr.reth = Some(reth::Repr {
         va: f.va,
         rkey: f.rkey,
@@ -151,6 +170,13 @@ struct Args {
     repeat: u32,
     sport: u16,
     gap_us: u64,
+    /// Ask for each source's cookie first (an on-path sender).
+    handshake: bool,
+    save_cookies: Option<String>,
+    /// Send with the cookies saved in this file.
+    cookies: Option<String>,
+    /// Send with a random cookie (an off-path guess).
+    fake_cookie: bool,
 }
 
 /// Parses the arguments after the program name. Numbers are decimal or
@@ -183,10 +209,19 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
         repeat: 1,
         sport: 49152,
         gap_us: 0,
+        handshake: false,
+        save_cookies: None,
+        cookies: None,
+        fake_cookie: false,
     };
     while let Some(opt) = it.next() {
-        if opt == "--send" {
-            a.send = true;
+        match opt.as_str() {
+            "--send" => a.send = true,
+            "--handshake" => a.handshake = true,
+            "--fake-cookie" => a.fake_cookie = true,
+            _ => {}
+        }
+        if matches!(opt.as_str(), "--send" | "--handshake" | "--fake-cookie") {
             continue;
         }
         let v = it.next().ok_or_else(|| format!("{opt}: value missing"))?;
@@ -210,6 +245,8 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
             "--repeat" => a.repeat = int(&opt, &v)?,
             "--sport" => a.sport = int(&opt, &v)?,
             "--gap-us" => a.gap_us = int(&opt, &v)?,
+            "--save-cookies" => a.save_cookies = Some(v),
+            "--cookies" => a.cookies = Some(v),
             _ => return Err(format!("unknown option '{opt}'")),
         }
     }
@@ -230,6 +267,13 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
     }
     if a.psn.is_some_and(|p| p > Psn::MASK) {
         return Err("--psn: PSNs are 24 bits".into());
+    }
+    let ways = [a.handshake, a.cookies.is_some(), a.fake_cookie];
+    if ways.iter().filter(|&&w| w).count() > 1 {
+        return Err("--handshake, --cookies and --fake-cookie exclude each other".into());
+    }
+    if a.save_cookies.is_some() && !a.handshake {
+        return Err("--save-cookies needs --handshake".into());
     }
     Ok(a)
 }
@@ -377,29 +421,60 @@ fn run(a: &Args) -> Result<u64, String> {
     } else {
         (Opcode::XUD_RDMA_WRITE, a.va, a.rkey)
     };
-    let datagrams = (0..a.peers)
-        .map(|i| {
-            let payload: Vec<u8> = (0..a.len).map(|k| i.wrapping_add(k) as u8).collect();
-            build(&Forged {
-                src: a.src,
-                dst: a.dst,
-                sport: a.sport,
-                ip_id: (i % 0xffff) as u16 + 1,
-                opcode,
-                dest_qpn: a.qpn,
-                src_qpn: a.first_src_qpn + i,
-                qkey: a.qkey,
-                psn,
-                stream: a.stream.unwrap_or_else(|| rng.nonzero()),
-                peer_inc: a.peer_inc,
-                va,
-                rkey,
-                payload: &payload,
+    let streams: Vec<u64> = (0..a.peers)
+        .map(|_| a.stream.unwrap_or_else(|| rng.nonzero()))
+        .collect();
+    let mut cookies: BTreeMap<u32, Cookie> = match &a.cookies {
+        Some(path) => load_cookies(path)?,
+        None => BTreeMap::new(),
+    };
+    let build_all = |cookies: &BTreeMap<u32, Cookie>, rng: &mut Rng| {
+        (0..a.peers)
+            .map(|i| {
+                let payload: Vec<u8> = (0..a.len).map(|k| i.wrapping_add(k) as u8).collect();
+                let src_qpn = a.first_src_qpn + i;
+                let cookie = if a.fake_cookie {
+                    Cookie::new(rng.next() as u32, rng.next())
+                } else {
+                    cookies.get(&src_qpn).copied().unwrap_or(Cookie::NONE)
+                };
+                build(&Forged {
+                    src: a.src,
+                    dst: a.dst,
+                    sport: a.sport,
+                    ip_id: (i % 0xffff) as u16 + 1,
+                    opcode,
+                    dest_qpn: a.qpn,
+                    src_qpn,
+                    qkey: a.qkey,
+                    psn,
+                    stream: streams[i as usize],
+                    peer_inc: a.peer_inc,
+                    va,
+                    rkey,
+                    cookie,
+                    payload: &payload,
+                })
             })
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+            .collect::<Result<Vec<_>, _>>()
+    };
     let sock = RawSocket::open()?;
     let mut sent = 0u64;
+    if a.handshake {
+        // Listen where the challenges go (the source address), then send
+        // each packet once without a cookie.
+        let listen = std::net::UdpSocket::bind((a.src, ROCE_V2_UDP_PORT))
+            .map_err(|e| format!("bind {}:{ROCE_V2_UDP_PORT}: {e}", a.src))?;
+        for d in build_all(&cookies, &mut rng)? {
+            sock.send_to(&d, a.dst)?;
+            sent += 1;
+        }
+        cookies = challenges(&listen, a, &streams)?;
+        if let Some(path) = &a.save_cookies {
+            save_cookies(path, &cookies)?;
+        }
+    }
+    let datagrams = build_all(&cookies, &mut rng)?;
     for _ in 0..a.repeat {
         for d in &datagrams {
             if sent > 0 && a.gap_us > 0 {
@@ -410,6 +485,81 @@ fn run(a: &Args) -> Result<u64, String> {
         }
     }
     Ok(sent)
+}
+
+/// Takes the challenge of each source's stream from `listen` (2 s at
+/// most): its cookie, by source QPN.
+fn challenges(
+    listen: &std::net::UdpSocket,
+    a: &Args,
+    streams: &[u64],
+) -> Result<BTreeMap<u32, Cookie>, String> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    let mut got = BTreeMap::new();
+    let mut buf = [0u8; 2048];
+    while got.len() < streams.len() {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Err(format!(
+                "{} of {} challenges came within 2 s",
+                got.len(),
+                streams.len()
+            ));
+        }
+        listen
+            .set_read_timeout(Some(left))
+            .map_err(|e| format!("set_read_timeout: {e}"))?;
+        let Ok(n) = listen.recv(&mut buf) else {
+            continue;
+        };
+        let Ok(p) = packet::Packet::new_checked(&buf[..n]) else {
+            continue;
+        };
+        if p.opcode() != Opcode::XUD_CHALLENGE {
+            continue;
+        }
+        let Ok(r) = packet::Repr::parse(&p) else {
+            continue;
+        };
+        let (Some(x), Some(c)) = (r.xack, r.xck) else {
+            continue;
+        };
+        let qpn = r.bth.dest_qp;
+        let Some(i) = qpn.checked_sub(a.first_src_qpn) else {
+            continue;
+        };
+        if streams.get(i as usize) == Some(&x.stream) {
+            got.insert(qpn, c.cookie);
+        }
+    }
+    Ok(got)
+}
+
+/// Writes `cookies`, one line per source QPN: `qpn time mac`.
+fn save_cookies(path: &str, cookies: &BTreeMap<u32, Cookie>) -> Result<(), String> {
+    let text: String = cookies
+        .iter()
+        .map(|(q, c)| format!("{q:#x} {:#x} {:#x}\n", c.time(), c.mac()))
+        .collect();
+    std::fs::write(path, text).map_err(|e| format!("{path}: {e}"))
+}
+
+/// Reads what [`save_cookies`] wrote.
+fn load_cookies(path: &str) -> Result<BTreeMap<u32, Cookie>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
+    let hex = |v: &str| {
+        u64::from_str_radix(v.trim_start_matches("0x"), 16)
+            .map_err(|_| format!("{path}: '{v}' is not a hexadecimal number"))
+    };
+    let mut out = BTreeMap::new();
+    for line in text.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let [q, t, m] = f[..] else {
+            return Err(format!("{path}: bad line '{line}'"));
+        };
+        out.insert(hex(q)? as u32, Cookie::new(hex(t)? as u32, hex(m)?));
+    }
+    Ok(out)
 }
 
 fn main() -> ExitCode {
@@ -466,6 +616,7 @@ mod tests {
             peer_inc: 0x0bad_f00d,
             va: 0x7f00_1234_5678,
             rkey: 0x4321,
+            cookie: Cookie::new(0x0102_0304, 0x0506_0708_090a_0b0c),
             payload,
         }
     }
@@ -500,6 +651,7 @@ mod tests {
             assert_eq!(x.stream, 0x0102_0304_0506_0708);
             assert_eq!((x.peer_inc, x.msg_seq, x.msg_lag), (0x0bad_f00d, 0, 0));
             assert_eq!(x.oldest_psn, f.psn);
+            assert_eq!(r.xck.unwrap().cookie, f.cookie);
             let rh = r.reth.unwrap();
             assert_eq!((rh.va, rh.rkey), (0x7f00_1234_5678, 0x4321));
             assert_eq!(rh.dma_len as usize, payload.len());
@@ -523,6 +675,20 @@ mod tests {
                 "byte {at}"
             );
         }
+    }
+
+    #[test]
+    fn saved_cookies_read_back() {
+        let path = std::env::temp_dir().join(format!("xud-forge-test-{}", std::process::id()));
+        let path = path.to_str().unwrap();
+        let c: BTreeMap<u32, Cookie> = [
+            (0x1000, Cookie::new(7, u64::MAX)),
+            (0x1001, Cookie::new(u32::MAX, 1)),
+        ]
+        .into();
+        save_cookies(path, &c).unwrap();
+        assert_eq!(load_cookies(path), Ok(c));
+        std::fs::remove_file(path).unwrap();
     }
 
     #[test]
@@ -554,6 +720,8 @@ mod tests {
             "--src 10.0.0.1 --dst 10.0.0.2 --qpn 1 --qkey 1 --peer-inc 0x100000000",
             "--src 10.0.0.1 --dst 10.0.0.2 --qpn 1 --qkey 1 --len",
             "--src 10.0.0.1 --dst 10.0.0.2 --qpn 1 --qkey 1 --bogus 1",
+            "--src 10.0.0.1 --dst 10.0.0.2 --qpn 1 --qkey 1 --handshake --fake-cookie",
+            "--src 10.0.0.1 --dst 10.0.0.2 --qpn 1 --qkey 1 --save-cookies /tmp/x",
         ] {
             assert!(args(bad).is_err(), "{bad}");
         }

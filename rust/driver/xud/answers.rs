@@ -3,7 +3,8 @@
 //! Answers, both ways: the ACKs and NAKs of a peer's receiving stream
 //! built (at once on the receive path, or owed and sent by the timer),
 //! and those received handed to the peer's sending stream, whose messages
-//! their base and `sack` finish.
+//! their base and `sack` finish; likewise challenges, whose cookie the
+//! sending stream then echoes.
 //!
 //! Apart from both halves because an answer joins them: the receive path
 //! builds them and takes them, the timer sends the owed ones.
@@ -20,10 +21,12 @@ use crate::proto::{
         aeth::{self, AckSyndrome, NakCode},
         bth, deth,
         opcode::Opcode,
-        packet, xack,
+        packet, xack, xck,
     },
     xud::{
-        self, receiver,
+        self,
+        cookie::Cookie,
+        receiver,
         sender::{self, Answer, Nak},
     },
 };
@@ -200,6 +203,99 @@ pub(super) fn on_answer(
                 RxCounter::XudAcksReceived
             };
             qp.port.counters.add(which, 1);
+            Ok(())
+        }
+        sender::AnswerOutcome::Ignored => Err(RxCounter::DropSequence),
+    }
+}
+
+/// A challenge (xud.rst, "Stream cookies") to the sender of the data
+/// packet `psn` of `stream`, which found no window here and carried no
+/// fresh cookie: the cookie to echo. Built from the packet alone, as a
+/// stale-incarnation NAK is: nothing is kept for its sender.
+pub(super) fn build_challenge(
+    qp: &QpCore,
+    ndev: &crate::net::NetDevice,
+    to: &ReplyTo,
+    stream: u64,
+    psn: Psn,
+    cookie: Cookie,
+) -> Option<TxSkb> {
+    let mut repr = packet::Repr::new(bth::Repr {
+        opcode: Opcode::XUD_CHALLENGE,
+        solicited: false,
+        mig_req: false,
+        pad_count: 0,
+        pkey: bth::DEFAULT_PKEY,
+        fecn: false,
+        becn: false,
+        dest_qp: to.qpn,
+        ack_req: false,
+        psn,
+    });
+    repr.deth = Some(deth::Repr {
+        qkey: to.qkey,
+        src_qp: qp.qpn(),
+    });
+    repr.xack = Some(xack::Repr {
+        stream,
+        inc: to.inc,
+        sack: 0,
+    });
+    repr.xck = Some(xck::Repr { cookie });
+    let total = repr.buffer_len(0).ok()?;
+    let mut skb = TxSkb::new(ndev, total).ok()?;
+    repr.emit(skb.payload_mut(), 0).ok()?;
+    tx::finish(
+        &mut skb,
+        &to.av,
+        tx::source_port(qp.qpn()),
+        None,
+        qp.next_ip_id(),
+    )
+    .ok()?;
+    qp.port.counters.add(RxCounter::XudChallengesSent, 1);
+    Some(skb)
+}
+
+/// A challenge received: the sending stream it names takes its cookie
+/// (if newer than its own) and sends again what it had in flight.
+pub(super) fn on_challenge(
+    qp: &QpCore,
+    p: &RxPacket<'_>,
+    key: PeerKey,
+) -> core::result::Result<(), RxCounter> {
+    use crate::proto::wire::opcode::ExtHeader as H;
+    let x = p.ext(H::Xack).ok_or(RxCounter::DropMalformed)?;
+    let x = xack::Repr::parse(&xack::Header::new_checked(x).map_err(|_| RxCounter::DropMalformed)?)
+        .map_err(|_| RxCounter::DropMalformed)?;
+    let c = p.ext(H::Xck).ok_or(RxCounter::DropMalformed)?;
+    let c = xck::Repr::parse(&xck::Header::new_checked(c).map_err(|_| RxCounter::DropMalformed)?)
+        .map_err(|_| RxCounter::DropMalformed)?;
+    let mut g = qp.xud().ok_or(RxCounter::DropNoQp)?.lock();
+    let st = g.as_deref_mut().ok_or(RxCounter::DropNoQp)?;
+    let cfg = st.cfg;
+    let XudState { peers, busy, .. } = st;
+    let peer = peers.get_mut(&key).ok_or(RxCounter::DropSequence)?;
+    let sends_it = match &peer.send {
+        Some(Side::Parked(p)) => p.stream() == x.stream,
+        Some(Side::Active(s)) => s.stream() == x.stream,
+        None => false,
+    };
+    if !sends_it {
+        // Not a stream this QP sends (a forger's, sent to us as the
+        // address it claimed): nothing to take, nothing woken.
+        return Err(RxCounter::DropSequence);
+    }
+    peer.wake_send(cfg)
+        .map_err(|_| RxCounter::DropNoMemory)?
+        .ok_or(RxCounter::DropSequence)?;
+    let s = peer.send_active().ok_or(RxCounter::DropSequence)?;
+    match s.on_challenge(x.stream, x.inc, c.cookie, now()) {
+        sender::AnswerOutcome::Taken => {
+            // Its resends are the passes' to send.
+            busy.add(key, peer);
+            qp.port.counters.add(RxCounter::XudChallengesReceived, 1);
             Ok(())
         }
         sender::AnswerOutcome::Ignored => Err(RxCounter::DropSequence),

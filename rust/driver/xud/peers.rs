@@ -16,7 +16,7 @@ use super::timers::PARK_AFTER_NS;
 use crate::driver::{counters::RxCounter, qp::QpCore};
 use crate::ib::{AddressVector, NetworkType};
 use crate::proto::xud::{
-    receiver::{ParkedRecv, RecvStream},
+    receiver::{Held, ParkedRecv, RecvStream},
     sender::{self, ParkedSend, SendStream},
 };
 use kernel::{prelude::*, rbtree::RBTree};
@@ -168,6 +168,16 @@ impl Peer {
         match &self.recv {
             Some(Side::Active(r)) => Some(r.stream()),
             Some(Side::Parked(p)) => Some(p.stream()),
+            None => None,
+        }
+    }
+
+    /// What the receiving stream held, in use or parked, is to
+    /// [`crate::proto::xud::receiver::admit`].
+    pub(super) fn recv_held(&self, t: u64) -> Option<Held> {
+        match &self.recv {
+            Some(Side::Active(r)) => Some(r.held(t)),
+            Some(Side::Parked(p)) => Some(p.held(t)),
             None => None,
         }
     }

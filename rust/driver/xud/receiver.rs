@@ -2,13 +2,15 @@
 
 //! The receiving half, the driver's side of
 //! [`crate::proto::xud::receiver`]: a data packet through rule 1 (a stale
-//! incarnation is NAKed from no state), its peer's receiving stream found
-//! or made (rules 2 and 3, within `max_peers`), the stream's check, the
+//! incarnation is NAKed from no state), its stream cookie checked (a
+//! stream with no window and no fresh cookie is challenged from no
+//! state), its peer's receiving stream found or made (rules 2 and 3,
+//! within `max_peers`), the stream's check, the
 //! claim of a receive WQE into the QP's pool, the payload placed (in an
 //! MR or the receive's SGEs), commit and answer; the receive completions
 //! written.
 
-use super::answers::{build_answer, ReplyTo};
+use super::answers::{build_answer, build_challenge, ReplyTo};
 use super::peers::{find_or_add, PeerKey, ReplyPath, Side};
 use super::pool::Pool;
 use super::{now, RxPacket, XudState};
@@ -26,11 +28,12 @@ use crate::proto::{
         aeth::{AckSyndrome, NakCode},
         immdt,
         opcode::Opcode,
-        reth, xeth,
+        reth, xck, xeth,
     },
     xud::{
         self,
-        receiver::{self, Check, DataPacket, RecvStream},
+        cookie::Binding,
+        receiver::{self, Admission, Check, DataPacket, RecvStream},
         Op, RecvStatus, Refusal,
     },
 };
@@ -49,6 +52,9 @@ pub(super) fn on_data(
     use crate::proto::wire::opcode::ExtHeader as H;
     let x = p.ext(H::Xeth).ok_or(RxCounter::DropMalformed)?;
     let x = xeth::Repr::parse(&xeth::Header::new_checked(x).map_err(|_| RxCounter::DropMalformed)?)
+        .map_err(|_| RxCounter::DropMalformed)?;
+    let c = p.ext(H::Xck).ok_or(RxCounter::DropMalformed)?;
+    let c = xck::Repr::parse(&xck::Header::new_checked(c).map_err(|_| RxCounter::DropMalformed)?)
         .map_err(|_| RxCounter::DropMalformed)?;
     let r = p.ext(H::Reth).ok_or(RxCounter::DropMalformed)?;
     let r = reth::Repr::parse(&reth::Header::new_checked(r).map_err(|_| RxCounter::DropMalformed)?);
@@ -71,6 +77,7 @@ pub(super) fn on_data(
         dma_len: r.dma_len,
         len: p.payload.len() as u32,
         ack_req: p.ack_req,
+        cookie: c.cookie,
     };
     if !pkt.is_well_formed(crate::abi::xud::MAX_MSG_SZ) {
         return Err(RxCounter::DropMalformed);
@@ -103,9 +110,43 @@ pub(super) fn on_data(
         }
         return Err(RxCounter::XudStale);
     }
-    // Rules 2 and 3. A new receiving state only within max_peers: the
-    // entry is made only then (a flood of new sources allocates nothing
-    // beyond the limit).
+    // Rules 2 and 3 with the stream cookie, decided before any entry is
+    // looked for or made: a challenge costs no state.
+    let binding = Binding {
+        src_gid: key.gid,
+        src_qpn: key.qpn,
+        dst_qpn: qp.qpn(),
+        stream: x.stream,
+    };
+    let cookie_valid = st.cookie_key.verify(&binding, &pkt.cookie);
+    let held = st.peers.get(&key).and_then(|p| p.recv_held(t));
+    match receiver::admit(held, &pkt, cookie_valid, t) {
+        Admission::Held | Admission::Open => {}
+        Admission::OtherStream => return Err(RxCounter::XudStale),
+        Admission::BadCookie => return Err(RxCounter::XudDropCookie),
+        Admission::Challenge => {
+            if !st.challenges.allow(t) {
+                qp.port.counters.add(RxCounter::XudChallengesLimited, 1);
+                return Err(RxCounter::XudDropCookie);
+            }
+            let path = reply_path(p).ok_or(RxCounter::DropMalformed)?;
+            let to = ReplyTo {
+                qpn: key.qpn,
+                av: path.to(key.gid),
+                inc,
+                qkey,
+            };
+            let cookie = st.cookie_key.issue(&binding, t);
+            if let Some(nd) = ndev.as_deref() {
+                if let Some(skb) = build_challenge(qp, nd, &to, x.stream, p.psn, cookie) {
+                    st.txq.push(skb);
+                }
+            }
+            return Err(RxCounter::XudDropCookie);
+        }
+    }
+    // A new receiving state only within max_peers: the entry is made only
+    // then (a flood of new sources allocates nothing beyond the limit).
     let XudState {
         peers,
         recvs,
@@ -124,8 +165,9 @@ pub(super) fn on_data(
     let peer = find_or_add(qp, peers, key, path).ok_or(RxCounter::XudPeerLimit)?;
     match peer.recv_stream().map(|s| s == x.stream) {
         Some(true) => {}
-        Some(false) if peer.recv_is_quiet(t) => {
-            // Rule 3: the quiet state of an earlier stream gives way.
+        Some(false) => {
+            // Rule 3: the quiet state of an earlier stream gives way (the
+            // admission above took the packet only if it is quiet).
             let fresh = KBox::new(RecvStream::new(&pkt, t), GFP_ATOMIC)
                 .map_err(|_| RxCounter::DropNoMemory)?;
             if let Some(r) = peer.recv_active() {
@@ -134,7 +176,6 @@ pub(super) fn on_data(
             }
             peer.recv = Some(Side::Active(fresh));
         }
-        Some(false) => return Err(RxCounter::XudStale),
         None => {
             let fresh = KBox::new(RecvStream::new(&pkt, t), GFP_ATOMIC)
                 .map_err(|_| RxCounter::DropNoMemory)?;

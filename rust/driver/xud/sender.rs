@@ -18,7 +18,7 @@ use crate::ib::NetworkType;
 use crate::net::skb::TxSkb;
 use crate::proto::{
     psn::Psn,
-    wire::{bth, deth, immdt, opcode::Opcode, packet, reth},
+    wire::{bth, deth, immdt, opcode::Opcode, packet, reth, xck},
     xud::{
         self,
         sender::{self, Message, MsgTable, SendStream},
@@ -348,6 +348,7 @@ fn build_data(
         src_qp: qp.qpn(),
     });
     repr.xeth = Some(p.xeth);
+    repr.xck = Some(xck::Repr { cookie: p.cookie });
     repr.reth = Some(reth::Repr {
         va: if op.is_send() {
             u64::from(p.offset)

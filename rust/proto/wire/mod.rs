@@ -97,6 +97,7 @@ pub mod train;
 #[cfg(test)]
 mod vectors;
 pub mod xack;
+pub mod xck;
 pub mod xeth;
 
 // The short names users import (`wire::Bth`, `wire::RethRepr`, ...).

@@ -25,7 +25,7 @@
 //! Any opcode not in the table is [`Error::UnknownOpcode`]; rxe drops
 //! such packets the same way.
 
-use super::{aeth, atomic, deth, feth, ieth, immdt, reth, xack, xeth, Error};
+use super::{aeth, atomic, deth, feth, ieth, immdt, reth, xack, xck, xeth, Error};
 
 /// A BTH opcode. Any byte is one; [`Opcode::info`] says whether it is
 /// known.
@@ -109,6 +109,8 @@ pub enum ExtHeader {
     Xeth,
     /// XUD acknowledgement header: stream, incarnation, selective ACK.
     Xack,
+    /// XUD cookie header: the stream cookie echoed or given.
+    Xck,
 }
 
 impl ExtHeader {
@@ -125,6 +127,7 @@ impl ExtHeader {
             ExtHeader::Feth => feth::HEADER_LEN,
             ExtHeader::Xeth => xeth::HEADER_LEN,
             ExtHeader::Xack => xack::HEADER_LEN,
+            ExtHeader::Xck => xck::HEADER_LEN,
         }
     }
 }
@@ -357,12 +360,16 @@ opcodes! {
 
     // Documentation/xud.rst, "Wire format": every data packet is placed
     // on its own (RETH), so there are no FIRST/MIDDLE/LAST opcodes.
-    XUD_SEND = 0xe0, Send, Only, [Deth, Xeth, Reth];
-    XUD_SEND_WITH_IMMEDIATE = 0xe1, Send, Only, [Deth, Xeth, Reth, ImmDt];
-    XUD_RDMA_WRITE = 0xe2, RdmaWrite, Only, [Deth, Xeth, Reth];
-    XUD_RDMA_WRITE_WITH_IMMEDIATE = 0xe3, RdmaWrite, Only, [Deth, Xeth, Reth, ImmDt];
+    XUD_SEND = 0xe0, Send, Only, [Deth, Xeth, Xck, Reth];
+    XUD_SEND_WITH_IMMEDIATE = 0xe1, Send, Only, [Deth, Xeth, Xck, Reth, ImmDt];
+    XUD_RDMA_WRITE = 0xe2, RdmaWrite, Only, [Deth, Xeth, Xck, Reth];
+    XUD_RDMA_WRITE_WITH_IMMEDIATE = 0xe3, RdmaWrite, Only, [Deth, Xeth, Xck, Reth, ImmDt];
     XUD_ACKNOWLEDGE = 0xf0, Acknowledge, Only, [Deth, Xack];
     XUD_NAK = 0xf1, Acknowledge, Only, [Deth, Xack, Aeth];
+    // A receiver's answer to a data packet of a stream it holds no window
+    // for, without a fresh cookie: the cookie to echo (xud.rst, "Stream
+    // cookies").
+    XUD_CHALLENGE = 0xf2, Acknowledge, Only, [Deth, Xack, Xck];
 }
 
 /// Every known opcode.
@@ -450,14 +457,14 @@ mod tests {
             }
         }
         assert_eq!(known, Opcode::all().len());
-        assert_eq!(known, 25 + 12 + 2 + 6);
+        assert_eq!(known, 25 + 12 + 2 + 7);
     }
 
     #[test]
     fn rejects_other_transports_and_gaps() {
         for b in [
             0x15, 0x18, 0x1b, 0x1e, 0x1f, 0x2c, 0x40, 0x60, 0x63, 0x66, 0x80, 0x81, 0xa0, 0xc0,
-            0xe4, 0xef, 0xf2, 0xff,
+            0xe4, 0xef, 0xf3, 0xff,
         ] {
             assert_eq!(Opcode(b).info(), Err(Error::UnknownOpcode(b)), "{b:#x}");
         }
@@ -512,22 +519,27 @@ mod tests {
         );
     }
 
-    /// Documentation/xud.rst, "Wire format": one header order, 56 bytes of
-    /// transport headers a data packet (60 with immediate data).
+    /// Documentation/xud.rst, "Wire format": one header order, 68 bytes of
+    /// transport headers a data packet (72 with immediate data).
     #[test]
     fn xud_layouts_match_the_spec() {
         let cases: &[(Opcode, usize, Option<usize>)] = &[
-            (Opcode::XUD_SEND, 56, None),
-            (Opcode::XUD_SEND_WITH_IMMEDIATE, 60, Some(56)),
-            (Opcode::XUD_RDMA_WRITE, 56, None),
-            (Opcode::XUD_RDMA_WRITE_WITH_IMMEDIATE, 60, Some(56)),
+            (Opcode::XUD_SEND, 68, None),
+            (Opcode::XUD_SEND_WITH_IMMEDIATE, 72, Some(68)),
+            (Opcode::XUD_RDMA_WRITE, 68, None),
+            (Opcode::XUD_RDMA_WRITE_WITH_IMMEDIATE, 72, Some(68)),
         ];
         for &(op, len, imm) in cases {
             let i = op.info().unwrap();
             assert_eq!(i.header_len, len, "{}", i.name);
             assert_eq!(
-                (i.offset_of(Deth), i.offset_of(Xeth), i.offset_of(Reth)),
-                (Some(12), Some(20), Some(40)),
+                (
+                    i.offset_of(Deth),
+                    i.offset_of(Xeth),
+                    i.offset_of(Xck),
+                    i.offset_of(Reth)
+                ),
+                (Some(12), Some(20), Some(40), Some(52)),
                 "{}",
                 i.name
             );
@@ -539,6 +551,9 @@ mod tests {
         let nak = Opcode::XUD_NAK.info().unwrap();
         assert_eq!((nak.header_len, nak.offset_of(Aeth)), (56, Some(52)));
         assert!(!ack.payload && ack.direction == Direction::Response);
+        let ch = Opcode::XUD_CHALLENGE.info().unwrap();
+        assert_eq!((ch.header_len, ch.offset_of(Xck)), (64, Some(52)));
+        assert!(!ch.payload && ch.direction == Direction::Response);
     }
 
     #[test]

@@ -19,7 +19,7 @@
 use super::icrc::ICRC_LEN;
 use super::opcode::{ExtHeader, Opcode, OpcodeInfo};
 use super::Error;
-use super::{aeth, atomic, bth, deth, feth, ieth, immdt, reth, xack, xeth};
+use super::{aeth, atomic, bth, deth, feth, ieth, immdt, reth, xack, xck, xeth};
 use super::{Aeth, AtomicAckEth, AtomicEth, Bth, Deth, Feth, Ieth, ImmDt, Reth, Xack, Xeth};
 
 /// A checked view of a transport packet.
@@ -175,6 +175,11 @@ impl<T: AsRef<[u8]>> Packet<T> {
         self.ext(ExtHeader::Xack).map(Xack::new_unchecked)
     }
 
+    /// The XCK (XUD data packets and challenges).
+    pub fn xck(&self) -> Option<xck::Header<&[u8]>> {
+        self.ext(ExtHeader::Xck).map(xck::Header::new_unchecked)
+    }
+
     /// The payload (without pad).
     pub fn payload(&self) -> &[u8] {
         let start = self.info.header_len;
@@ -255,6 +260,11 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
         self.ext_mut(ExtHeader::Xack).map(Xack::new_unchecked)
     }
 
+    /// [`Self::xck`], writable.
+    pub fn xck_mut(&mut self) -> Option<xck::Header<&mut [u8]>> {
+        self.ext_mut(ExtHeader::Xck).map(xck::Header::new_unchecked)
+    }
+
     /// The payload, writable (e.g. to copy it in after `Repr::emit`).
     pub fn payload_mut(&mut self) -> &mut [u8] {
         let start = self.info.header_len;
@@ -292,6 +302,8 @@ pub struct Repr {
     pub xeth: Option<xeth::Repr>,
     /// The XACK, if the opcode has one.
     pub xack: Option<xack::Repr>,
+    /// The XCK, if the opcode has one.
+    pub xck: Option<xck::Repr>,
 }
 
 impl Repr {
@@ -309,6 +321,7 @@ impl Repr {
             feth: None,
             xeth: None,
             xack: None,
+            xck: None,
         }
     }
 
@@ -326,6 +339,7 @@ impl Repr {
             feth: p.feth().map(|h| feth::Repr::parse(&h)),
             xeth: p.xeth().map(|h| xeth::Repr::parse(&h)).transpose()?,
             xack: p.xack().map(|h| xack::Repr::parse(&h)).transpose()?,
+            xck: p.xck().map(|h| xck::Repr::parse(&h)).transpose()?,
         })
     }
 
@@ -344,6 +358,7 @@ impl Repr {
             (ExtHeader::Feth, self.feth.is_some()),
             (ExtHeader::Xeth, self.xeth.is_some()),
             (ExtHeader::Xack, self.xack.is_some()),
+            (ExtHeader::Xck, self.xck.is_some()),
         ];
         for (h, is) in present {
             if info.has(h) != is {
@@ -422,6 +437,9 @@ impl Repr {
         if let (Some(r), Some(mut h)) = (self.xack, p.xack_mut()) {
             r.emit(&mut h);
         }
+        if let (Some(r), Some(mut h)) = (self.xck, p.xck_mut()) {
+            r.emit(&mut h);
+        }
         Ok(p)
     }
 }
@@ -492,6 +510,9 @@ mod tests {
             oldest_psn: crate::psn::Psn::new(0x00ab_cd00),
             msg_lag: 2,
         });
+        r.xck = Some(xck::Repr {
+            cookie: crate::xud::cookie::Cookie::new(0x0102_0304, 0x0506_0708_090a_0b0c),
+        });
         r.reth = Some(reth::Repr {
             va: 4096,
             rkey: 0,
@@ -500,8 +521,8 @@ mod tests {
         r.immdt = Some(immdt::Repr {
             imm_data: [1, 2, 3, 4],
         });
-        assert_eq!(r.buffer_len(6), Ok(60 + 6 + 2 + 4));
-        let mut buf = [0u8; 72];
+        assert_eq!(r.buffer_len(6), Ok(72 + 6 + 2 + 4));
+        let mut buf = [0u8; 84];
         let p = r.emit(&mut buf[..], 6).unwrap();
         let mut want = r;
         want.bth.pad_count = 2;
@@ -525,6 +546,19 @@ mod tests {
         buf[20..28].fill(0);
         let p = Packet::new_checked(&buf[..]).unwrap();
         assert_eq!(Repr::parse(&p), Err(Error::BadField));
+
+        let mut ch = Repr::new(bth(Opcode::XUD_CHALLENGE));
+        ch.deth = r.deth;
+        ch.xack = nak.xack;
+        ch.xck = r.xck;
+        let mut buf = [0u8; 68];
+        let p = ch.emit(&mut buf[..], 0).unwrap();
+        assert_eq!(Repr::parse(&p), Ok(ch));
+        assert_eq!(
+            &buf[52..56],
+            &[1, 2, 3, 4],
+            "the cookie's time after the XACK"
+        );
     }
 
     #[test]

@@ -25,6 +25,7 @@
 //!   every one of its PSNs is acknowledged, and a receiver acknowledges
 //!   only what it committed or what the sender itself gave up (rule 4).
 
+pub mod cookie;
 pub mod receiver;
 pub mod sender;
 
@@ -46,10 +47,11 @@ pub const PIPE: u32 = 128;
 
 /// Bytes of an XUD data packet besides its payload, IP header to ICRC:
 /// RC's allowance ([`super::mtu::ROCE_MAX_HDR_LEN`]: IPv6, UDP, BTH,
-/// RETH, ICRC) and the DETH, the XETH and an ImmDt.
+/// RETH, ICRC) and the DETH, the XETH, the XCK and an ImmDt.
 pub const DATA_HEADERS: u32 = super::mtu::ROCE_MAX_HDR_LEN
     + (super::wire::deth::HEADER_LEN
         + super::wire::xeth::HEADER_LEN
+        + super::wire::xck::HEADER_LEN
         + super::wire::immdt::HEADER_LEN) as u32;
 
 /// Most payload bytes of an XUD packet: RC's largest MTU (a packet's
@@ -210,8 +212,8 @@ mod tests {
 
     #[test]
     fn a_packet_fills_the_link_in_steps_of_64_bytes() {
-        // Ethernet's 1500: 1500 - 112 = 1388, down to 1344 (RC: 1024).
-        assert_eq!(DATA_HEADERS, 112);
+        // Ethernet's 1500: 1500 - 124 = 1376, down to 1344 (RC: 1024).
+        assert_eq!(DATA_HEADERS, 124);
         assert_eq!(payload_per_packet(1500), Some(1344));
         assert_eq!(payload_per_packet(9000), Some(MAX_PAYLOAD));
         assert_eq!(payload_per_packet(4200), Some(4032));
@@ -229,8 +231,8 @@ mod tests {
             };
             assert!(p + DATA_HEADERS <= link && p % 64 == 0 && p <= MAX_PAYLOAD);
             // What XUD carried before: the IB MTU that fits with its
-            // 32 bytes of headers beyond RC's.
-            if let Some(ib) = IbMtu::for_link_mtu(link.saturating_sub(32)) {
+            // 44 bytes of headers beyond RC's.
+            if let Some(ib) = IbMtu::for_link_mtu(link.saturating_sub(44)) {
                 assert!(p >= ib.bytes(), "{link}: {p} < {}", ib.bytes());
             }
         }

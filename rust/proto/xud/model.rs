@@ -19,7 +19,8 @@ use std::collections::{BTreeMap, VecDeque};
 use std::vec::Vec;
 
 use super::super::psn::Psn;
-use super::receiver::{self, Check, DataPacket, RecvStream};
+use super::cookie::{Binding, Cookie, CookieKey};
+use super::receiver::{self, Admission, Check, DataPacket, RecvStream};
 use super::sender::{self, Answer, Message, Nak, SendMsg, SendStream, TimerOutcome};
 use super::*;
 
@@ -50,8 +51,17 @@ enum Payload {
         /// Which message (the model's id) and the chunk's offset.
         id: usize,
         offset: u32,
+        /// A copy the network held back for up to [`Net::replay_max_ns`].
+        replayed: bool,
     },
     Answer(Answer),
+    /// A receiver's challenge: the stream and incarnation answered, the
+    /// cookie it gives.
+    Challenge {
+        stream: u64,
+        inc: u32,
+        cookie: Cookie,
+    },
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -86,6 +96,8 @@ struct Recv {
 
 struct Node {
     inc: u32,
+    /// The QP's cookie key (a re-created QP draws another).
+    key: CookieKey,
     /// Incarnations so far (each re-creation draws a new one).
     generation: u32,
     send: BTreeMap<usize, SendStream>,
@@ -119,6 +131,12 @@ struct Net {
     /// Whether `loss` and `dup` hit answers too, or data packets only
     /// (netem on the data's way, as `make bench` has it).
     lossy_answers: bool,
+    /// Per mille of data packets of which the network keeps a copy and
+    /// delivers it up to `replay_max_ns` later: far beyond [`LIFETIME_NS`],
+    /// as a link that lost track of a packet (or an attacker on the path
+    /// that recorded it) would.
+    replay: u64,
+    replay_max_ns: u64,
     in_flight: Vec<(u64, Wire)>,
 }
 
@@ -140,6 +158,24 @@ impl Net {
                 self.rng.draw(self.delay_ns.max(1))
             };
             self.in_flight.push((now + self.base_ns + delay, w));
+        }
+        if let Payload::Data {
+            pkt, id, offset, ..
+        } = w.payload
+        {
+            if self.rng.chance(self.replay) {
+                let late = Wire {
+                    payload: Payload::Data {
+                        pkt,
+                        id,
+                        offset,
+                        replayed: true,
+                    },
+                    ..w
+                };
+                let delay = self.rng.draw(self.replay_max_ns);
+                self.in_flight.push((now + delay, late));
+            }
         }
     }
 }
@@ -171,6 +207,26 @@ struct Model {
     /// Data packets sent again, and retransmit timeouts.
     retransmitted: u64,
     timeouts: u64,
+    /// Challenges sent, and data packets dropped for a cookie that was
+    /// absent, forged or older than their window's.
+    challenges: u32,
+    bad_cookies: u32,
+    /// Held-back copies that arrived where the receiver had no state for
+    /// their source (reclaimed, or never made).
+    replays_after_reclaim: u32,
+}
+
+/// What node `dst`'s cookies for `src`'s stream bind (a node's GID is its
+/// index).
+fn binding(src: usize, dst: usize, stream: u64) -> Binding {
+    let mut src_gid = [0u8; 16];
+    src_gid[15] = src as u8;
+    Binding {
+        src_gid,
+        src_qpn: src as u32,
+        dst_qpn: dst as u32,
+        stream,
+    }
 }
 
 fn pattern(id: usize, offset: u32) -> u8 {
@@ -183,6 +239,7 @@ impl Model {
         let nodes = (0..nodes)
             .map(|_| Node {
                 inc: (rng.next_u64() as u32) | 1,
+                key: CookieKey::new(rng.next_u64(), rng.next_u64()),
                 generation: 0,
                 send: BTreeMap::new(),
                 msgs: Vec::new(),
@@ -208,6 +265,8 @@ impl Model {
                 long_delay: 0,
                 base_ns: 0,
                 lossy_answers: true,
+                replay: 0,
+                replay_max_ns: 0,
                 in_flight: Vec::new(),
             },
             stream_seed: seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1,
@@ -223,6 +282,9 @@ impl Model {
             ack_delay_ns: 0,
             retransmitted: 0,
             timeouts: 0,
+            replays_after_reclaim: 0,
+            challenges: 0,
+            bad_cookies: 0,
         }
     }
 
@@ -336,6 +398,7 @@ impl Model {
                         dma_len: tx.msg_len,
                         len: tx.len,
                         ack_req: tx.ack_req,
+                        cookie: tx.cookie,
                     };
                     self.net.send(
                         now,
@@ -346,6 +409,7 @@ impl Model {
                                 pkt,
                                 id,
                                 offset: tx.offset,
+                                replayed: false,
                             },
                         },
                     );
@@ -457,21 +521,20 @@ impl Model {
             );
             return;
         }
-        // Rules 2 and 3.
-        let held = self.nodes[node]
-            .recv
-            .get(&src)
-            .map(|r| (r.stream(), r.is_quiet(now)));
-        match held {
-            Some((stream, _)) if stream == pkt.xeth.stream => {}
-            Some((_, true)) => {
+        // Rules 2 and 3, with the stream cookie.
+        let binding = binding(src, node, pkt.xeth.stream);
+        let key = self.nodes[node].key;
+        let valid = key.verify(&binding, &pkt.cookie);
+        let held = self.nodes[node].recv.get(&src).map(|r| r.held(now));
+        match receiver::admit(held, &pkt, valid, now) {
+            Admission::Held => {}
+            Admission::Open if held.is_some() => {
                 self.reclaim_recv(node, src);
                 self.nodes[node]
                     .recv
                     .insert(src, RecvStream::new(&pkt, now));
             }
-            Some((_, false)) => return,
-            None => {
+            Admission::Open => {
                 if self.nodes[node].recv.len() >= self.nodes[node].max_peers {
                     self.peer_limit_drops += 1;
                     return;
@@ -479,6 +542,29 @@ impl Model {
                 self.nodes[node]
                     .recv
                     .insert(src, RecvStream::new(&pkt, now));
+            }
+            Admission::OtherStream => return,
+            Admission::Challenge => {
+                self.challenges += 1;
+                let cookie = key.issue(&binding, now);
+                let now = self.now;
+                self.net.send(
+                    now,
+                    Wire {
+                        src: node,
+                        dst: src,
+                        payload: Payload::Challenge {
+                            stream: pkt.xeth.stream,
+                            inc,
+                            cookie,
+                        },
+                    },
+                );
+                return;
+            }
+            Admission::BadCookie => {
+                self.bad_cookies += 1;
+                return;
             }
         }
         let check = self.nodes[node]
@@ -592,13 +678,32 @@ impl Model {
                 continue;
             }
             match w.payload {
-                Payload::Data { pkt, id, offset } => self.on_data(w.dst, w.src, pkt, id, offset),
+                Payload::Data {
+                    pkt,
+                    id,
+                    offset,
+                    replayed,
+                } => {
+                    if replayed && !self.nodes[w.dst].recv.contains_key(&w.src) {
+                        self.replays_after_reclaim += 1;
+                    }
+                    self.on_data(w.dst, w.src, pkt, id, offset)
+                }
                 Payload::Answer(a) => {
                     let nd = &mut self.nodes[w.dst];
                     if let Some(s) = nd.send.get_mut(&w.src) {
                         s.on_answer(&mut nd.msgs, &a, now);
                     }
                     self.complete_sends(w.dst, w.src);
+                }
+                Payload::Challenge {
+                    stream,
+                    inc,
+                    cookie,
+                } => {
+                    if let Some(s) = self.nodes[w.dst].send.get_mut(&w.src) {
+                        s.on_challenge(stream, inc, cookie, now);
+                    }
                 }
             }
         }
@@ -705,6 +810,10 @@ impl Model {
         let nd = &mut self.nodes[node];
         nd.send.clear();
         nd.generation += 1;
+        nd.key = CookieKey::new(
+            u64::from(nd.inc).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+            u64::from(nd.generation),
+        );
         nd.inc = nd
             .inc
             .wrapping_mul(2_654_435_761)
@@ -721,6 +830,20 @@ impl Model {
         let ticks = ns / STEP_NS;
         for _ in 0..ticks {
             self.now += STEP_NS;
+            let tick = self.now / STEP_NS;
+            self.deliver();
+            self.timers(tick);
+            self.transmit();
+        }
+    }
+
+    /// Runs for `ns` in steps of 10 ms: a stretch where nothing but late
+    /// copies and timers happen (minutes of it at the fine step would
+    /// make a slow test). The reclaim scan still runs every `QUIET / 4`.
+    fn idle(&mut self, ns: u64) {
+        const COARSE: u64 = 10_000_000;
+        for _ in 0..ns / COARSE {
+            self.now += COARSE;
             let tick = self.now / STEP_NS;
             self.deliver();
             self.timers(tick);
@@ -858,9 +981,12 @@ fn parked_streams_go_on_exactly_once() {
 
 #[test]
 fn parked_streams_are_small() {
-    // Within a 256-byte peer entry: the AV, the tree node and both.
-    assert!(core::mem::size_of::<receiver::ParkedRecv>() <= 56);
-    assert!(core::mem::size_of::<sender::ParkedSend>() <= 32);
+    // Within a 192-byte peer entry (rust/driver/xud/peers.rs): the tree
+    // node, the key, where answers go, the queue and both. The sending one
+    // grew by its 12-byte cookie (xud.rst, "Stream cookies"); the
+    // receiving one keeps its cookie's time in what was padding.
+    assert!(core::mem::size_of::<receiver::ParkedRecv>() <= 48);
+    assert!(core::mem::size_of::<sender::ParkedSend>() <= 40);
 }
 
 #[test]
@@ -1124,8 +1250,13 @@ fn a_message_given_up_fails_its_receive_at_the_next_packet() {
     let mut m = Model::new(2, 60);
     m.post_recvs(1, 2, GRH_LEN + MTU * 40);
     let a = m.post(0, 1, Op::Send, MTU * 40, false);
+    // The challenge's round trip first (lossless), then the message at
+    // 25% loss: the loss starts as the challenge is on its way back.
+    while m.challenges == 0 {
+        m.run_for(STEP_NS);
+    }
     m.net.loss = 250;
-    m.run_for(300_000);
+    m.run_for(600_000);
     assert!(m.msgs[a].placed.contains(&1));
     assert!(m.msgs[a].placed.contains(&0));
     // The receiver goes deaf until the sender gives the message up.
@@ -1262,6 +1393,13 @@ fn a_late_stale_nak_or_old_ack_does_not_touch_messages_of_the_new_incarnation() 
     );
     assert_eq!(s.next_completion(), Some((1, SendStatus::RetryExceeded)));
     assert_eq!(s.peer_inc(), 9);
+    // The new QP's cookie key is another: the old cookie goes, and the
+    // new QP's challenge gives the next.
+    assert!(s.cookie().is_none());
+    assert_eq!(
+        s.s.on_challenge(42, 9, Cookie::new(2, 2), 3),
+        sender::AnswerOutcome::Taken
+    );
     s.post(msg(2), 3);
     let q = s.next_packet(3).unwrap();
     assert_eq!(q.xeth.peer_inc, 9);
@@ -1299,9 +1437,14 @@ struct Solo {
 }
 
 impl Solo {
+    /// A stream that holds a cookie already (the challenge is the
+    /// model's business, not these tests').
     fn new(stream: u64, first: Psn, cfg: sender::Config, now: u64) -> Self {
+        let mut s = SendStream::new(stream, first, cfg, now);
+        let taken = s.on_challenge(stream, 1, Cookie::new(1, 1), now);
+        assert_eq!(taken, sender::AnswerOutcome::Taken);
         Solo {
-            s: SendStream::new(stream, first, cfg, now),
+            s,
             t: std::vec![SendMsg::FREE; 64],
         }
     }
@@ -1696,4 +1839,133 @@ fn a_stream_sends_on_past_a_hole_within_its_window() {
     s.on_answer(&answer_of(first.add(128), 0), 2_000);
     assert_eq!(s.in_flight(), sent - 128);
     assert_eq!(s.next_packet(2_000).map(|p| p.psn), Some(first.add(sent)));
+}
+
+/// Copies of data packets held back by the network for up to three
+/// minutes, far past [`LIFETIME_NS`], arrive after the receiver reclaimed
+/// the quiet peer (and the sender its stream): none is placed again, and
+/// every message that succeeded was placed exactly once (xud.rst, "Stream
+/// cookies"). Without cookies such a copy opens a new window at its own
+/// `oldest_psn` and is placed a second time.
+#[test]
+fn copies_delayed_minutes_past_reclaim_are_never_delivered_again() {
+    for seed in 0..3u64 {
+        let mut m = lossy(700 + seed);
+        m.net.replay = 40;
+        m.net.replay_max_ns = 180_000_000_000;
+        let mut rng = Rng::new(seed);
+        for round in 0..4 {
+            m.net.loss = 50;
+            m.net.dup = 50;
+            random_traffic(&mut m, seed * 16 + round, 30, &ALL_OPS);
+            m.settle(60_000_000_000);
+            m.idle(rng.draw(30_000_000_000));
+        }
+        m.idle(m.net.replay_max_ns + QUIET_NS);
+        assert!(m.net.in_flight.is_empty());
+        m.verify();
+        assert!(
+            m.replays_after_reclaim > 0,
+            "seed {seed}: no late copy met a reclaimed receiver"
+        );
+    }
+}
+
+/// An off-path forger (it never sees a challenge) that knows the source's
+/// address and QPN, the Q_Key and even the stream and a PSN: its packets,
+/// without a cookie or with a made-up one, place nothing, neither in the
+/// stream's window nor in a new stream's; the challenges go to the real
+/// source, which takes none for a stream it does not have.
+#[test]
+fn forged_packets_without_the_cookie_place_nothing() {
+    let mut m = Model::new(2, 11);
+    m.post_recvs(1, 10, GRH_LEN + MTU * 40);
+    let real = m.post(0, 1, Op::Write, MTU * 2, false);
+    m.run_for(50_000_000);
+    assert_eq!(m.msgs[real].status, Some(SendStatus::Success));
+    // What the forger aims at: a WRITE of its own (the model's id for
+    // counting placements), in the live stream and in new ones.
+    let s = &m.nodes[0].send[&1];
+    let (stream, cookie) = (s.stream(), s.cookie());
+    let base = m.nodes[1].recv[&0].base();
+    let id = m.msgs.len();
+    m.msgs.push(Msg {
+        src: 0,
+        dst: 1,
+        op: Op::Write,
+        len: MTU,
+        bad_rkey: false,
+        // Never sent: not a success for `verify`.
+        status: Some(SendStatus::LocalQpOperation),
+        delivered: 0,
+        recv_failed: 0,
+        placed: std::vec![0],
+    });
+    let forged = |stream, cookie| DataPacket {
+        psn: base,
+        xeth: xeth_of(stream, base),
+        op: Op::Write,
+        offset: 0,
+        dma_len: MTU,
+        len: MTU,
+        ack_req: true,
+        cookie,
+    };
+    let mut rng = Rng::new(5);
+    let mut forge_all = |m: &mut Model| {
+        for k in 0..200u64 {
+            let made_up = Cookie::new(cookie.time().wrapping_add(k as u32 % 3), rng.next_u64());
+            for pkt in [
+                forged(stream, Cookie::NONE),
+                forged(stream, made_up),
+                forged(stream ^ (k + 1) << 8, Cookie::NONE),
+                forged(stream ^ (k + 1) << 8, made_up),
+            ] {
+                m.on_data(1, 0, pkt, id, 0);
+            }
+            m.run_for(STEP_NS);
+        }
+    };
+    // The window held: the stream's forgeries dropped for their cookie,
+    // other streams' by rule 3; no challenge while the window lives.
+    let (challenges, bad) = (m.challenges, m.bad_cookies);
+    forge_all(&mut m);
+    assert_eq!(m.msgs[id].placed, [0], "a forged packet was placed");
+    assert_eq!(
+        m.nodes[1].recv[&0].stream(),
+        stream,
+        "the held stream stays"
+    );
+    assert_eq!(m.nodes[1].recv[&0].base(), base);
+    assert_eq!(m.bad_cookies - bad, 400, "the stream's forgeries dropped");
+    assert_eq!(
+        m.challenges, challenges,
+        "no challenge while the window lives"
+    );
+    // The window reclaimed (quiet): every forgery is challenged, and
+    // leaves no state.
+    m.run_for(QUIET_NS + QUIET_NS / 2);
+    assert!(!m.nodes[1].recv.contains_key(&0));
+    let challenges = m.challenges;
+    forge_all(&mut m);
+    assert_eq!(m.msgs[id].placed, [0], "a forged packet was placed");
+    assert!(!m.nodes[1].recv.contains_key(&0), "a forgery made state");
+    assert_eq!(m.challenges - challenges, 800);
+    // The real sender ignored the challenges of streams it does not have
+    // (those of its own stream, if it still holds it, only gave it a
+    // cookie it can use) and goes on.
+    let next = m.post(0, 1, Op::Write, MTU, false);
+    m.settle(100_000_000);
+    assert_eq!(m.msgs[next].status, Some(SendStatus::Success));
+    m.verify();
+}
+
+fn xeth_of(stream: u64, psn: Psn) -> super::super::wire::xeth::Repr {
+    super::super::wire::xeth::Repr {
+        stream,
+        peer_inc: 0,
+        msg_seq: 0,
+        oldest_psn: psn,
+        msg_lag: 0,
+    }
 }

@@ -15,6 +15,7 @@
 use super::super::psn::Psn;
 use super::super::window::{Arrival, RecvWindow, RestingWindow};
 use super::super::wire::xeth;
+use super::cookie::Cookie;
 use super::{
     seq_before, Op, RecvStatus, Refusal, GRH_LEN, MAX_MSGS, QUIET_NS, WINDOW, WINDOW_WORDS,
 };
@@ -35,6 +36,8 @@ pub struct DataPacket {
     pub len: u32,
     /// BTH AckReq.
     pub ack_req: bool,
+    /// The stream cookie it echoes (XCK; [`Cookie::NONE`] if none).
+    pub cookie: Cookie,
 }
 
 impl DataPacket {
@@ -60,6 +63,56 @@ impl DataPacket {
 /// with a stale-incarnation NAK.
 pub const fn is_stale(peer_inc: u32, inc: u32) -> bool {
     peer_inc != 0 && peer_inc != inc
+}
+
+/// What a receiver holds for a packet's source, as [`admit`] needs it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Held {
+    pub stream: u64,
+    /// [`RecvStream::is_quiet`].
+    pub quiet: bool,
+    /// The time of the cookie that opened the window.
+    pub cookie_time: u32,
+}
+
+/// Whether a data packet may use or open a window (rules 2 and 3 with
+/// the stream cookie, xud.rst "Stream cookies").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Admission {
+    /// The window held is the packet's stream's: check it there.
+    Held,
+    /// No window for the stream (none held, or the one held is another
+    /// stream's and quiet): open one ([`RecvStream::new`], within the peer
+    /// limit; a quiet one held goes first).
+    Open,
+    /// Another stream's window is held and not quiet (rule 3): drop.
+    OtherStream,
+    /// No window for the stream and no fresh cookie for it: answer with a
+    /// challenge (a new cookie), keep nothing, place nothing.
+    Challenge,
+    /// The stream's window is held but the packet's cookie is missing, not
+    /// this QP's for this stream and source, or older than the cookie that
+    /// opened the window: drop (never challenged while the window lives,
+    /// so no cookie is issued between a window's opening and its reclaim).
+    BadCookie,
+}
+
+/// Decides [`Admission`] for `pkt` given what is held for its source;
+/// `cookie_valid` is the QP key's verdict on `pkt.cookie` for this source
+/// and stream ([`super::cookie::CookieKey::verify`]).
+pub fn admit(held: Option<Held>, pkt: &DataPacket, cookie_valid: bool, now: u64) -> Admission {
+    match held {
+        Some(h) if h.stream == pkt.xeth.stream => {
+            if cookie_valid && !seq_before(pkt.cookie.time(), h.cookie_time) {
+                Admission::Held
+            } else {
+                Admission::BadCookie
+            }
+        }
+        Some(h) if !h.quiet => Admission::OtherStream,
+        _ if cookie_valid && pkt.cookie.is_fresh(now) => Admission::Open,
+        _ => Admission::Challenge,
+    }
 }
 
 /// A message in progress at the receiver: a SEND or WRITE_IMM that has
@@ -161,6 +214,9 @@ pub struct AckInfo {
 #[derive(Clone, Debug)]
 pub struct RecvStream {
     stream: u64,
+    /// The time of the cookie that opened the window: packets with older
+    /// cookies are not taken ([`admit`]).
+    cookie_time: u32,
     window: RecvWindow<WINDOW_WORDS>,
     /// Messages before it were finished or given up by the sender.
     oldest_msg: u32,
@@ -182,6 +238,7 @@ impl RecvStream {
     pub fn new(pkt: &DataPacket, now: u64) -> Self {
         Self {
             stream: pkt.xeth.stream,
+            cookie_time: pkt.cookie.time(),
             window: RecvWindow::new(pkt.xeth.oldest_psn),
             oldest_msg: pkt.xeth.oldest_msg(),
             last_accepted: now,
@@ -206,6 +263,15 @@ impl RecvStream {
     /// (reclaim), and a packet of another stream may replace it (rule 3).
     pub fn is_quiet(&self, now: u64) -> bool {
         now.saturating_sub(self.last_accepted) > QUIET_NS
+    }
+
+    /// What [`admit`] needs of it.
+    pub fn held(&self, now: u64) -> Held {
+        Held {
+            stream: self.stream,
+            quiet: self.is_quiet(now),
+            cookie_time: self.cookie_time,
+        }
     }
 
     /// Steps 3 and 4 (and the message part of 6) for a packet of this
@@ -468,6 +534,7 @@ impl RecvStream {
 #[derive(Clone, Debug)]
 pub struct ParkedRecv {
     stream: u64,
+    cookie_time: u32,
     /// The window in the room of a 128-PSN one (a stream whose window
     /// holds PSNs further on does not park).
     window: RestingWindow,
@@ -486,10 +553,20 @@ impl ParkedRecv {
         now.saturating_sub(self.last_accepted) > QUIET_NS
     }
 
+    /// As [`RecvStream::held`].
+    pub fn held(&self, now: u64) -> Held {
+        Held {
+            stream: self.stream,
+            quiet: self.is_quiet(now),
+            cookie_time: self.cookie_time,
+        }
+    }
+
     /// The stream in full again, exactly as it was parked.
     pub fn unpark(&self) -> RecvStream {
         RecvStream {
             stream: self.stream,
+            cookie_time: self.cookie_time,
             window: RecvWindow::wake(&self.window),
             oldest_msg: self.oldest_msg,
             last_accepted: self.last_accepted,
@@ -516,6 +593,7 @@ impl RecvStream {
         }
         Some(ParkedRecv {
             stream: self.stream,
+            cookie_time: self.cookie_time,
             window: self.window.rest()?,
             oldest_msg: self.oldest_msg,
             last_accepted: self.last_accepted,
@@ -539,5 +617,96 @@ impl RecvMsg {
             return Some(Refusal::InvalidRequest);
         }
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::cookie::{Binding, CookieKey, MAX_AGE_TICKS, TICK_NS};
+    use super::*;
+
+    const KEY: CookieKey = CookieKey::new(3, 4);
+    const NOW: u64 = 3_600 * 1_000_000_000;
+
+    fn packet(stream: u64, cookie: Cookie) -> DataPacket {
+        DataPacket {
+            psn: Psn::new(7),
+            xeth: xeth::Repr {
+                stream,
+                peer_inc: 0,
+                msg_seq: 0,
+                oldest_psn: Psn::new(7),
+                msg_lag: 0,
+            },
+            op: Op::Write,
+            offset: 0,
+            dma_len: 1,
+            len: 1,
+            ack_req: true,
+            cookie,
+        }
+    }
+
+    fn binding(stream: u64) -> Binding {
+        Binding {
+            src_gid: [1; 16],
+            src_qpn: 2,
+            dst_qpn: 3,
+            stream,
+        }
+    }
+
+    /// Rules 2 and 3 with the cookie, branch by branch (xud.rst, "Stream
+    /// cookies").
+    #[test]
+    fn a_window_opens_for_a_fresh_cookie_only_and_takes_none_older() {
+        let b = binding(9);
+        let fresh = KEY.issue(&b, NOW);
+        let admit_at = |held, c: Cookie, now| {
+            let p = packet(9, c);
+            admit(held, &p, KEY.verify(&b, &c), now)
+        };
+        // No window: a fresh cookie opens one; none, a forged one or a
+        // stale one is challenged.
+        assert_eq!(admit_at(None, fresh, NOW), Admission::Open);
+        assert_eq!(admit_at(None, Cookie::NONE, NOW), Admission::Challenge);
+        let forged = Cookie::new(fresh.time(), fresh.mac() ^ 0x100);
+        assert_eq!(admit_at(None, forged, NOW), Admission::Challenge);
+        let last = NOW + u64::from(MAX_AGE_TICKS) * TICK_NS;
+        assert_eq!(admit_at(None, fresh, last), Admission::Open);
+        assert_eq!(admit_at(None, fresh, last + TICK_NS), Admission::Challenge);
+        assert_eq!(
+            admit_at(None, KEY.issue(&binding(8), NOW), NOW),
+            Admission::Challenge,
+            "another stream's cookie"
+        );
+        // The stream's window held: any valid cookie no older than the one
+        // that opened it, whatever its age; nothing else, and no challenge.
+        let held = Some(Held {
+            stream: 9,
+            quiet: false,
+            cookie_time: fresh.time(),
+        });
+        let much_later = NOW + 3_600 * 1_000_000_000;
+        assert_eq!(admit_at(held, fresh, much_later), Admission::Held);
+        let newer = KEY.issue(&b, NOW + 20 * TICK_NS);
+        assert_eq!(admit_at(held, newer, much_later), Admission::Held);
+        let older = KEY.issue(&b, NOW - TICK_NS);
+        assert_eq!(admit_at(held, older, NOW), Admission::BadCookie);
+        assert_eq!(admit_at(held, Cookie::NONE, NOW), Admission::BadCookie);
+        assert_eq!(admit_at(held, forged, NOW), Admission::BadCookie);
+        // Another stream's window: rule 3, unless it is quiet.
+        let other = Held {
+            stream: 8,
+            quiet: false,
+            cookie_time: fresh.time(),
+        };
+        assert_eq!(admit_at(Some(other), fresh, NOW), Admission::OtherStream);
+        let quiet = Some(Held {
+            quiet: true,
+            ..other
+        });
+        assert_eq!(admit_at(quiet, fresh, NOW), Admission::Open);
+        assert_eq!(admit_at(quiet, Cookie::NONE, NOW), Admission::Challenge);
     }
 }

@@ -17,11 +17,19 @@
 //! leave the window as acknowledged ones do, and `oldest_psn` and
 //! `msg_lag` in the next packet tell the receiver to stop waiting for
 //! them (rule 4).
+//!
+//! Every data packet echoes the stream's cookie (xud.rst, "Stream
+//! cookies"): a receiver with no window for the stream answers a packet
+//! without a fresh one with a challenge ([`SendStream::on_challenge`]),
+//! whose cookie the stream keeps (the newest it was given) and resends
+//! what it had in flight with. Until it holds one, a stream has one packet
+//! out.
 
 use super::super::psn::Psn;
 use super::super::rc::{local_ack_timeout_ns, rnr_timeout_ns, RNR_RETRY_INFINITE};
 use super::super::window::{AckResult, SendWindow};
 use super::super::wire::{xack, xeth};
+use super::cookie::Cookie;
 use super::{
     seq_before, SendStatus, MAX_MSGS, PIPE, REORDER, REORDER_DEEP, REORDER_DELAY_MIN_NS,
     RETRY_SPAN_NS, SENDER_IDLE_NS, WINDOW_WORDS,
@@ -156,6 +164,8 @@ pub struct TxPacket {
     pub ack_req: bool,
     /// Sent before (for counters).
     pub retransmit: bool,
+    /// The stream's cookie, for its XCK.
+    pub cookie: Cookie,
 }
 
 /// An ACK or NAK for this stream, decoded by the driver.
@@ -258,6 +268,8 @@ impl RtxSet {
 pub struct SendStream {
     stream: u64,
     peer_inc: u32,
+    /// The newest cookie a challenge gave ([`Cookie::NONE`]: none yet).
+    cookie: Cookie,
     cfg: Config,
     window: SendWindow<WINDOW_WORDS>,
     /// Next message number to give.
@@ -304,6 +316,7 @@ impl SendStream {
         Self {
             stream,
             peer_inc: 0,
+            cookie: Cookie::NONE,
             cfg,
             window: SendWindow::new(first),
             next_msg: 0,
@@ -331,6 +344,11 @@ impl SendStream {
     /// The receiving QP's incarnation as last heard (0: not yet).
     pub fn peer_inc(&self) -> u32 {
         self.peer_inc
+    }
+
+    /// The cookie its packets echo.
+    pub fn cookie(&self) -> Cookie {
+        self.cookie
     }
 
     /// Message slot `m`'s entry in the QP's table, if the slot holds one.
@@ -481,6 +499,11 @@ impl SendStream {
         if self.window.outstanding() >= PIPE {
             return None;
         }
+        if self.cookie.is_none() && self.window.in_flight() > 0 {
+            // Without a cookie the receiver takes nothing: one packet
+            // asks for it, the rest wait for the challenge.
+            return None;
+        }
         let psn = self.window.send()?;
         // The loop above found the entry.
         let msg = self.msg_mut(t, m)?;
@@ -534,6 +557,7 @@ impl SendStream {
             msg_len: msg.msg.len,
             ack_req,
             retransmit,
+            cookie: self.cookie,
         })
     }
 
@@ -628,8 +652,9 @@ impl SendStream {
             }
             // Rule 1: the QP this stream spoke to is gone. What it may
             // have received is lost with it; queued messages go on to its
-            // successor.
+            // successor, which has another cookie key.
             self.peer_inc = a.inc;
+            self.cookie = Cookie::NONE;
             self.fail_started(t, SendStatus::RetryExceeded);
             return AnswerOutcome::Taken;
         }
@@ -718,6 +743,41 @@ impl SendStream {
         if let Some((nak, psn)) = a.nak {
             self.on_nak(t, nak, psn, now);
         }
+        AnswerOutcome::Taken
+    }
+
+    /// A challenge (xud.rst, "Stream cookies"): the receiver, with no
+    /// window for this stream, took nothing of the packet `psn` and gives
+    /// `cookie`. One for another stream or incarnation is ignored. A
+    /// cookie newer than the one held replaces it, and every PSN in flight
+    /// goes again with it: each went with the old cookie (or none), which
+    /// that receiver does not take. An older or the same cookie (a
+    /// challenge of a packet sent before the newest arrived) changes
+    /// nothing: what it was about went again when the newer one came.
+    pub fn on_challenge(
+        &mut self,
+        stream: u64,
+        inc: u32,
+        cookie: Cookie,
+        now: u64,
+    ) -> AnswerOutcome {
+        if stream != self.stream || inc == 0 || cookie.is_none() {
+            return AnswerOutcome::Ignored;
+        }
+        if self.peer_inc != 0 && inc != self.peer_inc {
+            return AnswerOutcome::Ignored;
+        }
+        if !self.cookie.is_none() && !cookie.is_newer_than(&self.cookie) {
+            return AnswerOutcome::Ignored;
+        }
+        // The incarnation is an ACK's to adopt: a challenge carries it
+        // only so a late one of a left incarnation is told apart.
+        self.cookie = cookie;
+        self.last_active = now;
+        let oldest = self.window.oldest_unacked();
+        self.mark_unacked_before(oldest.add(self.window.in_flight()));
+        // A probe's answer came: what was in flight goes again at once.
+        self.probing = false;
         AnswerOutcome::Taken
     }
 
@@ -1025,6 +1085,9 @@ impl SendStream {
 pub struct ParkedSend {
     stream: u64,
     peer_inc: u32,
+    /// Kept, so a stream taken back into use before its receiver's window
+    /// is reclaimed goes on without a challenge.
+    cookie: Cookie,
     next_psn: Psn,
     next_msg: u32,
     last_active: u64,
@@ -1045,6 +1108,7 @@ impl ParkedSend {
     pub fn unpark(&self, cfg: Config) -> SendStream {
         let mut s = SendStream::new(self.stream, self.next_psn, cfg, self.last_active);
         s.peer_inc = self.peer_inc;
+        s.cookie = self.cookie;
         s.next_msg = self.next_msg;
         s.tx_msg = self.next_msg;
         s
@@ -1067,6 +1131,7 @@ impl SendStream {
         at_rest.then(|| ParkedSend {
             stream: self.stream,
             peer_inc: self.peer_inc,
+            cookie: self.cookie,
             next_psn: self.window.oldest_unacked(),
             next_msg: self.next_msg,
             last_active: self.last_active,
@@ -1092,6 +1157,7 @@ mod tests {
     fn one_message(first: Psn, packets: u32) -> (SendStream, Vec<SendMsg>) {
         let mut t: Vec<SendMsg> = std::vec![SendMsg::FREE; 4];
         let mut s = SendStream::new(42, first, Config::DEFAULT, 0);
+        s.cookie = super::Cookie::new(1, 1);
         let msg = Message {
             wqe: 1,
             len: packets * 256,
