@@ -155,9 +155,22 @@ pub(crate) enum RxCounter {
     /// RC requests after which the QP's pass (responses, the requester's
     /// work, the timer) was skipped, as they left it nothing to do.
     RcPassesSkipped = 52,
+    /// XUD claims of a receive refused (RNR NAKed) for a message the
+    /// packet does not finish, because its source, or the QP's sources
+    /// together, held their share of receives with unfinished messages
+    /// (xud.rst, "Receive resources").
+    XudClaimsRefused = 53,
+    /// XUD receives taken back from sources that never finished a
+    /// message and went quiet (`xud::UNPROVEN_HOLD_NS`): they complete
+    /// `IBV_WC_REM_ABORT_ERR`.
+    XudClaimsDropped = 54,
+    /// XUD posts refused (`IBV_WC_LOC_QP_OP_ERR` at once) beyond the
+    /// share of the send queue a destination that does not answer may
+    /// hold (xud.rst, "Send resources").
+    XudStalledRefused = 55,
 }
 
-const RX_COUNTERS: usize = 53;
+const RX_COUNTERS: usize = 56;
 
 /// Counter names, as `rdma statistic` shows them.
 pub(crate) static RX_COUNTER_DESCS: [CounterDesc; RX_COUNTERS] = [
@@ -214,6 +227,9 @@ pub(crate) static RX_COUNTER_DESCS: [CounterDesc; RX_COUNTERS] = [
     CounterDesc::new(c_str!("rx_transport_ns")),
     CounterDesc::new(c_str!("rx_place_ns")),
     CounterDesc::new(c_str!("rc_passes_skipped")),
+    CounterDesc::new(c_str!("xud_claims_refused")),
+    CounterDesc::new(c_str!("xud_claims_dropped")),
+    CounterDesc::new(c_str!("xud_stalled_refused")),
 ];
 
 /// The receive counters of one port.
