@@ -314,6 +314,39 @@ build_all() {
 	mutant xud-streams-merge driver/xud/receiver.rs \
 		'Some(false) => return Err(RxCounter::XudStale),' 'Some(false) => {}' \
 		tests/guest/18-xud-peers.sh 'not ok [0-9]+ - 5 SENDs of another stream'
+
+	# An XUD receiver commits (and ACKs) a packet that completes a message
+	# whatever room its receive CQ has: the sender is told of a delivery
+	# whose completion the receiver then loses.
+	mutant xud-ack-without-cq-room driver/xud/receiver.rs \
+		'Ok(()) if rs.completes(&plan) && !qp.recv_cq.has_room() =>' 'Ok(()) if false =>' \
+		tests/guest/20-xud-bounds.sh 'not ok [0-9]+ - a full receive CQ'
+
+	# Claims of receives by messages that do not finish go unbounded:
+	# forged first packets pin every receive, whole SENDs meet RNR.
+	mutant xud-claims-unbounded driver/xud/receiver.rs \
+		'if plan.held && (!rs.may_hold_claim() || recvs.in_use() >= recvs_posted(qp)) {' \
+		'if plan.held && false {' \
+		tests/guest/20-xud-bounds.sh 'not ok [0-9]+ - the 10 whole SENDs were delivered'
+
+	# Sources that never finished a message keep their receives until the
+	# reclaim (14.5 s), not the short hold.
+	mutant xud-unproven-claims-kept driver/xud/timers.rs \
+		'let n = r.drop_unproven_claims(t);' 'let n = 0u32;' \
+		tests/guest/20-xud-bounds.sh 'not ok [0-9]+ - sources that never finished a message lose'
+
+	# A stalled destination takes posts up to the full share again: dead
+	# peers fill the send queue between their timeouts.
+	mutant xud-stalled-full-share driver/xud/sender.rs \
+		'if peer.send_ref().is_some_and(SendStream::is_stalled) {' 'if false {' \
+		tests/guest/20-xud-bounds.sh 'not ok [0-9]+ - a live peer keeps a third of its rate'
+
+	# A destination that never answered takes sixteen messages into its
+	# stream at once: sixteen dead peers hold the send queue for the
+	# retry span.
+	mutant xud-unanswered-full-stream proto/xud/sender.rs \
+		'            UNANSWERED_MSGS' '            MAX_MSGS' \
+		tests/guest/20-xud-bounds.sh 'not ok [0-9]+ - a live peer keeps a third of its rate'
 }
 
 if [ "$mode" != run ]; then

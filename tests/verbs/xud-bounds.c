@@ -22,7 +22,8 @@
  * SQ_DEPTH. Checked: L's rate (its SENDs completed per second, measured
  * over MEASURE_MS after WARMUP_MS) with 4 and with 16 dead peers is at
  * least LIVE_FRACTION of its rate with none (the mean of the phases
- * alone just before and after). (XUD completes each message
+ * alone just before and after). Without the bounds it is 0: the dead
+ * peers hold the whole send queue for the retry span. (XUD completes each message
  * on its own, out of posting order: a live peer's completions never wait
  * for a dead peer's, so its rate is what its own messages get through.)
  */
@@ -50,7 +51,7 @@
 #define TOPUP_POSTS	4	/* per dead peer and round, after DEAD_POSTS at first */
 #define WARMUP_MS	1000	/* a dead peer stalls after two timeouts, ~200 ms */
 #define MEASURE_MS	1500
-#define LIVE_FRACTION	0.5
+#define LIVE_FRACTION	(1.0 / 3)	/* see xud.rst: adjacent phases alone differ up to 2x */
 #define CQ_MSGS		16	/* SENDs at a receiver whose CQ holds fewer */
 #define TAG_DEAD	(1ULL << 40)
 

@@ -131,7 +131,9 @@ fn reclaim(qp: &QpCore, st: &mut XudState, t: u64) {
             // The short hold of sources that never finished a message.
             let n = r.drop_unproven_claims(t);
             if n > 0 {
-                qp.port.counters.add(RxCounter::XudClaimsDropped, u64::from(n));
+                qp.port
+                    .counters
+                    .add(RxCounter::XudClaimsDropped, u64::from(n));
                 drain_recv_done(qp, r, recvs, &Origin::none(key.qpn));
             }
         }
