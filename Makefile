@@ -39,6 +39,7 @@ XUD_DATA := $(TOP)/tests/verbs/xud-data
 RXUD_PERF := $(TOP)/tests/verbs/rxud-perf
 XUD_SINK := $(TOP)/tests/verbs/xud-sink
 XUD_RECREATE := $(TOP)/tests/verbs/xud-recreate
+XUD_BOUNDS := $(TOP)/tests/verbs/xud-bounds
 XUD_FORGE := $(TOP)/tests/xud-forge/target/release/xud-forge
 QP_MEM := $(TOP)/tests/verbs/qp-mem
 UDP_LAT := $(TOP)/tests/verbs/udp-lat
@@ -48,7 +49,7 @@ KTEST := $(TOP)/tests/kmod
 	fmt lint fmt-check clippy clippy-module clippy-host
 
 all: modules provider $(VERBS_TEST) $(RC_TEST) $(DATA_TEST) $(EX_TEST) $(XUD_TEST) $(XUD_DATA) $(RXUD_PERF) \
-	$(XUD_SINK) $(XUD_RECREATE) $(XUD_FORGE) ktest
+	$(XUD_SINK) $(XUD_RECREATE) $(XUD_BOUNDS) $(XUD_FORGE) ktest
 
 # tests/kmod/rxud_ktest.ko: drives kernel-only verbs (tests/guest/06-*).
 ktest:
@@ -86,6 +87,12 @@ $(XUD_SINK): $(TOP)/tests/verbs/xud-sink.c $(TOP)/tests/verbs/util.h \
 
 # XUD QPs destroyed and re-created with the same number (tests/guest/19-*).
 $(XUD_RECREATE): $(TOP)/tests/verbs/xud-recreate.c $(TOP)/tests/verbs/tap.h $(TOP)/tests/verbs/util.h \
+		$(PROVIDER)/include/infiniband/rxudv.h | provider
+	$(CC) -O2 -g -Wall -Wextra -Werror -I$(PROVIDER)/include -o $@ $< -libverbs \
+		-L$(PROVIDER)/build -l:librxud-rdmav34.so -Wl,-rpath,$(PROVIDER)/build
+
+# Dead peers and a full receive CQ against an XUD QP (tests/guest/20-*).
+$(XUD_BOUNDS): $(TOP)/tests/verbs/xud-bounds.c $(TOP)/tests/verbs/tap.h $(TOP)/tests/verbs/util.h \
 		$(PROVIDER)/include/infiniband/rxudv.h | provider
 	$(CC) -O2 -g -Wall -Wextra -Werror -I$(PROVIDER)/include -o $@ $< -libverbs \
 		-L$(PROVIDER)/build -l:librxud-rdmav34.so -Wl,-rpath,$(PROVIDER)/build
@@ -202,7 +209,7 @@ clean:
 	-$(MAKE) -C $(KDIR) M=$(KTEST) LLVM=1 clean
 	rm -f $(TOP)/.rxud-kdir
 	rm -f $(VERBS_TEST) $(RC_TEST) $(DATA_TEST) $(EX_TEST) $(XUD_TEST) $(XUD_DATA) $(RXUD_PERF) \
-		$(XUD_SINK) $(XUD_RECREATE) $(QP_MEM) $(UDP_LAT)
+		$(XUD_SINK) $(XUD_RECREATE) $(XUD_BOUNDS) $(QP_MEM) $(UDP_LAT)
 	rm -rf $(TOP)/rust/proto/target $(TOP)/rust/abi/target $(PROVIDER)/target $(PROVIDER)/build
 
 help:

@@ -123,8 +123,9 @@ finish_builds() {
 # The mutants of the second lane besides the kmemleak ones: chosen so that
 # both lanes end together (the kmemleak lane pays for kmemleak's scans).
 # In CI of effd4e0 the lanes took 273 s and 172 s; train-charge-one and
-# xud-qpn-not-held (some 50 s of tests) moved here after it.
-LANE_B=" invalidate-noop mr-key-outlives-dereg mr-memo-key-unchecked xud-park-forgets xud-streams-merge train-charge-one xud-qpn-not-held "
+# xud-qpn-not-held (some 50 s of tests) moved here after it, and two of
+# the four 20-xud-bounds mutants (45 to 90 s each) came here.
+LANE_B=" invalidate-noop mr-key-outlives-dereg mr-memo-key-unchecked xud-park-forgets xud-streams-merge train-charge-one xud-qpn-not-held xud-claims-unbounded xud-unproven-claims-kept "
 
 # is_leak I: whether mutant I is caught by kmemleak.
 is_leak() { case ${wants[$1]} in *unreferenced*) return 0 ;; *) return 1 ;; esac; }
@@ -384,6 +385,32 @@ build_all() {
 	mutant xud-window-cookie-unchecked proto/xud/receiver.rs \
 		'if cookie_valid && !seq_before(pkt.cookie.time(), h.cookie_time) {' 'if true {' \
 		tests/guest/18-xud-peers.sh 'not ok [0-9]+ - off-path WRITEs into 5 held streams'
+
+	# An XUD receiver commits (and ACKs) a packet that completes a message
+	# whatever room its receive CQ has: the sender is told of a delivery
+	# whose completion the receiver then loses.
+	mutant xud-ack-without-cq-room driver/xud/receiver.rs \
+		'Ok(()) if rs.completes(&plan) && !qp.recv_cq.has_room() =>' 'Ok(()) if false =>' \
+		tests/guest/20-xud-bounds.sh 'not ok [0-9]+ - a full receive CQ'
+
+	# Claims of receives by messages that do not finish go unbounded:
+	# forged first packets pin every receive, whole SENDs meet RNR.
+	mutant xud-claims-unbounded driver/xud/receiver.rs \
+		'if plan.held && (!rs.may_hold_claim() || recvs.in_use() >= recvs_posted(qp)) {' \
+		'if plan.held && false {' \
+		tests/guest/20-xud-bounds.sh 'not ok [0-9]+ - the 10 whole SENDs were delivered'
+
+	# Sources that never finished a message keep their receives until the
+	# reclaim (14.5 s), not the short hold.
+	mutant xud-unproven-claims-kept driver/xud/timers.rs \
+		'let n = r.drop_unproven_claims(t);' 'let n = 0u32;' \
+		tests/guest/20-xud-bounds.sh 'not ok [0-9]+ - sources that never finished a message lose'
+
+	# A stalled destination takes posts up to the full share again: dead
+	# peers fill the send queue between their timeouts.
+	mutant xud-stalled-full-share driver/xud/sender.rs \
+		'if peer.send_ref().is_some_and(SendStream::is_stalled) {' 'if false {' \
+		tests/guest/20-xud-bounds.sh 'not ok [0-9]+ - a live peer keeps a third of its rate'
 }
 
 if [ "$mode" != run ]; then

@@ -169,9 +169,22 @@ pub(crate) enum RxCounter {
     /// XUD challenges a sending stream took (a newer cookie: what it had
     /// in flight goes again with it).
     XudChallengesReceived = 56,
+    /// XUD claims of a receive refused (RNR NAKed) for a message the
+    /// packet does not finish, because its source, or the QP's sources
+    /// together, held their share of receives with unfinished messages
+    /// (xud.rst, "Receive resources").
+    XudClaimsRefused = 57,
+    /// XUD receives taken back from sources that never finished a
+    /// message and went quiet (`xud::UNPROVEN_HOLD_NS`): they complete
+    /// `IBV_WC_REM_ABORT_ERR`.
+    XudClaimsDropped = 58,
+    /// XUD posts refused (`IBV_WC_LOC_QP_OP_ERR` at once) beyond the
+    /// share of the send queue a destination that does not answer may
+    /// hold (xud.rst, "Send resources").
+    XudStalledRefused = 59,
 }
 
-const RX_COUNTERS: usize = 57;
+const RX_COUNTERS: usize = 60;
 
 /// Counter names, as `rdma statistic` shows them.
 pub(crate) static RX_COUNTER_DESCS: [CounterDesc; RX_COUNTERS] = [
@@ -232,6 +245,9 @@ pub(crate) static RX_COUNTER_DESCS: [CounterDesc; RX_COUNTERS] = [
     CounterDesc::new(c_str!("xud_challenges_limited")),
     CounterDesc::new(c_str!("rx_drop_xud_cookie")),
     CounterDesc::new(c_str!("xud_challenges_received")),
+    CounterDesc::new(c_str!("xud_claims_refused")),
+    CounterDesc::new(c_str!("xud_claims_dropped")),
+    CounterDesc::new(c_str!("xud_stalled_refused")),
 ];
 
 /// The receive counters of one port.

@@ -212,6 +212,19 @@ impl CqCore {
         Ok(())
     }
 
+    /// Whether one more entry fits now. XUD's receiver asks before it
+    /// commits (and acknowledges) a packet that completes a message, so
+    /// that it never acknowledges a message whose completion it could not
+    /// write. Another producer sharing the CQ may take the room first.
+    /// Any context.
+    pub(crate) fn has_room(&self) -> bool {
+        let r = self.ring.lock();
+        let geometry = *r.ring.geometry();
+        geometry
+            .occupancy(r.producer, r.ring.consumer())
+            .is_some_and(|used| used < geometry.slot_count())
+    }
+
     /// Raises the completion event if the CQ is armed for a completion
     /// (`solicited`: one asked for a solicited event), once per arming.
     fn notify(&self, solicited: bool) {

@@ -6,7 +6,9 @@
 //! same packet again (duplicates), chosen PSNs and streams.
 //!
 //! Each packet is a complete one-packet message (XUD_RDMA_WRITE, or
-//! XUD_SEND with `--send`) from its own source QPN, sent through a raw
+//! XUD_SEND with `--send`) from its own source QPN, or with `--dma-len`
+//! the first packet of a longer one that never finishes (a partial SEND:
+//! it claims a receive), `--msgs` of them per source; sent through a raw
 //! IPv4 socket. The IP header is built here rather than by the kernel
 //! because the ICRC covers it: with every field fixed before the ICRC is
 //! computed (ID non-zero so the kernel keeps it, DF, source address), the
@@ -41,7 +43,7 @@ use rxud_proto::xud::cookie::Cookie;
 
 const USAGE: &str = "usage: xud-forge --src A.B.C.D --dst A.B.C.D --qpn DEST_QPN --qkey QKEY \
 [--rkey RKEY --va VA] [--len BYTES] [--peers N] [--first-src-qpn Q] [--stream S] [--psn P] \
-[--peer-inc I] [--send] [--repeat K] [--sport PORT] [--gap-us U] \
+[--peer-inc I] [--send] [--repeat K] [--sport PORT] [--gap-us U] [--dma-len L --msgs M] \
 [--handshake [--save-cookies FILE] | --cookies FILE | --fake-cookie]";
 
 const IPV4_HEADER_LEN: usize = 20;
@@ -72,13 +74,21 @@ struct Forged<'a> {
     rkey: u32,
     /// XCK: the stream cookie echoed ([`Cookie::NONE`]: none).
     cookie: Cookie,
+    /// The message's number in the stream (XETH `msg_seq`; `msg_lag` is
+    /// the same: message 0 is the oldest unfinished) and its length (RETH
+    /// `dma_len`): the payload's, or more for a message never finished.
+    msg_seq: u32,
+    dma_len: u32,
+    /// XETH `oldest_psn`: the first message's packet.
+    oldest_psn: Psn,
     payload: &'a [u8],
 }
 
 /// Builds `f` as one whole IPv4 datagram, ICRC filled in: BTH, DETH,
 /// XETH, RETH as the opcode table orders them. The XETH is that of a
-/// stream's first message (`msg_seq` 0, `msg_lag` 0, `oldest_psn` the
-/// packet's PSN) from a sender that has heard nothing yet (`peer_inc` 0:
+/// stream's message `msg_seq` with none finished (`msg_lag` the same,
+/// `oldest_psn` the first message's packet) from a sender that has heard
+/// nothing yet (`peer_inc` 0:
 /// a receiver with no state for the source accepts it, rules 1 and 2) or,
 /// with `--peer-inc`, from one that names the receiving QP's incarnation
 /// (a wrong one: the packet was meant for an earlier QP with the same
@@ -103,15 +113,15 @@ fn build(f: &Forged<'_>) -> Result<Vec<u8>, String> {
     repr.xeth = Some(xeth::Repr {
         stream: f.stream,
         peer_inc: f.peer_inc,
-        msg_seq: 0,
-        oldest_psn: f.psn,
-        msg_lag: 0,
+        msg_seq: f.msg_seq,
+        oldest_psn: f.oldest_psn,
+        msg_lag: u8::try_from(f.msg_seq).map_err(|_| "msg_seq too large")?,
     });
     repr.xck = Some(xck::Repr { cookie: f.cookie });
     repr.reth = Some(reth::Repr {
         va: f.va,
         rkey: f.rkey,
-        dma_len: u32::try_from(f.payload.len()).map_err(|_| "payload too long")?,
+        dma_len: f.dma_len,
     });
     let ib_len = repr
         .buffer_len(f.payload.len())
@@ -177,6 +187,10 @@ struct Args {
     cookies: Option<String>,
     /// Send with a random cookie (an off-path guess).
     fake_cookie: bool,
+    /// Message length, if longer than `len` (a partial message).
+    dma_len: Option<u32>,
+    /// Messages per source.
+    msgs: u32,
 }
 
 /// Parses the arguments after the program name. Numbers are decimal or
@@ -213,6 +227,8 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
         save_cookies: None,
         cookies: None,
         fake_cookie: false,
+        dma_len: None,
+        msgs: 1,
     };
     while let Some(opt) = it.next() {
         match opt.as_str() {
@@ -247,6 +263,8 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
             "--gap-us" => a.gap_us = int(&opt, &v)?,
             "--save-cookies" => a.save_cookies = Some(v),
             "--cookies" => a.cookies = Some(v),
+            "--dma-len" => a.dma_len = Some(int(&opt, &v)?),
+            "--msgs" => a.msgs = int(&opt, &v)?,
             _ => return Err(format!("unknown option '{opt}'")),
         }
     }
@@ -274,6 +292,13 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
     }
     if a.save_cookies.is_some() && !a.handshake {
         return Err("--save-cookies needs --handshake".into());
+    }
+    if a.dma_len.is_some_and(|d| d < a.len) {
+        return Err("--dma-len: at least --len".into());
+    }
+    // msg_lag is below 16 (xeth::MAX_MSG_LAG).
+    if a.msgs == 0 || a.msgs > 16 {
+        return Err("--msgs: 1 to 16".into());
     }
     Ok(a)
 }
@@ -428,9 +453,11 @@ fn run(a: &Args) -> Result<u64, String> {
         Some(path) => load_cookies(path)?,
         None => BTreeMap::new(),
     };
+    // Each source sends `msgs` messages of its one stream.
     let build_all = |cookies: &BTreeMap<u32, Cookie>, rng: &mut Rng| {
         (0..a.peers)
-            .map(|i| {
+            .flat_map(|i| (0..a.msgs).map(move |m| (i, m)))
+            .map(|(i, m)| {
                 let payload: Vec<u8> = (0..a.len).map(|k| i.wrapping_add(k) as u8).collect();
                 let src_qpn = a.first_src_qpn + i;
                 let cookie = if a.fake_cookie {
@@ -447,12 +474,15 @@ fn run(a: &Args) -> Result<u64, String> {
                     dest_qpn: a.qpn,
                     src_qpn,
                     qkey: a.qkey,
-                    psn,
+                    psn: psn.add(m),
                     stream: streams[i as usize],
                     peer_inc: a.peer_inc,
                     va,
                     rkey,
                     cookie,
+                    msg_seq: m,
+                    dma_len: a.dma_len.unwrap_or(a.len),
+                    oldest_psn: psn,
                     payload: &payload,
                 })
             })
@@ -617,6 +647,9 @@ mod tests {
             va: 0x7f00_1234_5678,
             rkey: 0x4321,
             cookie: Cookie::new(0x0102_0304, 0x0506_0708_090a_0b0c),
+            msg_seq: 0,
+            dma_len: payload.len() as u32,
+            oldest_psn: Psn::new(0x00fe_dcba),
             payload,
         }
     }
@@ -657,6 +690,31 @@ mod tests {
             assert_eq!(rh.dma_len as usize, payload.len());
             assert_eq!(p.payload(), payload);
         }
+    }
+
+    /// A partial SEND: the first packet of message 3 of a longer message,
+    /// the stream's oldest PSN three before it.
+    #[test]
+    fn a_partial_send_names_its_message_and_length() {
+        let mut f = forged(Opcode::XUD_SEND, &[9; 64]);
+        f.msg_seq = 3;
+        f.dma_len = 200;
+        f.oldest_psn = f.psn.add(0u32.wrapping_sub(3));
+        let buf = build(&f).unwrap();
+        let ip = IpUdp::parse(&buf).unwrap();
+        let p = Packet::new_checked(&buf[ip.udp_payload()]).unwrap();
+        let r = Repr::parse(&p).unwrap();
+        let x = r.xeth.unwrap();
+        assert_eq!((x.msg_seq, x.msg_lag, x.oldest_msg()), (3, 3, 0));
+        assert_eq!(x.oldest_psn, f.oldest_psn);
+        assert_eq!(r.reth.unwrap().dma_len, 200);
+        assert_eq!(p.payload().len(), 64);
+        let args = |s: &str| parse_args(s.split_whitespace().map(String::from));
+        let base = "--src 1.2.3.4 --dst 5.6.7.8 --qpn 18 --qkey 1 --send --len 64";
+        let a = args(&format!("{base} --dma-len 200 --msgs 4")).unwrap();
+        assert_eq!((a.dma_len, a.msgs), (Some(200), 4));
+        assert!(args(&format!("{base} --dma-len 10")).is_err());
+        assert!(args(&format!("{base} --msgs 17")).is_err());
     }
 
     /// The fields the kernel writes into a raw socket's header (checksum)

@@ -114,6 +114,12 @@ impl Peer {
                 .is_some_and(|s| s.in_use() > 0 || s.next_deadline().is_some())
             || self.recv_ref().is_some_and(|r| r.ack_owed().is_some())
     }
+
+    /// Send WQEs it holds: queued, and in its sending stream.
+    pub(super) fn held(&self) -> u32 {
+        self.queue.len() + self.send_ref().map_or(0, SendStream::in_use)
+    }
+
     /// The sending stream, if one is in use (a parked one has nothing to
     /// send, time or complete).
     pub(super) fn send_active(&mut self) -> Option<&mut SendStream> {

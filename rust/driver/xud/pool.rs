@@ -52,6 +52,11 @@ impl Pool {
         }
     }
 
+    /// Slots handed out and not given back.
+    pub(super) fn in_use(&self) -> u32 {
+        (self.free.len() - self.nfree) as u32
+    }
+
     pub(super) fn get(&self, i: u32) -> &[u8] {
         let at = i as usize * self.slot;
         self.bytes.get(at..at + self.slot).unwrap_or(&[])
@@ -86,6 +91,10 @@ impl Fifo {
 
     pub(super) fn is_empty(&self) -> bool {
         self.len == 0
+    }
+
+    pub(super) fn len(&self) -> u32 {
+        self.len
     }
 
     /// Appends `h`; false if the queue holds `cap` entries already.

@@ -211,6 +211,18 @@ pub(super) fn on_data(
             Err(RxCounter::DropSequence)
         }
         Check::Place(mut plan) => match place(qp, p, mrs, rs, recvs, &pkt, &mut plan, r) {
+            Ok(()) if rs.completes(&plan) && !qp.recv_cq.has_room() => {
+                // Its receive completion has no room: neither committed
+                // nor acknowledged. The RNR NAK holds the sender back; its
+                // resend finds the message open, the receive still held.
+                rs.refuse(&plan, Refusal::ReceiverNotReady);
+                answer = Some(Some(nak_of(
+                    Refusal::ReceiverNotReady,
+                    *min_rnr_timer,
+                    p.psn,
+                )));
+                Err(RxCounter::DropCqFull)
+            }
             Ok(()) => {
                 let c = rs.commit(&plan, params.ack_every);
                 if p.ack_req {
@@ -331,6 +343,15 @@ fn claim(
     pkt: &DataPacket,
     plan: &mut receiver::Plan,
 ) -> core::result::Result<u32, Refusal> {
+    if plan.held && (!rs.may_hold_claim() || recvs.in_use() >= recvs_posted(qp)) {
+        // A message this packet does not finish would hold the receive:
+        // within the source's budget, and while unfinished messages hold
+        // fewer receives than are still posted (at most half of them), so
+        // that sources that do not finish their messages (forged first
+        // packets) leave receives for the others.
+        qp.port.counters.add(RxCounter::XudClaimsRefused, 1);
+        return Err(Refusal::ReceiverNotReady);
+    }
     let h = recvs.take().ok_or(Refusal::ReceiverNotReady)?;
     let slot = recvs.get_mut(h);
     if !matches!(qp.pop_recv(slot), Ok(true)) {
@@ -353,6 +374,16 @@ fn claim(
     let total = recv_len(qp, recvs.get(h));
     rs.claimed(plan, pkt, h, total)?;
     Ok(h)
+}
+
+/// Receives posted and not yet claimed: in the QP's receive queue, or its
+/// SRQ's (which other QPs share).
+fn recvs_posted(qp: &QpCore) -> u32 {
+    match (&qp.rq, &qp.srq) {
+        (Some(rq), _) => rq.len(),
+        (None, Some(srq)) => srq.queue.len(),
+        (None, None) => 0,
+    }
 }
 
 /// The SGEs of the receive WQE in `slot`.

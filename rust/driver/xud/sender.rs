@@ -64,6 +64,15 @@ fn check_wqe(qp: &QpCore, w: &SendWqe, slot: &[u8]) -> core::result::Result<(Op,
 pub(super) fn admit(qp: &QpCore, st: &mut XudState, t: u64) -> bool {
     let mut slot = [0u8; MAX_SEND_SLOT];
     let share = (qp.cap().max_send_wr / 4).max(16);
+    // What stalled destinations hold: together at most half the pool.
+    let mut stalled = Stalled {
+        held: (0..st.busy.len())
+            .filter_map(|i| st.busy.peer(i, &st.peers))
+            .filter(|p| p.send_ref().is_some_and(SendStream::is_stalled))
+            .map(Peer::held)
+            .sum(),
+        most: (qp.cap().max_send_wr / 2).max(xud::STALLED_SHARE),
+    };
     let ring_left = loop {
         let Some(h) = st.wqes.take() else {
             break qp.sq.has_entries();
@@ -78,7 +87,7 @@ pub(super) fn admit(qp: &QpCore, st: &mut XudState, t: u64) -> bool {
         let code = if !qp.live.can_send() {
             status::WR_FLUSH_ERR
         } else {
-            match queue_wqe(qp, st, h, &w, body, share) {
+            match queue_wqe(qp, st, h, &w, body, share, &mut stalled) {
                 Ok(()) => continue,
                 Err(code) => code,
             }
@@ -152,6 +161,13 @@ pub(super) fn admit(qp: &QpCore, st: &mut XudState, t: u64) -> bool {
     ring_left
 }
 
+/// Send WQEs held by stalled destinations ([`SendStream::is_stalled`]),
+/// and the most they may hold together.
+struct Stalled {
+    held: u32,
+    most: u32,
+}
+
 /// Checks a posted WQE and queues it (already popped into slot `h`) to
 /// its destination; the completion status of a refusal.
 fn queue_wqe(
@@ -161,6 +177,7 @@ fn queue_wqe(
     w: &SendWqe,
     body: &[u8],
     share: u32,
+    stalled: &mut Stalled,
 ) -> core::result::Result<(), u32> {
     check_wqe(qp, w, body)?;
     let x = XudOp::decode(&w.op);
@@ -182,6 +199,15 @@ fn queue_wqe(
     let reply = ReplyPath::of(&to.av);
     let peer = find_or_add(qp, peers, key, reply).ok_or(status::LOC_QP_OP_ERR)?;
     peer.reply = reply;
+    if peer.send_ref().is_some_and(SendStream::is_stalled) {
+        // A destination that does not answer: a small share, and
+        // stalled ones together at most half the send queue.
+        if peer.held() >= xud::STALLED_SHARE || stalled.held >= stalled.most {
+            qp.port.counters.add(RxCounter::XudStalledRefused, 1);
+            return Err(status::LOC_QP_OP_ERR);
+        }
+        stalled.held += 1;
+    }
     if peer.queue.push(wqes, h, share) {
         busy.add(key, peer);
         Ok(())

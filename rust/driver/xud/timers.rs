@@ -71,7 +71,23 @@ pub(super) fn on_timer(qp: &Arc<QpCore>, st: &mut XudState) {
         };
         if s.next_deadline().is_some_and(|d| d <= t) {
             match s.on_timer(msgs, t) {
-                TimerOutcome::Probe => qp.port.counters.add(RxCounter::XudTimeouts, 1),
+                TimerOutcome::Probe => {
+                    qp.port.counters.add(RxCounter::XudTimeouts, 1);
+                    if s.is_stalled() {
+                        // Stalled: what is queued beyond its small share
+                        // fails now rather than hold the send queue.
+                        let keep = xud::STALLED_SHARE.saturating_sub(s.in_use());
+                        while peer.queue.len() > keep {
+                            let Some(h) = peer.queue.pop(wqes) else {
+                                break;
+                            };
+                            let w = SendWqe::decode(wqes.get(h));
+                            qp.complete_send(&w, status::LOC_QP_OP_ERR, 0);
+                            wqes.give(h);
+                            qp.port.counters.add(RxCounter::XudStalledRefused, 1);
+                        }
+                    }
+                }
                 TimerOutcome::Resend => {}
                 TimerOutcome::DestinationFailed => {
                     // What is still queued for it fails the same way.
@@ -93,7 +109,9 @@ pub(super) fn on_timer(qp: &Arc<QpCore>, st: &mut XudState) {
     }
 }
 
-/// Frees what has been quiet long enough: receive states after
+/// Takes back the receives of sources that never finished a message and
+/// have been quiet for [`xud::UNPROVEN_HOLD_NS`]. Frees what has been
+/// quiet long enough: receive states after
 /// [`xud::QUIET_NS`] (their open messages fail), send states idle for
 /// [`xud::SENDER_IDLE_NS`], peers with neither. Parks the streams at
 /// rest for [`PARK_AFTER_NS`].
@@ -109,6 +127,16 @@ fn reclaim(qp: &QpCore, st: &mut XudState, t: u64) {
     let mut gone = KVec::<PeerKey>::new();
     let mut parked = 0;
     for (key, peer) in peers.iter_mut() {
+        if let Some(r) = peer.recv_active() {
+            // The short hold of sources that never finished a message.
+            let n = r.drop_unproven_claims(t);
+            if n > 0 {
+                qp.port
+                    .counters
+                    .add(RxCounter::XudClaimsDropped, u64::from(n));
+                drain_recv_done(qp, r, recvs, &Origin::none(key.qpn));
+            }
+        }
         if peer.recv_is_quiet(t) {
             if let Some(r) = peer.recv_active() {
                 r.abandon_all();

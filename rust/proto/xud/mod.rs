@@ -109,6 +109,43 @@ pub const QPN_HOLD_NS: u64 = QUIET_NS + LIFETIME_NS;
 /// free room, and the streams take turns (xud.rst, "Limits, per QP").
 pub const MAX_QP_IN_FLIGHT: u32 = 1024;
 
+/// Receives a source may hold for messages it has not finished (a
+/// partial SEND or WRITE_IMM) while no message of its stream has
+/// completed here: a forger sending first packets from many source QPNs
+/// pins one receive each, not [`MAX_MSGS`] (xud.rst, "Receive
+/// resources").
+pub const CLAIMS_UNPROVEN: u32 = 1;
+
+/// The same once the source has completed a message: enough for a
+/// sender whose pipelined messages arrive while a hole is resent.
+pub const CLAIMS_PROVEN: u32 = 4;
+
+/// A source that has never completed a message and has sent nothing for
+/// this long loses the receives its open messages hold (they complete
+/// `REM_ABORT_ERR`, the messages fail): the lifetime of its last packet,
+/// not [`QUIET_NS`].
+pub const UNPROVEN_HOLD_NS: u64 = LIFETIME_NS;
+
+/// Messages a sending stream holds while its destination has never
+/// answered it: a destination that does not exist (or never answers)
+/// holds this many of its QP's send WQEs in its stream, not
+/// [`MAX_MSGS`]; the first answer opens the rest (xud.rst, "Send
+/// resources").
+pub const UNANSWERED_MSGS: u32 = 2;
+
+/// Send WQEs (queued and in its stream) a destination may hold while it
+/// is stalled ([`sender::SendStream::is_stalled`]: [`STALL_TIMEOUTS`]
+/// retransmit timeouts in a row since its last answer): posts beyond them
+/// fail at once, so that dead destinations leave the QP's send queue to
+/// the live ones.
+pub const STALLED_SHARE: u32 = 2;
+
+/// Retransmit timeouts in a row without an answer that stall a
+/// destination: two, so that one lost probe exchange on a lossy link
+/// (the first timeout's probe answered) does not (67 + 134 ms with the
+/// default `timeout`).
+pub const STALL_TIMEOUTS: u8 = 2;
+
 /// Bytes of GRH at the start of a SEND's receive buffer, as UD.
 pub const GRH_LEN: u32 = 40;
 

@@ -17,7 +17,8 @@ use super::super::window::{Arrival, RecvWindow, RestingWindow};
 use super::super::wire::xeth;
 use super::cookie::Cookie;
 use super::{
-    seq_before, Op, RecvStatus, Refusal, GRH_LEN, MAX_MSGS, QUIET_NS, WINDOW, WINDOW_WORDS,
+    seq_before, Op, RecvStatus, Refusal, CLAIMS_PROVEN, CLAIMS_UNPROVEN, GRH_LEN, MAX_MSGS,
+    QUIET_NS, UNPROVEN_HOLD_NS, WINDOW, WINDOW_WORDS,
 };
 
 /// What the receiver needs of a data packet, decoded and validated by the
@@ -182,6 +183,10 @@ pub struct Plan {
     /// [`RecvStream::claimed`], or [`RecvStream::refuse`] with
     /// [`Refusal::ReceiverNotReady`].
     pub claim: bool,
+    /// The claim would outlast this packet (it does not carry the whole
+    /// message): it counts against the source's and the QP's budgets of
+    /// receives held by unfinished messages ([`RecvStream::may_hold_claim`]).
+    pub held: bool,
     /// SEND: where the payload goes in the receive buffer (after the GRH).
     pub recv_offset: u32,
     /// SEND: the claimed receive to place into (valid once claimed).
@@ -228,6 +233,9 @@ pub struct RecvStream {
     /// The highest AckReq PSN answered while a hole lay below it: when the
     /// base passes it, the sender's completion waits on an ACK.
     pending_req: Option<Psn>,
+    /// A message of the stream has completed here: the source has shown
+    /// it finishes what it starts ([`CLAIMS_PROVEN`]).
+    proven: bool,
     msgs: [RecvMsg; MAX_MSGS as usize],
 }
 
@@ -245,6 +253,7 @@ impl RecvStream {
             unanswered: 0,
             ack_owed: None,
             pending_req: None,
+            proven: false,
             msgs: [RecvMsg::FREE; MAX_MSGS as usize],
         }
     }
@@ -310,6 +319,7 @@ impl RecvStream {
             msg_seq: seq,
             op: pkt.op,
             claim: false,
+            held: false,
             recv_offset: 0,
             recv: 0,
             len: pkt.len,
@@ -321,6 +331,7 @@ impl RecvStream {
         match slot.state {
             MsgState::Free => {
                 plan.claim = true;
+                plan.held = pkt.len < pkt.dma_len;
                 if pkt.op.is_send() {
                     plan.recv_offset = GRH_LEN + pkt.offset as u32;
                 }
@@ -414,6 +425,7 @@ impl RecvStream {
                 slot.placed = slot.placed.saturating_add(plan.len);
                 if slot.placed >= slot.dma_len {
                     slot.state = MsgState::Done(RecvStatus::Success, None);
+                    self.proven = true;
                 }
             }
         }
@@ -430,6 +442,62 @@ impl RecvStream {
             committed: true,
             ack_now,
         }
+    }
+
+    /// Whether committing `plan`'s packet finishes its message, so that
+    /// the commit writes a receive completion: the driver commits (and
+    /// ACKs) such a packet only when the receive CQ has room for it, and
+    /// refuses it (RNR) otherwise, so that no message is acknowledged
+    /// whose completion could not be written.
+    pub fn completes(&self, plan: &Plan) -> bool {
+        if !plan.op.claims_receive() {
+            return false;
+        }
+        let slot = &self.msgs[(plan.msg_seq % MAX_MSGS) as usize];
+        slot.seq == plan.msg_seq
+            && slot.state == MsgState::Open
+            && slot.placed.saturating_add(plan.len) >= slot.dma_len
+    }
+
+    /// Receives its unfinished messages hold.
+    pub fn held_claims(&self) -> u32 {
+        self.msgs
+            .iter()
+            .filter(|m| m.state == MsgState::Open)
+            .count() as u32
+    }
+
+    /// Whether the source may take another receive for a message its
+    /// packet does not finish ([`Plan::held`]): [`CLAIMS_UNPROVEN`] until a
+    /// message of the stream has completed, [`CLAIMS_PROVEN`] after. The
+    /// driver refuses the claim (RNR) otherwise.
+    pub fn may_hold_claim(&self) -> bool {
+        let budget = if self.proven {
+            CLAIMS_PROVEN
+        } else {
+            CLAIMS_UNPROVEN
+        };
+        self.held_claims() < budget
+    }
+
+    /// A source that has never completed a message and has sent nothing
+    /// for [`UNPROVEN_HOLD_NS`] loses the receives it holds: its open
+    /// messages fail (the receives complete [`RecvStatus::RemoteAbort`],
+    /// from [`Self::next_done`]) and stay failed, so that their later
+    /// packets are refused ([`Refusal::InvalidRequest`]) rather than
+    /// acknowledged into a receive that completed. Returns how many.
+    pub fn drop_unproven_claims(&mut self, now: u64) -> u32 {
+        if self.proven || now.saturating_sub(self.last_accepted) <= UNPROVEN_HOLD_NS {
+            return 0;
+        }
+        let mut n = 0;
+        for slot in self.msgs.iter_mut() {
+            if slot.state == MsgState::Open {
+                slot.state = MsgState::Done(RecvStatus::RemoteAbort, Some(Refusal::InvalidRequest));
+                n += 1;
+            }
+        }
+        n
     }
 
     /// The packet asked for an ACK (AckReq) and gets one now; remembers it
@@ -539,6 +607,7 @@ pub struct ParkedRecv {
     /// holds PSNs further on does not park).
     window: RestingWindow,
     oldest_msg: u32,
+    proven: bool,
     last_accepted: u64,
 }
 
@@ -573,6 +642,7 @@ impl ParkedRecv {
             unanswered: 0,
             ack_owed: None,
             pending_req: None,
+            proven: self.proven,
             msgs: [RecvMsg::FREE; MAX_MSGS as usize],
         }
     }
@@ -596,6 +666,7 @@ impl RecvStream {
             cookie_time: self.cookie_time,
             window: self.window.rest()?,
             oldest_msg: self.oldest_msg,
+            proven: self.proven,
             last_accepted: self.last_accepted,
         })
     }
@@ -708,5 +779,124 @@ mod tests {
         });
         assert_eq!(admit_at(quiet, fresh, NOW), Admission::Open);
         assert_eq!(admit_at(quiet, Cookie::NONE, NOW), Admission::Challenge);
+    }
+
+    /// Packet `k` (of 1000 bytes) of message `seq`, a SEND of `dma_len`
+    /// bytes whose first packet is PSN `first` (one stream from PSN 0).
+    fn send(seq: u32, first: u32, k: u32, dma_len: u32) -> DataPacket {
+        DataPacket {
+            psn: Psn::new(first + k),
+            xeth: xeth::Repr {
+                stream: 7,
+                peer_inc: 0,
+                msg_seq: seq,
+                oldest_psn: Psn::new(0),
+                msg_lag: seq as u8,
+            },
+            op: Op::Send,
+            offset: u64::from(k * 1000),
+            dma_len,
+            len: (dma_len - k * 1000).min(1000),
+            ack_req: false,
+            cookie: Cookie::NONE,
+        }
+    }
+
+    /// Checks and, if the stream allows a held claim, claims and commits
+    /// `pkt`; whether it was placed.
+    fn take(rs: &mut RecvStream, pkt: &DataPacket, recv: u32) -> bool {
+        let Check::Place(mut plan) = rs.check(pkt, 0) else {
+            return false;
+        };
+        if plan.claim {
+            if plan.held && !rs.may_hold_claim() {
+                rs.refuse(&plan, Refusal::ReceiverNotReady);
+                return false;
+            }
+            rs.claimed(&mut plan, pkt, recv, 1 << 20).unwrap();
+        }
+        rs.commit(&plan, 16).committed
+    }
+
+    #[test]
+    fn an_unproven_source_holds_one_receive_with_unfinished_messages() {
+        let mut rs = RecvStream::new(&send(0, 0, 0, 3000), 0);
+        // First packets of four 3-packet SENDs (PSNs 0, 3, 6, 9): only
+        // the first claims a receive.
+        let placed: std::vec::Vec<bool> = (0..4)
+            .map(|m| take(&mut rs, &send(m, 3 * m, 0, 3000), m))
+            .collect();
+        assert_eq!(placed, [true, false, false, false]);
+        assert_eq!(rs.held_claims(), 1);
+        // A one-packet message is no held claim: it is not capped.
+        let one = send(4, 12, 0, 500);
+        let Check::Place(plan) = rs.check(&one, 0) else {
+            panic!("a one-packet SEND is placed");
+        };
+        assert!(plan.claim && !plan.held);
+    }
+
+    #[test]
+    fn a_source_that_completed_a_message_holds_more() {
+        let mut rs = RecvStream::new(&send(0, 0, 0, 2000), 0);
+        assert!(take(&mut rs, &send(0, 0, 0, 2000), 0));
+        assert!(take(&mut rs, &send(0, 0, 1, 2000), 0));
+        assert_eq!(rs.next_done().map(|d| d.status), Some(RecvStatus::Success));
+        let placed = (1..=6)
+            .filter(|&m| take(&mut rs, &send(m, 2 * m, 0, 2000), m))
+            .count() as u32;
+        assert_eq!(placed, CLAIMS_PROVEN);
+        assert_eq!(rs.held_claims(), CLAIMS_PROVEN);
+    }
+
+    #[test]
+    fn completes_names_the_packet_that_finishes_its_message() {
+        let mut rs = RecvStream::new(&send(0, 0, 0, 2000), 0);
+        assert!(take(&mut rs, &send(0, 0, 0, 2000), 0));
+        let Check::Place(last) = rs.check(&send(0, 0, 1, 2000), 0) else {
+            panic!("the second packet is placed");
+        };
+        assert!(rs.completes(&last));
+        // Refused (RNR: the CQ is full), nothing is kept: the resend is
+        // new and completes the message once.
+        rs.refuse(&last, Refusal::ReceiverNotReady);
+        assert_eq!(rs.next_done(), None);
+        assert!(take(&mut rs, &send(0, 0, 1, 2000), 0));
+        assert_eq!(rs.next_done().map(|d| d.status), Some(RecvStatus::Success));
+    }
+
+    #[test]
+    fn an_unproven_source_loses_its_receives_after_the_short_hold() {
+        let mut rs = RecvStream::new(&send(0, 0, 0, 3000), 0);
+        assert!(take(&mut rs, &send(0, 0, 0, 3000), 5));
+        assert_eq!(rs.drop_unproven_claims(UNPROVEN_HOLD_NS), 0);
+        assert_eq!(rs.drop_unproven_claims(UNPROVEN_HOLD_NS + 1), 1);
+        let d = rs.next_done().unwrap();
+        assert_eq!((d.recv, d.status), (5, RecvStatus::RemoteAbort));
+        // Its later packets are refused, never placed into a receive
+        // that completed.
+        assert_eq!(
+            rs.check(&send(0, 0, 1, 3000), UNPROVEN_HOLD_NS + 2),
+            Check::Refuse(Refusal::InvalidRequest)
+        );
+        // A proven source keeps them.
+        let mut p = RecvStream::new(&send(0, 0, 0, 1000), 0);
+        assert!(take(&mut p, &send(0, 0, 0, 1000), 0));
+        assert!(p.next_done().is_some());
+        assert!(take(&mut p, &send(1, 1, 0, 3000), 1));
+        assert_eq!(p.drop_unproven_claims(QUIET_NS), 0);
+    }
+
+    #[test]
+    fn a_parked_stream_stays_proven() {
+        let mut rs = RecvStream::new(&send(0, 0, 0, 1000), 0);
+        assert!(take(&mut rs, &send(0, 0, 0, 1000), 0));
+        assert!(rs.next_done().is_some());
+        rs.ack();
+        let mut back = rs.park(10, 1).unwrap().unpark();
+        let placed = (1..=3)
+            .filter(|&m| take(&mut back, &send(m, 1 + 3 * (m - 1), 0, 3000), m))
+            .count();
+        assert_eq!(placed, 3);
     }
 }

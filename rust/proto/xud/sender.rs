@@ -32,7 +32,7 @@ use super::super::wire::{xack, xeth};
 use super::cookie::Cookie;
 use super::{
     seq_before, SendStatus, MAX_MSGS, PIPE, REORDER, REORDER_DEEP, REORDER_DELAY_MIN_NS,
-    RETRY_SPAN_NS, SENDER_IDLE_NS, WINDOW_WORDS,
+    RETRY_SPAN_NS, SENDER_IDLE_NS, STALL_TIMEOUTS, UNANSWERED_MSGS, WINDOW_WORDS,
 };
 
 /// The QP attributes a sender uses.
@@ -301,6 +301,11 @@ pub struct SendStream {
     retries: u8,
     /// After a timeout: only the probe goes until an answer comes.
     probing: bool,
+    /// [`STALL_TIMEOUTS`] retransmit timeouts in a row since the
+    /// destination last answered (or it failed `RETRY_EXC_ERR` since): it
+    /// may hold only [`super::STALLED_SHARE`] of its QP's send WQEs until
+    /// it answers.
+    stalled: bool,
     /// An RNR NAK asked to wait until then.
     rnr_until: Option<u64>,
     /// Packets since the last AckReq.
@@ -331,6 +336,7 @@ impl SendStream {
             tail_probe: None,
             retries: 0,
             probing: false,
+            stalled: false,
             rnr_until: None,
             since_req: 0,
             last_active: now,
@@ -397,10 +403,23 @@ impl SendStream {
     }
 
     /// Whether another message can start now (at most [`MAX_MSGS`] in
-    /// flight, numbered within `msg_lag`'s range).
+    /// flight, numbered within `msg_lag`'s range; [`UNANSWERED_MSGS`]
+    /// until the destination has answered the stream once).
     pub fn can_post(&self) -> bool {
         let oldest = self.oldest_in_use();
-        self.next_msg.wrapping_sub(oldest) < MAX_MSGS
+        let most = if self.peer_inc == 0 {
+            UNANSWERED_MSGS
+        } else {
+            MAX_MSGS
+        };
+        self.next_msg.wrapping_sub(oldest) < most
+    }
+
+    /// Whether the destination is stalled: [`STALL_TIMEOUTS`] retransmit
+    /// timeouts in a row since it last answered. The driver lets it hold only
+    /// [`super::STALLED_SHARE`] send WQEs then (xud.rst, "Send resources").
+    pub fn is_stalled(&self) -> bool {
+        self.stalled
     }
 
     /// Starts `msg` in its entry of `t`, returning its number; `None` if
@@ -655,6 +674,7 @@ impl SendStream {
             // successor, which has another cookie key.
             self.peer_inc = a.inc;
             self.cookie = Cookie::NONE;
+            self.stalled = false;
             self.fail_started(t, SendStatus::RetryExceeded);
             return AnswerOutcome::Taken;
         }
@@ -669,6 +689,7 @@ impl SendStream {
         }
         self.peer_inc = a.inc;
         self.last_active = now;
+        self.stalled = false;
         let mut progress = false;
         let mut p = oldest;
         while p.before(a.base) {
@@ -1001,10 +1022,12 @@ impl SendStream {
             self.fail_queued(t, SendStatus::RetryExceeded);
             self.retries = 0;
             self.probing = false;
+            self.stalled = true;
             return TimerOutcome::DestinationFailed;
         }
         self.retries += 1;
         self.probing = true;
+        self.stalled |= self.retries >= STALL_TIMEOUTS;
         // Only the probe: its answer shows what else is missing.
         self.rtx = RtxSet::EMPTY;
         self.reorder_mark = None;
@@ -1246,5 +1269,46 @@ mod tests {
         r.shift_down(top);
         assert!(r.is_empty());
         assert_eq!(r.take_first(), None);
+    }
+
+    /// A destination that has never answered holds
+    /// [`super::super::UNANSWERED_MSGS`] messages in its stream; its first
+    /// answer opens the rest. Two retransmit timeouts in a row stall it
+    /// until it answers again (the driver's small share).
+    #[test]
+    fn an_unanswered_destination_holds_two_messages_and_two_timeouts_stall_it() {
+        let mut t: Vec<SendMsg> = std::vec![SendMsg::FREE; 32];
+        let first = Psn::new(100);
+        let mut s = SendStream::new(42, first, Config::DEFAULT, 0);
+        let post = |s: &mut SendStream, t: &mut Vec<SendMsg>, w: u32| {
+            let msg = Message {
+                wqe: w,
+                len: 10,
+                mtu: 256,
+            };
+            s.post(t as &mut MsgTable, msg, 0).is_some()
+        };
+        let taken = (0..5).filter(|&w| post(&mut s, &mut t, w)).count() as u32;
+        assert_eq!(taken, super::UNANSWERED_MSGS);
+        assert!(!s.is_stalled());
+        while s.next_packet(&mut t, 0).is_some() {}
+        // No answer: the retransmit timer expires, the destination stalls.
+        assert!(s.next_deadline().is_some());
+        // One timeout (67 ms) is not a stall; the second (134 ms later) is.
+        assert_eq!(s.on_timer(&mut t, 100_000_000), TimerOutcome::Probe);
+        assert!(!s.is_stalled());
+        let due = 1_000_000_000;
+        assert_eq!(s.on_timer(&mut t, due), TimerOutcome::Probe);
+        assert!(s.is_stalled());
+        assert!(!post(&mut s, &mut t, 9));
+        // An answer (the first PSN placed) ends the stall and opens the
+        // stream's sixteen messages.
+        s.on_answer(&mut t, &answer(first.add(1), 0), due + 1);
+        assert!(!s.is_stalled());
+        while s.next_completion(&mut t).is_some() {}
+        (10..30).for_each(|w| {
+            post(&mut s, &mut t, w);
+        });
+        assert_eq!(s.in_use(), super::MAX_MSGS);
     }
 }
