@@ -13,9 +13,10 @@
  *   in place (__skb_checksum with CRC-32 operations);
  * - on transmit: the skb allocated with headroom, a flow's cached route
  *   (dst_cache) and route lookups (out of the VLAN device that holds the
- *   source address, if one on top of the port's netdev does), the UDP and IPv4 or IPv6 headers
- *   pushed, a QP's consecutive datagrams linked into one GSO skb (a train,
- *   rxud_tx_train; the module parameter trains), and the hand-off to IP.
+ *   source address, if one on top of the port's netdev does), the UDP
+ *   and IPv4 or IPv6 headers pushed, a QP's consecutive datagrams linked
+ *   into one GSO skb (a train, rxud_tx_train; the module parameter
+ *   trains), and the hand-off to IP.
  *
  * Why C: it is made of static inline functions and macros (skb_shinfo,
  * ip_hdr, __skb_push, skb_reset_network_header, IPCB, ip_route_output_key,
