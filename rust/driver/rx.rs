@@ -252,6 +252,7 @@ impl RxPort {
                     skb,
                     ip,
                     src: source_gid(ip).ok_or(RxCounter::DropMalformed)?,
+                    dst: dest_gid(ip).ok_or(RxCounter::DropMalformed)?,
                     head,
                     opcode: op,
                     psn: bth.psn(),
@@ -406,14 +407,24 @@ fn copy_piece(
 /// The sender's address as a GID (IPv4-mapped for IPv4), from the IP and
 /// UDP headers as `SkBuff::ip_udp_headers` returns them.
 fn source_gid(ip: &[u8]) -> Option<[u8; 16]> {
+    address_gid(ip, 12, 8)
+}
+
+/// The destination address (ours) as a GID, from the same headers.
+fn dest_gid(ip: &[u8]) -> Option<[u8; 16]> {
+    address_gid(ip, 16, 24)
+}
+
+/// The address at byte `v4` of an IPv4 header or `v6` of an IPv6 one.
+fn address_gid(ip: &[u8], v4: usize, v6: usize) -> Option<[u8; 16]> {
     let mut gid = [0u8; 16];
     match ip.len() {
         28 => {
             gid[10] = 0xff;
             gid[11] = 0xff;
-            gid[12..].copy_from_slice(ip.get(12..16)?);
+            gid[12..].copy_from_slice(ip.get(v4..v4 + 4)?);
         }
-        48 => gid.copy_from_slice(ip.get(8..24)?),
+        48 => gid.copy_from_slice(ip.get(v6..v6 + 16)?),
         _ => return None,
     }
     Some(gid)

@@ -67,15 +67,21 @@ fn insert<T>(slots: &mut KVec<Option<T>>, v: T, flags: kernel::alloc::Flags) -> 
 }
 
 impl NetnsRx {
-    /// The rxud port of the netdev `skb` came in on, if it is one.
+    /// The rxud port of the netdev `skb` came in on, if it is one; else,
+    /// if that netdev is a VLAN device, the port of the netdev under it:
+    /// ib_core gives a port the GIDs of its netdev's VLAN devices, so
+    /// RoCE to them comes in tagged and is the port's (rxe takes it too).
     fn port_of(&self, skb: &SkBuff) -> Option<Arc<RxPort>> {
         let ingress = skb.ingress()?;
-        self.ports
-            .lock()
-            .iter()
-            .flatten()
-            .find(|(id, _)| *id == ingress)
-            .map(|(_, p)| p.clone())
+        let find = |dev: NetDeviceId| {
+            self.ports
+                .lock()
+                .iter()
+                .flatten()
+                .find(|(id, _)| *id == dev)
+                .map(|(_, p)| p.clone())
+        };
+        find(ingress).or_else(|| find(skb.ingress_below_vlan()?))
     }
 }
 

@@ -292,6 +292,8 @@ pub(crate) struct RxPacket<'a> {
     /// The IP and UDP headers as received.
     pub(crate) ip: &'a [u8],
     pub(crate) src: [u8; 16],
+    /// The address it was sent to (ours), as a GID.
+    pub(crate) dst: [u8; 16],
     pub(crate) head: &'a [u8],
     pub(crate) opcode: Opcode,
     pub(crate) psn: Psn,
@@ -323,6 +325,8 @@ pub(crate) fn receive(
     let key = PeerKey {
         gid: p.src,
         qpn: d.src_qp,
+        // The address the packet was sent to: answers come from it.
+        local: p.dst,
     };
     let r = match p.opcode {
         Opcode::XUD_ACKNOWLEDGE | Opcode::XUD_NAK => on_answer(qp, p, key),

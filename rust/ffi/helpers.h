@@ -144,6 +144,8 @@ int rxud_udp_tunnel_open(struct net *net, bool ipv6, u16 port,
 			 void *user_data, struct socket **sockp);
 /* The rxud port a received packet is for (its device, or lo's owner). */
 struct net_device *rxud_skb_port_dev(const struct sk_buff *skb);
+/* For a packet that is for a VLAN device, the device under it; else NULL. */
+struct net_device *rxud_skb_vlan_real_dev(const struct sk_buff *skb);
 /* Drops the UDP header an encap_rcv skb starts with; false if too short. */
 bool rxud_skb_pull_udp_header(struct sk_buff *skb);
 int rxud_skb_ip_udp_headers(const struct sk_buff *skb, u8 *buf, int max);

@@ -7,13 +7,16 @@
  *
  * - the UDP tunnel socket's set-up (rxud_udp_tunnel_open: its GRO
  *   callbacks are gro.c's);
- * - on receive: the device a packet is for, the UDP header pulled, the
+ * - on receive: the device a packet is for (and, for one that came in on
+ *   a VLAN device, the device under it), the UDP header pulled, the
  *   IP and UDP headers copied for the ICRC, CRC-32 over an skb's bytes
  *   in place (__skb_checksum with CRC-32 operations);
  * - on transmit: the skb allocated with headroom, a flow's cached route
- *   (dst_cache) and route lookups, the UDP and IPv4 or IPv6 headers
- *   pushed, a QP's consecutive datagrams linked into one GSO skb (a train,
- *   rxud_tx_train; the module parameter trains), and the hand-off to IP.
+ *   (dst_cache) and route lookups (out of the VLAN device that holds the
+ *   source address, if one on top of the port's netdev does), the UDP
+ *   and IPv4 or IPv6 headers pushed, a QP's consecutive datagrams linked
+ *   into one GSO skb (a train, rxud_tx_train; the module parameter
+ *   trains), and the hand-off to IP.
  *
  * Why C: it is made of static inline functions and macros (skb_shinfo,
  * ip_hdr, __skb_push, skb_reset_network_header, IPCB, ip_route_output_key,
@@ -28,6 +31,7 @@
 #include <linux/crc32.h>
 #include <linux/module.h>
 #include <linux/moduleparam.h>
+#include <linux/if_vlan.h>
 #include <linux/inetdevice.h>
 #include <linux/ip.h>
 #include <net/ip.h>
@@ -81,6 +85,19 @@ struct net_device *rxud_skb_port_dev(const struct sk_buff *skb)
 		return ipv6_dev_find(dev_net(dev), &ipv6_hdr(skb)->daddr, NULL);
 #endif
 	return NULL;
+}
+
+/*
+ * For a packet that is for a VLAN device (rxud_skb_port_dev), the device
+ * under it, else NULL. ib_core gives a RoCE port the GIDs of its netdev's
+ * VLAN devices, so RoCE to those comes in tagged, on the VLAN device; rxe
+ * takes it too (rxe_udp_encap_recv). Receive softirq.
+ */
+struct net_device *rxud_skb_vlan_real_dev(const struct sk_buff *skb)
+{
+	struct net_device *dev = rxud_skb_port_dev(skb);
+
+	return dev && is_vlan_dev(dev) ? vlan_dev_real_dev(dev) : NULL;
 }
 
 bool rxud_skb_pull_udp_header(struct sk_buff *skb)
@@ -181,6 +198,41 @@ void rxud_dst_cache_free(struct dst_cache *cache)
 }
 
 /*
+ * The device packets from @saddr leave by, as an output route's oif: the
+ * port's netdev @ndev, or the VLAN device on top of it that holds the
+ * address (its GID is one ib_core gave the port; rxe sends on a GID's
+ * netdev). A link-local IPv6 address @ndev holds too stays @ndev's (VLAN
+ * devices share their lower device's MAC, hence its link-local address).
+ */
+static int tx_oif4(struct net_device *ndev, __be32 saddr)
+{
+	struct net_device *dev;
+	int oif = ndev->ifindex;
+
+	rcu_read_lock();
+	dev = __ip_dev_find(dev_net(ndev), saddr, false);
+	if (dev && is_vlan_dev(dev) && vlan_dev_real_dev(dev) == ndev)
+		oif = dev->ifindex;
+	rcu_read_unlock();
+	return oif;
+}
+
+static int tx_oif6(struct net_device *ndev, const struct in6_addr *saddr)
+{
+	struct net_device *dev;
+	int oif = ndev->ifindex;
+
+	rcu_read_lock();
+	if (!ipv6_dev_find(dev_net(ndev), saddr, ndev)) {
+		dev = ipv6_dev_find(dev_net(ndev), saddr, NULL);
+		if (dev && is_vlan_dev(dev) && vlan_dev_real_dev(dev) == ndev)
+			oif = dev->ifindex;
+	}
+	rcu_read_unlock();
+	return oif;
+}
+
+/*
  * The MTU of the route that packets from @sgid to @dgid leave @ndev by
  * (rxud_tx_push_udp4/6's lookup, without a cache), 0 if there is none.
  * IPv4 addresses come as IPv4-mapped GIDs. Any context but hard irq.
@@ -192,7 +244,7 @@ unsigned int rxud_route_mtu(struct net_device *ndev, const struct in6_addr *sgid
 
 	if (ipv6_addr_v4mapped(sgid) && ipv6_addr_v4mapped(dgid)) {
 		struct flowi4 fl = {
-			.flowi4_oif = ndev->ifindex,
+			.flowi4_oif = tx_oif4(ndev, sgid->s6_addr32[3]),
 			.flowi4_proto = IPPROTO_UDP,
 			.saddr = sgid->s6_addr32[3],
 			.daddr = dgid->s6_addr32[3],
@@ -205,7 +257,7 @@ unsigned int rxud_route_mtu(struct net_device *ndev, const struct in6_addr *sgid
 		ip_rt_put(rt);
 	} else {
 		struct flowi6 fl6 = {
-			.flowi6_oif = ndev->ifindex,
+			.flowi6_oif = tx_oif6(ndev, sgid),
 			.flowi6_proto = IPPROTO_UDP,
 			.saddr = *sgid,
 			.daddr = *dgid,
@@ -244,7 +296,6 @@ int rxud_tx_push_udp4(struct sk_buff *skb, struct dst_cache *cache,
 {
 	struct net_device *ndev = skb->dev;
 	struct flowi4 fl = {
-		.flowi4_oif = ndev->ifindex,
 		.flowi4_proto = IPPROTO_UDP,
 		.saddr = saddr,
 		.daddr = daddr,
@@ -257,6 +308,7 @@ int rxud_tx_push_udp4(struct sk_buff *skb, struct dst_cache *cache,
 	if (cache)
 		rt = dst_cache_get_ip4(cache, &fl.saddr);
 	if (!rt) {
+		fl.flowi4_oif = tx_oif4(ndev, saddr);
 		rt = ip_route_output_key(dev_net(ndev), &fl);
 		if (!IS_ERR(rt) && cache)
 			dst_cache_set_ip4(cache, &rt->dst, fl.saddr);
@@ -296,7 +348,6 @@ int rxud_tx_push_udp6(struct sk_buff *skb, struct dst_cache *cache,
 {
 	struct net_device *ndev = skb->dev;
 	struct flowi6 fl6 = {
-		.flowi6_oif = ndev->ifindex,
 		.flowi6_proto = IPPROTO_UDP,
 		.saddr = *saddr,
 		.daddr = *daddr,
@@ -310,6 +361,7 @@ int rxud_tx_push_udp6(struct sk_buff *skb, struct dst_cache *cache,
 	if (cache)
 		dst = dst_cache_get_ip6(cache, &cached_saddr);
 	if (!dst) {
+		fl6.flowi6_oif = tx_oif6(ndev, saddr);
 		dst = ipv6_stub->ipv6_dst_lookup_flow(dev_net(ndev), NULL, &fl6, NULL);
 		if (!IS_ERR(dst) && !dst->error && cache)
 			dst_cache_set_ip6(cache, dst, &fl6.saddr);

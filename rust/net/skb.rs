@@ -124,6 +124,16 @@ impl SkBuff {
         let dev = unsafe { bindings::rxud_skb_port_dev(self.ptr.as_ptr()) };
         (!dev.is_null()).then(|| NetDeviceId::from_raw(dev))
     }
+
+    /// For a packet that is for a VLAN device ([`Self::ingress`]), the
+    /// device the VLAN device sits on. Context: the receive softirq.
+    pub(crate) fn ingress_below_vlan(&self) -> Option<NetDeviceId> {
+        // SAFETY: as for `ingress`; a VLAN device holds a reference to
+        // the device under it while it exists, and the skb holds the VLAN
+        // device. The result is compared, not dereferenced.
+        let dev = unsafe { bindings::rxud_skb_vlan_real_dev(self.ptr.as_ptr()) };
+        (!dev.is_null()).then(|| NetDeviceId::from_raw(dev))
+    }
 }
 
 impl Drop for SkBuff {

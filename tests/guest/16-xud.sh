@@ -16,11 +16,24 @@
 # rule 5): a destroyed XUD QP's number is not the next QP's, and a
 # re-created device starts its numbers at a random point (tests/verbs/
 # xud-sink prints its QP's number).
+#
+# Last, rxe takes no harm from XUD (xud.rst, "Wire format": XUD's opcodes
+# are in the manufacturer-specific block, 0xE0-0xFF, which rxe does not
+# know): a real XUD QP of rxud0 (xud-sink -t) sends SENDs to QP 1 of
+# rxe0's GID with the GSI's Q_Key, so that a packet rxe took for UD would
+# reach its GSI QP. rxe must drop every one before its receive counter
+# (rcvd_pkts), nothing answers (the sends fail RETRY_EXC_ERR), no kernel
+# report, and rxe's RC and UD work afterwards (ibv_rc_pingpong and
+# ibv_ud_pingpong between rxe0 and rxud0). On the 6.12 kernel tested,
+# rxe_rcv drops opcodes it does not know before any length arithmetic:
+# a regression test of that and of XUD's opcode block (the mutant
+# xud-send-as-ud, XUD's SEND sent as UD's, is caught).
 . "$(dirname "$0")/../lib/tap.sh"
 . "$(dirname "$0")/../lib/rxud.sh"
+. "$(dirname "$0")/../lib/traffic.sh"
 XT=$RXUD_TOP/tests/verbs/xud-test
 SINK=$RXUD_TOP/tests/verbs/xud-sink
-TAP_PLANNED=9
+TAP_PLANNED=15
 tap_begin $TAP_PLANNED
 export RDMAV_DRIVERS=$RXUD_TOP/rdma-core-provider/build/librxud
 
@@ -59,6 +72,37 @@ wait_for 10 v2_gid_index rxud0
 q3=$(sink_qpn)
 check "the re-created rxud0's first QP has a random number, not the first of the range ($q3)" \
 	test -n "$q3" -a "$q3" != 0x10
+
+# XUD at rxe. rxud_beside_rxe gives both veth ends one MAC (for
+# 04-provider's GUIDs); rxe takes a packet to its own MAC for loopback
+# (rxe_net.c) and would never send rxud0 one: another MAC for rxud0's end.
+RXE_IP=169.254.200.1 # rxe0's address (rxudv0); rxud0's is .2 (rxudv1)
+SENDS=8
+bugs() { dmesg | grep -cE 'Oops|BUG:|WARNING:|KASAN|UBSAN|general protection|Call Trace'; }
+inns rxudns ip link set rxudv1 address 02:52:58:55:44:02
+wait_for 10 v2_gid_index rxe0
+wait_for 10 inns rxudns ping -c1 -W1 $RXE_IP >/dev/null
+g=$(v2_gid_index rxud0)
+bugs0=$(bugs)
+rcvd0=$(hwc rxe0 rcvd_pkts)
+rx0=$(cat /sys/class/net/rxudv0/statistics/rx_packets)
+out=$(inns rxudns timeout 60 "$SINK" -d rxud0 -k 0x80010000 -g "${g:-0}" -t "::ffff:$RXE_IP" -q 1 \
+	-n $SENDS </dev/null 2>&1)
+echo "$out" | tap_diag
+rcvd=$(($(hwc rxe0 rcvd_pkts) - rcvd0))
+rx=$(($(cat /sys/class/net/rxudv0/statistics/rx_packets) - rx0))
+check "rxud0's $SENDS XUD SENDs to rxe0's QP 1 went unanswered: RETRY_EXC_ERR" \
+	grep -q "^sent: $SENDS send completions, $SENDS RETRY_EXC_ERR" <<<"$out"
+# The SENDs and the probes after them (a timeout resends one packet).
+check "rxe0's netdev received their packets (rxudv0 rx_packets +$rx >= $SENDS)" \
+	test "$rx" -ge $SENDS
+check_eq "rxe0 dropped them all before counting a packet received (rcvd_pkts +$rcvd)" 0 "$rcvd"
+check_eq "no kernel report (oops, BUG, WARNING, KASAN, UBSAN)" "$bugs0" "$(bugs)"
+SIP=$RXE_IP CLI_OUT=/tmp/16-cli.out SRV_OUT=/tmp/16-srv.out
+run_pair - rxe0 rxudns rxud0 ibv_rc_pingpong -n 20
+check "rxe0's RC still works: ibv_rc_pingpong -n 20 with rxud0" grep -q '20 iters' "$CLI_OUT"
+run_pair - rxe0 rxudns rxud0 ibv_ud_pingpong -n 20
+check "rxe0's UD still works: ibv_ud_pingpong -n 20 with rxud0" grep -q '20 iters' "$CLI_OUT"
 rxud_beside_rxe_end
 check "no RDMA device left" test "$(ib_count)" = 0
 check "rmmod rxud after XUD" rxud_unload

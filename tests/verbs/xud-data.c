@@ -21,6 +21,13 @@
  *
  *   xud-data -d DEV -g GIDINDEX -D DEV2 -G GIDINDEX2 [-s SEED] [-n MSGS]
  *            [-m MAXLEN] [-k INFLIGHT] [-a ACK_EVERY] [-r DELAY_MS] [-x]
+ *            [-T GIDINDEX3]
+ *
+ * -T: A's messages alternate between two of B's addresses, B's GID
+ * GIDINDEX2 and B's GID GIDINDEX3 (B sends from GIDINDEX2 to A's
+ * GIDINDEX): a host with several addresses (xud.rst, "Addresses"). B must
+ * keep a stream per address of its own that A targets, and answer each
+ * from the address it targeted, the only one A takes answers from.
  *
  * -r: both sides post their receives DELAY_MS after the start: the first
  * SENDs meet no receive and are RNR NAKed (the QPs' min_rnr_timer is 655
@@ -64,6 +71,7 @@ struct side {
 	struct ibv_qp *qp;
 	struct ibv_qp_ex *qpx;
 	struct ibv_ah *ah;	/* to the other side */
+	struct ibv_ah *ah2;	/* -T: to the other side's second address */
 	union ibv_gid gid;
 	int gid_idx;
 	uint8_t *buf;		/* k send slots | k write slots | r receive slots */
@@ -208,6 +216,20 @@ static int make_ah(struct side *s, struct side *to)
 	return s->ah ? 0 : -1;
 }
 
+/* -T: @s's second AH, to @to's GID @idx. */
+static int make_ah2(struct side *s, struct side *to, int idx)
+{
+	struct ibv_ah_attr ah = {
+		.is_global = 1, .port_num = 1,
+		.grh = { .sgid_index = s->gid_idx, .hop_limit = 64 },
+	};
+
+	if (ibv_query_gid(to->ctx, 1, idx, &ah.grh.dgid))
+		return -1;
+	s->ah2 = ibv_create_ah(s->pd, &ah);
+	return s->ah2 ? 0 : -1;
+}
+
 static int post_msg(struct side *s, struct side *to, int m)
 {
 	struct msg *g = &msgs[m];
@@ -235,7 +257,7 @@ static int post_msg(struct side *s, struct side *to, int m)
 				      htonl(m));
 		break;
 	}
-	ibv_wr_set_ud_addr(s->qpx, s->ah, to->qp->qp_num, QKEY);
+	ibv_wr_set_ud_addr(s->qpx, s->ah2 && (m & 1) ? s->ah2 : s->ah, to->qp->qp_num, QKEY);
 	ibv_wr_set_sge(s->qpx, s->mr->lkey, (uintptr_t)src, g->len);
 	return ibv_wr_complete(s->qpx);
 }
@@ -616,14 +638,14 @@ out:
 int main(int argc, char **argv)
 {
 	const char *dev[2] = { NULL, NULL };
-	int c, total = 200;
+	int c, total = 200, second_gid = -1;
 	long long last;
 	static const enum ibv_wr_opcode ops[] = {
 		IBV_WR_SEND, IBV_WR_SEND_WITH_IMM, IBV_WR_RDMA_WRITE, IBV_WR_RDMA_WRITE_WITH_IMM,
 	};
 
 	seed = (unsigned int)time(NULL);
-	while ((c = getopt(argc, argv, "d:g:D:G:s:n:m:k:a:r:xX")) != -1) {
+	while ((c = getopt(argc, argv, "d:g:D:G:s:n:m:k:a:r:xXT:")) != -1) {
 		switch (c) {
 		case 'd': dev[0] = optarg; break;
 		case 'g': side[0].gid_idx = atoi(optarg); break;
@@ -637,9 +659,11 @@ int main(int argc, char **argv)
 		case 'r': recv_delay_ms = atoi(optarg); break;
 		case 'x': bad_rkeys = 1; break;
 		case 'X': dereg_mid_write = 1; break;
+		case 'T': second_gid = atoi(optarg); break;
 		default:
 			fprintf(stderr, "usage: %s -d DEV -g GID -D DEV2 -G GID2 [-s SEED] [-n MSGS] "
-				"[-m MAXLEN] [-k INFLIGHT] [-a ACK_EVERY] [-r DELAY_MS] [-x | -X]\n", argv[0]);
+				"[-m MAXLEN] [-k INFLIGHT] [-a ACK_EVERY] [-r DELAY_MS] [-x | -X] "
+				"[-T GID3]\n", argv[0]);
 			return 2;
 		}
 	}
@@ -660,6 +684,9 @@ int main(int argc, char **argv)
 		}
 	check(!make_ah(&side[0], &side[1]) && !make_ah(&side[1], &side[0]),
 	      "AHs between %s and %s", dev[0], dev[1]);
+	if (second_gid >= 0)
+		check(!make_ah2(&side[0], &side[1], second_gid),
+		      "a second AH from %s to %s's GID %d", dev[0], dev[1], second_gid);
 	if (dereg_mid_write) {
 		run_dereg_mid_write();
 		total = 0;
@@ -775,6 +802,8 @@ out:;
 			ibv_destroy_qp(side[i].qp);
 		if (side[i].ah)
 			ibv_destroy_ah(side[i].ah);
+		if (side[i].ah2)
+			ibv_destroy_ah(side[i].ah2);
 		if (side[i].mr)
 			ibv_dereg_mr(side[i].mr);
 		if (side[i].cq)

@@ -4,6 +4,7 @@
  * forged packets), reporting what it received (Documentation/xud.rst).
  *
  *   xud-sink -d DEV [-p MAX_PEERS] [-k QKEY] [-r RECVS]
+ *            [-g GIDINDEX -t DGID -q QPN [-n SENDS]]
  *
  * Creates an XUD QP on DEV (max_peers MAX_PEERS, 0 for the provider's
  * default) at RTS with Q_Key QKEY (0x11111111), a 64 KiB buffer
@@ -20,9 +21,19 @@
  *   sink: K bytes not zero in the last quarter
  *
  * (the buffer's last 16 KiB, which no receive uses: where a test aims
- * RDMA WRITEs that must not land) and exits 0 after destroying everything. Errors: a message on stderr,
- * exit 1.
+ * RDMA WRITEs that must not land) and exits 0 after destroying
+ * everything. Errors: a message on stderr, exit 1.
+ *
+ * With -t, first a sender too (tests/guest/21-rxe-xud.sh): SENDS (default
+ * 8) SENDs of 64 bytes from GID GIDINDEX to QPN at DGID (an IPv6 address,
+ * ::ffff:a.b.c.d for IPv4) with Q_Key QKEY, the QP at timeout 12 and
+ * retry_cnt 2 (three tries a SEND, about 0.12 s), then
+ *
+ *   sent: N send completions, M RETRY_EXC_ERR
+ *
+ * once all have completed (or after 30 s).
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -46,27 +57,82 @@ static void die(const char *what, int err)
 	exit(1);
 }
 
+/* -t: @n SENDs to @qpn at @dgid, each failing or not; reports them. */
+static void send_to(struct ibv_pd *pd, struct ibv_cq *cq, struct ibv_qp *qp,
+		    struct ibv_mr *mr, uint8_t *buf, int gid_idx, const char *dgid,
+		    uint32_t qpn, uint32_t qkey, int n)
+{
+	struct ibv_ah_attr av = { .is_global = 1, .port_num = 1,
+		.grh = { .sgid_index = gid_idx, .hop_limit = 64 } };
+	struct ibv_sge sge = { .addr = (uintptr_t)buf, .length = 64, .lkey = mr->lkey };
+	struct ibv_send_wr wr = { .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND,
+				  .send_flags = IBV_SEND_SIGNALED }, *bad;
+	struct ibv_ah *ah;
+	long long deadline = now_ms() + 30000;
+	int done = 0, retry_exc = 0, err;
+
+	if (inet_pton(AF_INET6, dgid, av.grh.dgid.raw) != 1)
+		die("-t: not an IPv6 address", EINVAL);
+	ah = ibv_create_ah(pd, &av);
+	if (!ah)
+		die("ibv_create_ah", errno);
+	wr.wr.ud.ah = ah;
+	wr.wr.ud.remote_qpn = qpn;
+	wr.wr.ud.remote_qkey = qkey;
+	for (int i = 0; i < n; i++) {
+		wr.wr_id = 1000 + i;
+		err = ibv_post_send(qp, &wr, &bad);
+		if (err)
+			die("ibv_post_send", err);
+	}
+	while (done < n && now_ms() < deadline) {
+		struct ibv_wc wc;
+		int got = ibv_poll_cq(cq, 1, &wc);
+
+		if (got < 0)
+			die("ibv_poll_cq", EIO);
+		if (!got) {
+			usleep(1000);
+			continue;
+		}
+		if (wc.wr_id < 1000)
+			continue;
+		done++;
+		retry_exc += wc.status == IBV_WC_RETRY_EXC_ERR;
+	}
+	printf("sent: %d send completions, %d RETRY_EXC_ERR\n", done, retry_exc);
+	fflush(stdout);
+	ibv_destroy_ah(ah);
+}
+
 int main(int argc, char **argv)
 {
 	const char *dev = NULL;
 	uint32_t qkey = 0x11111111, max_peers = 0;
 	int c, err, recvs = 0, n_wc = 0, n_ok = 0;
 	char line[256];
+	const char *dgid = NULL;
+	int gid_idx = 0, sends = 8;
+	uint32_t dqpn = 0;
 
-	while ((c = getopt(argc, argv, "d:p:k:r:")) != -1) {
+	while ((c = getopt(argc, argv, "d:p:k:r:g:t:q:n:")) != -1) {
 		switch (c) {
 		case 'd': dev = optarg; break;
 		case 'p': max_peers = strtoul(optarg, NULL, 0); break;
 		case 'k': qkey = strtoul(optarg, NULL, 0); break;
 		case 'r': recvs = atoi(optarg); break;
+		case 'g': gid_idx = atoi(optarg); break;
+		case 't': dgid = optarg; break;
+		case 'q': dqpn = strtoul(optarg, NULL, 0); break;
+		case 'n': sends = atoi(optarg); break;
 		default:
 			fprintf(stderr, "usage: %s -d DEV [-p MAX_PEERS] [-k QKEY] [-r RECVS]\n",
 				argv[0]);
 			return 1;
 		}
 	}
-	if (!dev || recvs < 0 || recvs > GUARD_OFF / RECV_LEN) {
-		fprintf(stderr, "xud-sink: -d DEV is required; -r takes 0 to %d\n",
+	if (!dev || recvs < 0 || recvs > GUARD_OFF / RECV_LEN || sends < 1 || sends > 16) {
+		fprintf(stderr, "xud-sink: -d DEV is required; -r takes 0 to %d, -n 1 to 16\n",
 			GUARD_OFF / RECV_LEN);
 		return 1;
 	}
@@ -106,9 +172,14 @@ int main(int argc, char **argv)
 		die("modify to RTR", err);
 	qa.qp_state = IBV_QPS_RTS;
 	qa.sq_psn = 0;
-	err = ibv_modify_qp(qp, &qa, IBV_QP_STATE | IBV_QP_SQ_PSN);
+	qa.timeout = 12;
+	qa.retry_cnt = 2;
+	err = ibv_modify_qp(qp, &qa, IBV_QP_STATE | IBV_QP_SQ_PSN |
+			    (dgid ? IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT : 0));
 	if (err)
 		die("modify to RTS", err);
+	if (dgid)
+		send_to(pd, cq, qp, mr, buf, gid_idx, dgid, dqpn, qkey, sends);
 	for (int i = 0; i < recvs; i++) {
 		struct ibv_sge sge = {
 			.addr = (uintptr_t)(buf + i * RECV_LEN), .length = RECV_LEN,

@@ -124,7 +124,7 @@ pub(super) fn flush_owed_acks(qp: &QpCore, st: &mut XudState) {
         let info = r.ack();
         let to = ReplyTo {
             qpn: key.qpn,
-            av: peer.reply.to(key.gid),
+            av: peer.reply.to(&key),
             inc,
             qkey: qp.live.qkey(),
         };

@@ -21,11 +21,19 @@ use crate::proto::xud::{
 };
 use kernel::{prelude::*, rbtree::RBTree};
 
-/// A peer: the other end's address and QP number.
+/// A peer: the other end's address and QP number, and the address of
+/// ours its streams run to and from. A host with several addresses is a
+/// peer per address pair: a sender's stream is to the GID it targets, and
+/// the answers it takes come from that GID alone, so the receiver keeps
+/// one state per address of its own that was targeted and answers from it
+/// (xud.rst, "Addresses").
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(super) struct PeerKey {
     pub(super) gid: [u8; 16],
     pub(super) qpn: u32,
+    /// Our GID: a sending stream's source (its AH's SGID), a receiving
+    /// stream's destination (the address its packets were sent to).
+    pub(super) local: [u8; 16],
 }
 
 /// One direction of a peer: the whole stream in an allocation of its own
@@ -39,12 +47,11 @@ pub(super) enum Side<A, P> {
 
 /// Where answers to a peer go: the part of an address vector that
 /// building an IP/UDP header reads (`tx::finish`) and that the peer's
-/// key does not already hold (its GID). The MACs, VLAN and port are IP
-/// routing's business; dropping them and the GID makes 24 bytes of 64,
+/// key does not already hold (both GIDs). The MACs, VLAN and port are IP
+/// routing's business; dropping them and the GIDs makes 8 bytes of 64,
 /// and keeps a whole peer entry in kmalloc-192 (below).
 #[derive(Clone, Copy)]
 pub(super) struct ReplyPath {
-    pub(super) sgid: [u8; 16],
     pub(super) flow_label: u32,
     pub(super) network: NetworkType,
     pub(super) hop_limit: u8,
@@ -54,7 +61,6 @@ pub(super) struct ReplyPath {
 impl ReplyPath {
     pub(super) fn of(av: &AddressVector) -> Self {
         Self {
-            sgid: av.sgid,
             flow_label: av.flow_label,
             network: av.network,
             hop_limit: av.hop_limit,
@@ -62,16 +68,17 @@ impl ReplyPath {
         }
     }
 
-    /// The address vector of an answer to the peer whose GID is `dgid`.
-    pub(super) fn to(&self, dgid: [u8; 16]) -> AddressVector {
+    /// The address vector of an answer to the peer `key`: from our
+    /// address its stream runs to, to its.
+    pub(super) fn to(&self, key: &PeerKey) -> AddressVector {
         AddressVector {
             port: 1,
             sgid_index: 0,
-            sgid: self.sgid,
+            sgid: key.local,
             network: self.network,
             vlan_id: None,
             smac: [0; 6],
-            dgid,
+            dgid: key.gid,
             dmac: [0; 6],
             flow_label: self.flow_label,
             hop_limit: self.hop_limit,
@@ -84,9 +91,10 @@ impl ReplyPath {
 
 /// Both directions with one peer.
 pub(super) struct Peer {
-    /// Where answers to it go: from the AH of the last post to it, or (a
-    /// peer that only sent to us) the addresses of its last packet. (Data
-    /// packets go by their own work request's AH and Q_Key.)
+    /// How answers to it go (from `local` to its GID, the key's): from
+    /// the AH of the last post to it, or (a peer that only sent to us)
+    /// defaults. (Data packets go by their own work request's AH and
+    /// Q_Key.)
     pub(super) reply: ReplyPath,
     pub(super) send: Option<Side<SendStream, ParkedSend>>,
     /// WQE handles posted to it and not yet admitted to its stream.
@@ -97,10 +105,11 @@ pub(super) struct Peer {
 }
 
 // An idle peer costs its red-black tree node alone: the links (24
-// bytes), the key (20) and the peer. At most 144 bytes of peer keep the
+// bytes), the key (36) and the peer. At most 128 bytes of peer keep the
 // node in kmalloc-192, under the 256 bytes per idle peer of xud.rst's
 // "Memory" (with the whole address vector it took kmalloc-256).
-kernel::static_assert!(core::mem::size_of::<Peer>() <= 144);
+kernel::static_assert!(core::mem::size_of::<PeerKey>() <= 36);
+kernel::static_assert!(core::mem::size_of::<Peer>() <= 128);
 
 impl Peer {
     /// Whether a pass over the send side has anything to do for it: posts

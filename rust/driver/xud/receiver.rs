@@ -93,7 +93,7 @@ pub(super) fn on_data(
         let path = reply_path(p).ok_or(RxCounter::DropMalformed)?;
         let to = ReplyTo {
             qpn: key.qpn,
-            av: path.to(key.gid),
+            av: path.to(&key),
             inc,
             qkey,
         };
@@ -132,7 +132,7 @@ pub(super) fn on_data(
             let path = reply_path(p).ok_or(RxCounter::DropMalformed)?;
             let to = ReplyTo {
                 qpn: key.qpn,
-                av: path.to(key.gid),
+                av: path.to(&key),
                 inc,
                 qkey,
             };
@@ -256,7 +256,7 @@ pub(super) fn on_data(
         let info = rs.ack();
         let to = ReplyTo {
             qpn: key.qpn,
-            av: peer.reply.to(key.gid),
+            av: peer.reply.to(&key),
             inc,
             qkey,
         };
@@ -488,25 +488,15 @@ pub(super) fn complete_recv_status(qp: &QpCore, wr_id: u64, code: u32) {
     let _ = qp.recv_cq.push(&cqe, false);
 }
 
-/// Where answers to the sender of `p` go: back along its IP addresses.
+/// How answers to the sender of `p` go (back along its IP addresses,
+/// which the peer's key holds).
 fn reply_path(p: &RxPacket<'_>) -> Option<ReplyPath> {
-    let (network, sgid) = match p.ip.len() {
-        28 => {
-            let mut g = [0u8; 16];
-            g[10] = 0xff;
-            g[11] = 0xff;
-            g[12..].copy_from_slice(p.ip.get(16..20)?);
-            (NetworkType::Ipv4, g)
-        }
-        48 => {
-            let mut g = [0u8; 16];
-            g.copy_from_slice(p.ip.get(24..40)?);
-            (NetworkType::Ipv6, g)
-        }
+    let network = match p.ip.len() {
+        28 => NetworkType::Ipv4,
+        48 => NetworkType::Ipv6,
         _ => return None,
     };
     Some(ReplyPath {
-        sgid,
         flow_label: 0,
         network,
         hop_limit: DEFAULT_TTL,

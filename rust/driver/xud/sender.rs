@@ -117,9 +117,8 @@ pub(super) fn admit(qp: &QpCore, st: &mut XudState, t: u64) -> bool {
         // holds a post.
         let mut peer_mtu = None;
         while let Some(h) = peer.queue.front() {
-            let sgid = peer.reply.sgid;
             let mtu =
-                *peer_mtu.get_or_insert_with(|| xud_payload(ndev.as_deref(), &sgid, &key.gid));
+                *peer_mtu.get_or_insert_with(|| xud_payload(ndev.as_deref(), &key.local, &key.gid));
             if peer.send.is_none() {
                 if *send_peers >= max_peers {
                     // The table of sending states is full: the posts to a
@@ -188,6 +187,7 @@ fn queue_wqe(
     let key = PeerKey {
         gid: to.av.dgid,
         qpn: x.remote_qpn & crate::proto::wire::QPN_MASK,
+        local: to.av.sgid,
     };
     let XudState {
         peers, wqes, busy, ..
