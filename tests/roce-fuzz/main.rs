@@ -35,6 +35,9 @@ const USAGE: &str = "usage: roce-fuzz --ifname IF --src-mac MAC --dst-mac MAC --
 --dst A.B.C.D [--src6 ADDR --dst6 ADDR] --count N [--seed S] [--qps-cmd CMD] [--victims FILE] \
 [--refresh K]";
 
+/// Frames sent with one system call.
+const BATCH: usize = 32;
+
 #[derive(Debug)]
 struct Args {
     ifname: String,
@@ -152,6 +155,7 @@ fn run(a: &Args) -> Result<(), String> {
     let mut classes: BTreeMap<Class, u64> = BTreeMap::new();
     let mut opcodes = [0u64; 256];
     let (mut victim_hits, mut live_hits) = (0u64, 0u64);
+    let mut batch: Vec<Vec<u8>> = Vec::with_capacity(BATCH + 4);
     while packets < a.count {
         if packets % a.refresh == 0 && packets > 0 {
             targets = read_targets(a);
@@ -167,17 +171,18 @@ fn run(a: &Args) -> Result<(), String> {
             t
         };
         let c = forge::craft(&mut rng, &a.addrs, &t);
-        for f in c.frames.iter().chain(c.twin.iter()) {
-            match link.send(f) {
-                Ok(()) => frames += 1,
-                Err(_) => refused += 1,
-            }
-        }
         twins += u64::from(c.twin.is_some());
+        batch.extend(c.frames.into_iter().chain(c.twin));
         v6 += u64::from(c.v6);
         *classes.entry(c.class).or_default() += 1;
         opcodes[usize::from(c.opcode)] += 1;
         packets += 1;
+        if batch.len() >= BATCH || packets == a.count {
+            let refs: Vec<&[u8]> = batch.iter().map(|f| &f[..]).collect();
+            let (s, r) = link.send_all(&refs);
+            (frames, refused) = (frames + s, refused + r);
+            batch.clear();
+        }
         if packets % 10_000 == 0 {
             println!(
                 "roce-fuzz: {packets} packets, {frames} frames in {:.0} s",
