@@ -236,10 +236,12 @@ fn transport(rng: &mut Rng, t: &Target, op: Opcode, max: usize) -> Vec<u8> {
     let payload = if !carries && !rng.pct(10) {
         0
     } else {
+        // Mostly short (the headers are what is crafted; under TCG every
+        // byte costs, twice with its ICRC), some up to the MTU.
         match rng.below(10) {
             0 => 0,
-            1..=3 => 1 + rng.below(16) as usize,
-            4..=6 => rng.below(1025) as usize,
+            1..=4 => 1 + rng.below(16) as usize,
+            5..=7 => 17 + rng.below(240) as usize,
             _ => rng.below(room as u64 + 1) as usize,
         }
         .min(room)
