@@ -64,7 +64,8 @@ if [ -f "$out/vm0/dmesg.txt" ]; then
 else
 	reports="? (no kernel log)"
 fi
-leaks=$(grep -c '^unreferenced object' "$out/vm0/kmemleak.txt" 2>/dev/null || echo "? (no scan)")
+leaks="? (no scan)"
+[ ! -f "$out/vm0/kmemleak.txt" ] || leaks=$(grep -c '^unreferenced object' "$out/vm0/kmemleak.txt" || true)
 fuzz=$(sed -n 's/^# # roce-fuzz: sent \([0-9]*\) packets (\([0-9]*\) frames.*in \([0-9.]*\) s, seed \([0-9]*\)/\1 \2 \3 \4/p' "$tap" 2>/dev/null | tail -n 1)
 read -r sent frames fuzz_s seed <<<"${fuzz:-? ? ? ?}"
 rounds=$(sed -n 's/^# # \(rc\|xud\|ud\|storm\): \([0-9]*\) rounds, \([0-9]*\) failed$/\1 \2 (\3 failed)/p' "$tap" | paste -sd, | sed 's/,/, /g')
@@ -72,7 +73,7 @@ verdict=passed
 if [ "$vm_rc" -ne 0 ] || [ "$fails" != 0 ] || [ "$oks" -eq 0 ] || [ "$reports" != 0 ] || [ "$leaks" != 0 ]; then
 	verdict=FAILED
 fi
-guest=$(sed -n 's/^Linux version \([^ ]*\).*/\1/p' "$out/vm0/dmesg.txt" 2>/dev/null | head -n 1)
+guest=$(sed -n 's/.*Linux version \([^ ]*\).*/\1/p' "$out/vm0/dmesg.txt" 2>/dev/null | head -n 1)
 row="- $(date -u +%Y-%m-%d) $verdict: sources $rev; $sent packets ($frames frames) in ${fuzz_s} s of fuzzing,
   seed $seed; kernel reports: $reports; kmemleak: $leaks leaks; traffic rounds: ${rounds:-none};
   checks: $oks passed, $fails failed; kernel ${guest:-?} ($(kernel_checks "$KDIR" | sed 's/ /, /g'); $kernel_note);
