@@ -175,9 +175,10 @@ bench-scaling:
 # tests/guest/20-soak.sh): qemu/soak.sh builds the KASAN + UBSAN kernel on
 # first use, builds rxud and the test programs against it in a copy of
 # this tree (as make bench does), runs the soak in a VM and records it in
-# Documentation/soak.rst. PACKETS= to change the million.
+# Documentation/soak.rst. PACKETS= to change the million; FUZZ_SECONDS=
+# stops the fuzzer after that long (a slow host: as many as fit).
 soak:
-	RXUD_SOAK_PACKETS=$(PACKETS) bash $(TOP)/qemu/soak.sh
+	RXUD_SOAK_PACKETS=$(PACKETS) RXUD_SOAK_SECONDS=$(FUZZ_SECONDS) bash $(TOP)/qemu/soak.sh
 
 check: all
 	bash $(TOP)/tests/run.sh

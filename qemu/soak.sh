@@ -16,11 +16,14 @@
 #   qemu/soak.sh [OUTDIR]
 #   RXUD_SOAK_PACKETS=N qemu/soak.sh    another number of packets
 #   RXUD_SOAK_SEED=S qemu/soak.sh       replay a run's seed
+#   RXUD_SOAK_SECONDS=T qemu/soak.sh    stop the fuzzer after T seconds
+#                                       (the record says how many packets
+#                                       went out)
 set -euo pipefail
 export RXUD_FLAVOUR=kasan
 . "$(dirname "$0")/lib.sh"
 packets=${RXUD_SOAK_PACKETS:-1000000}
-[ -n "$packets" ] || packets=1000000
+budget=${RXUD_SOAK_SECONDS:-}
 out=${1:-$RXUD_TOP/tests/out/soak-$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
@@ -44,11 +47,12 @@ build_s=$((SECONDS - t0 - kernel_s))
 
 # Some 2,000 packets a second under TCG with KASAN: the limit leaves
 # room for a slower host.
-limit=$((600 + packets / 200))
+limit=$((1200 + packets / 200))
+[ -z "$budget" ] || limit=$((1200 + budget))
 log "soak: $packets packets at rxud in a KASAN + UBSAN VM (limit $limit s; log: $out/vm0.log)"
 vm_rc=0
 "$src/qemu/vm.sh" --append kmemleak=on --mem 2048 --timeout $((limit + 120)) --out "$out" -- \
-	env RXUD_SOAK_PACKETS="$packets" ${RXUD_SOAK_SEED:+RXUD_SOAK_SEED=$RXUD_SOAK_SEED} \
+	env RXUD_SOAK_PACKETS="$packets" ${RXUD_SOAK_SEED:+RXUD_SOAK_SEED=$RXUD_SOAK_SEED} ${budget:+RXUD_SOAK_SECONDS=$budget} \
 	RXUD_TEST_TIMEOUT="$limit" "$src/tests/guest-runner.sh" "$src/tests/guest/20-soak.sh" \
 	>/dev/null 2>&1 || vm_rc=$?
 total_s=$((SECONDS - t0))
@@ -74,7 +78,10 @@ if [ "$vm_rc" -ne 0 ] || [ "$fails" != 0 ] || [ "$oks" -eq 0 ] || [ "$reports" !
 	verdict=FAILED
 fi
 guest=$(sed -n 's/.*Linux version \([^ ]*\).*/\1/p' "$out/vm0/dmesg.txt" 2>/dev/null | head -n 1)
-row="- $(date -u +%Y-%m-%d) $verdict: sources $rev; $sent packets ($frames frames) in ${fuzz_s} s of fuzzing,
+of="of $packets"
+[ "$sent" != "$packets" ] || of="all"
+grep -q '^# # roce-fuzz: stopped by its time budget' "$tap" 2>/dev/null && of="$of, stopped by its ${budget} s budget"
+row="- $(date -u +%Y-%m-%d) $verdict: sources $rev; $sent packets ($of; $frames frames) in ${fuzz_s} s of fuzzing,
   seed $seed; kernel reports: $reports; kmemleak: $leaks leaks; traffic rounds: ${rounds:-none};
   checks: $oks passed, $fails failed; kernel ${guest:-?} ($(kernel_checks "$KDIR" | sed 's/ /, /g'); $kernel_note);
   $((total_s / 60)) min $((total_s % 60)) s in all (kernel $kernel_s s, builds $build_s s, VM $vm_s s);

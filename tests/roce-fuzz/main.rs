@@ -18,6 +18,10 @@
 //!   roce-fuzz --ifname IF --src-mac MAC --dst-mac MAC --src A.B.C.D
 //!             --dst A.B.C.D [--src6 ADDR --dst6 ADDR] --count N
 //!             [--seed S] [--qps-cmd CMD] [--victims FILE] [--refresh K]
+//!             [--seconds S]
+//!
+//! `--seconds`: stop after that long (checked at each refresh) even if
+//! fewer than `--count` packets went out, and say so.
 
 mod forge;
 mod link;
@@ -33,7 +37,7 @@ use targets::{Kind, Target};
 
 const USAGE: &str = "usage: roce-fuzz --ifname IF --src-mac MAC --dst-mac MAC --src A.B.C.D \
 --dst A.B.C.D [--src6 ADDR --dst6 ADDR] --count N [--seed S] [--qps-cmd CMD] [--victims FILE] \
-[--refresh K]";
+[--refresh K] [--seconds S]";
 
 /// Frames sent with one system call.
 const BATCH: usize = 32;
@@ -47,6 +51,8 @@ struct Args {
     qps_cmd: Option<String>,
     victims: Option<String>,
     refresh: u64,
+    /// Stop after this long even if `count` packets have not gone out.
+    seconds: Option<u64>,
 }
 
 fn mac(s: &str) -> Result<[u8; 6], String> {
@@ -104,6 +110,7 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
             .transpose()?
             .unwrap_or(2000)
             .max(1),
+        seconds: take("--seconds").map(num).transpose()?,
     };
     if let Some(k) = m.keys().next() {
         return Err(format!("unknown option '{k}'"));
@@ -156,9 +163,14 @@ fn run(a: &Args) -> Result<(), String> {
     let mut opcodes = [0u64; 256];
     let (mut victim_hits, mut live_hits) = (0u64, 0u64);
     let mut batch: Vec<Vec<u8>> = Vec::with_capacity(BATCH + 4);
+    let mut out_of_time = false;
     while packets < a.count {
         if packets % a.refresh == 0 && packets > 0 {
             targets = read_targets(a);
+            if a.seconds.is_some_and(|s| t0.elapsed().as_secs() >= s) {
+                out_of_time = true;
+                break;
+            }
         }
         // Victims (whose keys the fuzzer has) half the time, when any.
         let victims: Vec<&Target> = targets.iter().filter(|t| t.victim.is_some()).collect();
@@ -177,7 +189,7 @@ fn run(a: &Args) -> Result<(), String> {
         *classes.entry(c.class).or_default() += 1;
         opcodes[usize::from(c.opcode)] += 1;
         packets += 1;
-        if batch.len() >= BATCH || packets == a.count {
+        if batch.len() >= BATCH || packets == a.count || packets % a.refresh == 0 {
             let refs: Vec<&[u8]> = batch.iter().map(|f| &f[..]).collect();
             let (s, r) = link.send_all(&refs);
             (frames, refused) = (frames + s, refused + r);
@@ -191,6 +203,13 @@ fn run(a: &Args) -> Result<(), String> {
         }
     }
     let secs = t0.elapsed().as_secs_f64();
+    if out_of_time {
+        println!(
+            "roce-fuzz: stopped by its time budget ({} s) after {packets} of {} packets",
+            a.seconds.unwrap_or(0),
+            a.count
+        );
+    }
     let tally: Vec<String> = classes
         .iter()
         .map(|(c, n)| format!("{} {n}", c.name()))
