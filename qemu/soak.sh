@@ -52,7 +52,7 @@ limit=$((1200 + packets / 200))
 log "soak: $packets packets at rxud in a KASAN + UBSAN VM (limit $limit s; log: $out/vm0.log)"
 vm_rc=0
 "$src/qemu/vm.sh" --append kmemleak=on --mem 2048 --timeout $((limit + 120)) --out "$out" -- \
-	env RXUD_SOAK_PACKETS="$packets" ${RXUD_SOAK_SEED:+RXUD_SOAK_SEED=$RXUD_SOAK_SEED} ${budget:+RXUD_SOAK_SECONDS=$budget} \
+	env RXUD_SOAK_PACKETS="$packets" ${RXUD_SOAK_SEED:+RXUD_SOAK_SEED=$RXUD_SOAK_SEED} RXUD_SOAK_SECONDS="$budget" \
 	RXUD_TEST_TIMEOUT="$limit" "$src/tests/guest-runner.sh" "$src/tests/guest/20-soak.sh" \
 	>/dev/null 2>&1 || vm_rc=$?
 total_s=$((SECONDS - t0))
