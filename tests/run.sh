@@ -50,7 +50,7 @@ count_host() { # cargo output -> counters
 # kasan flavour: make soak), for the verdict's line to claim no more.
 KERNEL_CHECKS=$(kernel_checks "$(kernel_dir)")
 KERNEL_CHECKS="oops/BUG/WARNING${KERNEL_CHECKS:+/${KERNEL_CHECKS// //}}"
-KERNEL_CHECKS=${KERNEL_CHECKS%/kmemleak}
+KERNEL_CHECKS=${KERNEL_CHECKS//\/kmemleak/} # its own verdict (kmemleak.txt)
 
 check_vm_results() { # DIR NVMS
 	local dir=$1 n=$2 i tap p f s planned
