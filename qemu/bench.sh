@@ -64,33 +64,9 @@ if [ -z "$report" ]; then
 	# The sources to measure: the working tree's (tracked and untracked, not
 	# ignored), or with RXUD_BENCH_REV those of that commit; named now, as
 	# they are taken (edits made while the VMs run are not measured).
-	if [ -n "${RXUD_BENCH_REV:-}" ]; then
-		rev=$(git -C "$RXUD_TOP" rev-parse --short "$RXUD_BENCH_REV")
-	else
-		rev=$(git -C "$RXUD_TOP" rev-parse --short HEAD)
-		[ -z "$(git -C "$RXUD_TOP" status --porcelain --untracked-files=normal -- . ':!Documentation/benchmarks.rst')" ] ||
-			rev="$rev with uncommitted changes"
-	fi
-	stage=$(mktemp -d)
-	trap 'rm -rf "$stage" "$stage.files"' EXIT
-	if [ -n "${RXUD_BENCH_REV:-}" ]; then
-		git -C "$RXUD_TOP" archive "$RXUD_BENCH_REV" | tar -C "$stage" -xf -
-	else
-		(cd "$RXUD_TOP" && git ls-files -z -co --exclude-standard |
-			tar --null --ignore-failed-read -T - -cf -) | tar -C "$stage" -xf -
-	fi
-	# Into the copy go only the files whose contents differ (with a new time),
-	# and out of it the sources of the last run that are gone: make there
-	# rebuilds exactly what changed, whichever sources the last run measured.
+	rev=$(sources_rev "${RXUD_BENCH_REV:-}" Documentation/benchmarks.rst)
 	src=$RXUD_CACHE/bench-src
-	mkdir -p "$src"
-	(cd "$stage" && find . -type f | sort) >"$stage.files"
-	[ ! -f "$src/.bench-files" ] ||
-		comm -23 "$src/.bench-files" "$stage.files" | while IFS= read -r f; do rm -f "$src/$f"; done
-	while IFS= read -r f; do
-		cmp -s "$stage/$f" "$src/$f" || { mkdir -p "$(dirname "$src/$f")" && cp "$stage/$f" "$src/$f"; }
-	done <"$stage.files"
-	mv "$stage.files" "$src/.bench-files"
+	copy_sources "$src" "${RXUD_BENCH_REV:-}"
 	log "bench: building rxud.ko, librxud and qp-mem for $KDIR in $src (log: $out/build.log)"
 	make -C "$src" KDIR="$KDIR" modules provider "$src/tests/verbs/qp-mem" "$src/tests/verbs/rxud-perf" \
 		"$src/tests/verbs/xud-sink" "$src/tests/verbs/udp-lat" "$src/tests/xud-forge/target/release/xud-forge" >"$out/build.log" 2>&1 ||

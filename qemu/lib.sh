@@ -69,3 +69,62 @@ need_vng() {
 	export PATH="$RXUD_VENV/bin:$PATH"
 	command -v vng >/dev/null || die "virtme-ng missing: run 'make setup' first"
 }
+
+# sources_rev REV|"" [EXCLUDE]: names the sources a copy_sources of the
+# same REV takes: REV's short commit, or HEAD's for the working tree, with
+# " with uncommitted changes" if the tree has any (EXCLUDE, a path, left
+# out: the document the run itself rewrites).
+sources_rev() {
+	if [ -n "$1" ]; then
+		git -C "$RXUD_TOP" rev-parse --short "$1"
+		return
+	fi
+	local rev
+	rev=$(git -C "$RXUD_TOP" rev-parse --short HEAD)
+	[ -z "$(git -C "$RXUD_TOP" status --porcelain --untracked-files=normal -- . ${2:+":!$2"})" ] ||
+		rev="$rev with uncommitted changes"
+	echo "$rev"
+}
+
+# copy_sources DEST REV|"": makes DEST a copy of the working tree's sources
+# (tracked and untracked, not ignored), or with REV of that commit's, for
+# building against another kernel flavour than the test kernel (make bench,
+# make soak). Into the copy go only the files whose contents differ (with a
+# new time), and out of it the sources of the last copy that are gone: make
+# there rebuilds exactly what changed, whichever sources the last run took.
+copy_sources() {
+	local src=$1 rev=$2 stage f
+	stage=$(mktemp -d)
+	if [ -n "$rev" ]; then
+		git -C "$RXUD_TOP" archive "$rev" | tar -C "$stage" -xf -
+	else
+		(cd "$RXUD_TOP" && git ls-files -z -co --exclude-standard |
+			tar --null --ignore-failed-read -T - -cf -) | tar -C "$stage" -xf -
+	fi
+	mkdir -p "$src"
+	(cd "$stage" && find . -type f | sort) >"$stage.files"
+	[ ! -f "$src/.bench-files" ] ||
+		comm -23 "$src/.bench-files" "$stage.files" | while IFS= read -r f; do rm -f "$src/$f"; done
+	while IFS= read -r f; do
+		cmp -s "$stage/$f" "$src/$f" || { mkdir -p "$(dirname "$src/$f")" && cp "$stage/$f" "$src/$f"; }
+	done <"$stage.files"
+	mv "$stage.files" "$src/.bench-files"
+	rm -rf "$stage"
+}
+
+# Kernel log lines that mean a kernel bug, whatever the tests said
+# (tests/run.sh, qemu/soak.sh).
+KERNEL_BUG_RE='Oops|BUG:|WARNING:|KASAN|UBSAN|kernel BUG|general protection|possible (circular|recursive) locking|inconsistent lock state|suspicious RCU usage|INFO: task .* blocked|unreferenced object|Call Trace'
+
+# kernel_checks KDIR: what the kernel built at KDIR can report beyond
+# oopses, BUGs and WARNINGs, from its .config: "lockdep", "KASAN",
+# "UBSAN", "kmemleak", as built in (a log without a KASAN report proves
+# nothing on a kernel without KASAN).
+kernel_checks() {
+	local c=$1/.config out=()
+	grep -q '^CONFIG_PROVE_LOCKING=y' "$c" 2>/dev/null && out+=(lockdep)
+	grep -q '^CONFIG_KASAN=y' "$c" 2>/dev/null && out+=(KASAN)
+	grep -q '^CONFIG_UBSAN=y' "$c" 2>/dev/null && out+=(UBSAN)
+	grep -q '^CONFIG_DEBUG_KMEMLEAK=y' "$c" 2>/dev/null && out+=(kmemleak)
+	echo "${out[*]}"
+}

@@ -197,10 +197,17 @@ impl WorkQueue {
             .unwrap_or(0)
     }
 
-    /// Whether entries are waiting. Any context.
+    /// Whether entries are waiting (none in a broken queue, as for
+    /// [`Self::len`]: a producer index that claims more than the ring
+    /// holds is no work, or a sender that looks again while entries are
+    /// waiting would look for ever: tests/verbs/ring-storm hung the UD
+    /// sender so). Any context.
     pub(crate) fn has_entries(&self) -> bool {
         let consumer = *self.consumer.lock();
-        self.ring.producer() != consumer
+        self.ring
+            .geometry()
+            .occupancy(self.ring.producer(), consumer)
+            .is_some_and(|n| n > 0)
     }
 
     /// The doorbell protocol, sender's half: publishes whether the sender
