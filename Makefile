@@ -109,7 +109,7 @@ $(XUD_FORGE): $(TOP)/tests/xud-forge/main.rs $(TOP)/tests/xud-forge/Cargo.toml \
 	cargo build --release --offline --manifest-path $(TOP)/tests/xud-forge/Cargo.toml
 	touch $@
 
-# Crafted RoCEv2 frames of every kind (make soak, tests/guest/20-soak.sh),
+# Crafted RoCEv2 frames of every kind (make soak, tests/guest/22-soak.sh),
 # built with rust/proto as xud-forge is.
 $(ROCE_FUZZ): $(wildcard $(TOP)/tests/roce-fuzz/*.rs) $(TOP)/tests/roce-fuzz/Cargo.toml \
 		$(wildcard $(TOP)/rust/proto/*.rs $(TOP)/rust/proto/*/*.rs)
@@ -179,7 +179,7 @@ bench-scaling:
 	RXUD_LINK=$(LINK) bash $(TOP)/qemu/bench.sh --scaling
 
 # Issue 27's soak (not in check; check runs a short version of it,
-# tests/guest/20-soak.sh): qemu/soak.sh builds the KASAN + UBSAN kernel on
+# tests/guest/22-soak.sh): qemu/soak.sh builds the KASAN + UBSAN kernel on
 # first use, builds rxud and the test programs against it in a copy of
 # this tree (as make bench does), runs the soak in a VM and records it in
 # Documentation/soak.rst. PACKETS= to change the million; FUZZ_SECONDS=

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `make soak` (issue 27, item 13): tests/guest/20-soak.sh with a million
+# `make soak` (issue 27, item 13): tests/guest/22-soak.sh with a million
 # crafted packets (RXUD_SOAK_PACKETS) in one VM booted with kmemleak on the
 # kasan flavour (the test kernel plus KASAN and UBSAN: qemu/rxud-kasan.config),
 # which this builds and caches on first use. rxud.ko, librxud and the test
@@ -53,7 +53,7 @@ log "soak: $packets packets at rxud in a KASAN + UBSAN VM (limit $limit s; log: 
 vm_rc=0
 "$src/qemu/vm.sh" --append kmemleak=on --mem 2048 --timeout $((limit + 120)) --out "$out" -- \
 	env RXUD_SOAK_PACKETS="$packets" ${RXUD_SOAK_SEED:+RXUD_SOAK_SEED=$RXUD_SOAK_SEED} RXUD_SOAK_SECONDS="$budget" \
-	RXUD_TEST_TIMEOUT="$limit" "$src/tests/guest-runner.sh" "$src/tests/guest/20-soak.sh" \
+	RXUD_TEST_TIMEOUT="$limit" "$src/tests/guest-runner.sh" "$src/tests/guest/22-soak.sh" \
 	>/dev/null 2>&1 || vm_rc=$?
 total_s=$((SECONDS - t0))
 vm_s=$((total_s - kernel_s - build_s))

@@ -124,7 +124,7 @@ finish_builds() {
 # both lanes end together (the kmemleak lane pays for kmemleak's scans).
 # In CI of effd4e0 the lanes took 273 s and 172 s; train-charge-one and
 # xud-qpn-not-held (some 50 s of tests) moved here after it, and two of
-# the four 20-xud-bounds mutants (45 to 90 s each) came here, with one of
+# the four 21-xud-bounds mutants (45 to 90 s each) came here, with one of
 # 20-addresses'.
 LANE_B=" invalidate-noop mr-key-outlives-dereg mr-memo-key-unchecked xud-park-forgets xud-streams-merge train-charge-one xud-qpn-not-held xud-claims-unbounded xud-unproven-claims-kept vlan-tx-untagged "
 
@@ -268,7 +268,7 @@ build_all() {
 	# cannot tell that the crafted packets reached rxud and were refused.
 	mutant rx-drops-uncounted driver/rx.rs \
 		'self.counters.add(why, 1);' 'let _ = why;' \
-		tests/guest/20-soak.sh 'not ok [0-9]+ - rxud0 dropped and counted'
+		tests/guest/22-soak.sh 'not ok [0-9]+ - rxud0 dropped and counted'
 
 	# Sent packets go out without their ICRC: peers (rxud and rxe) drop them.
 	mutant no-icrc-fill driver/tx.rs \
@@ -398,26 +398,26 @@ build_all() {
 	# whose completion the receiver then loses.
 	mutant xud-ack-without-cq-room driver/xud/receiver.rs \
 		'Ok(()) if rs.completes(&plan) && !qp.recv_cq.has_room() =>' 'Ok(()) if false =>' \
-		tests/guest/20-xud-bounds.sh 'not ok [0-9]+ - a full receive CQ'
+		tests/guest/21-xud-bounds.sh 'not ok [0-9]+ - a full receive CQ'
 
 	# Claims of receives by messages that do not finish go unbounded:
 	# forged first packets pin every receive, whole SENDs meet RNR.
 	mutant xud-claims-unbounded driver/xud/receiver.rs \
 		'if plan.held && (!rs.may_hold_claim() || recvs.in_use() >= recvs_posted(qp)) {' \
 		'if plan.held && false {' \
-		tests/guest/20-xud-bounds.sh 'not ok [0-9]+ - the 10 whole SENDs were delivered'
+		tests/guest/21-xud-bounds.sh 'not ok [0-9]+ - the 10 whole SENDs were delivered'
 
 	# Sources that never finished a message keep their receives until the
 	# reclaim (14.5 s), not the short hold.
 	mutant xud-unproven-claims-kept driver/xud/timers.rs \
 		'let n = r.drop_unproven_claims(t);' 'let n = 0u32;' \
-		tests/guest/20-xud-bounds.sh 'not ok [0-9]+ - sources that never finished a message lose'
+		tests/guest/21-xud-bounds.sh 'not ok [0-9]+ - sources that never finished a message lose'
 
 	# A stalled destination takes posts up to the full share again: dead
 	# peers fill the send queue between their timeouts.
 	mutant xud-stalled-full-share driver/xud/sender.rs \
 		'if peer.send_ref().is_some_and(SendStream::is_stalled) {' 'if false {' \
-		tests/guest/20-xud-bounds.sh 'not ok [0-9]+ - a live peer keeps a third of its rate'
+		tests/guest/21-xud-bounds.sh 'not ok [0-9]+ - a live peer keeps a third of its rate'
 
 	# An XUD receiver takes the sender's IPv6 address for its own (the
 	# destination read at the source's offset): its receiving state is

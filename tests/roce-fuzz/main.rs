@@ -2,7 +2,7 @@
 
 //! roce-fuzz: crafted RoCEv2 packets at an rxud device's UDP port 4791,
 //! for `make soak` (qemu/soak.sh) and its short version in make check
-//! (tests/guest/20-soak.sh). Every BTH opcode (RC, UC, UD, XUD, and bytes
+//! (tests/guest/22-soak.sh). Every BTH opcode (RC, UC, UD, XUD, and bytes
 //! no transport has), truncations at every header boundary, lying RETH,
 //! AETH, pad counts and lengths, good-ICRC packets and their bad-ICRC
 //! twins, the device's live QPNs and the PSNs they expect, IPv4 and IPv6,

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
 /*
  * ring-storm: a hostile user of rxud's shared rings (make soak, and
- * tests/guest/20-soak.sh). It opens the device through librxud, makes an
+ * tests/guest/22-soak.sh). It opens the device through librxud, makes an
  * RC, a UD and an XUD QP with their CQs and an MR open to remote access,
  * posts receives, then writes random fields into every ring librxud
  * mapped from the device (SQ, RQ and CQ alike: the kernel trusts none of

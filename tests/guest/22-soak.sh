@@ -46,7 +46,7 @@ SIP=169.254.219.1 # rxud0's address (sv0, in sa)
 CIP=169.254.219.2 # rxud1's (sv1, in sb)
 FIP=169.254.219.3 # the fuzzer's, the victims' peer: no device's
 # Its files where the host sees them (the run's output directory).
-W=${RXUD_OUT:-/tmp}/20-soak
+W=${RXUD_OUT:-/tmp}/22-soak
 rm -rf $W
 mkdir -p $W
 echo "seed $SEED (RXUD_SOAK_SEED=$SEED replays it), $PACKETS packets" | tap_diag
