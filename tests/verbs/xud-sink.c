@@ -29,7 +29,12 @@
  * ::ffff:a.b.c.d for IPv4) with Q_Key QKEY, the QP at timeout 12 and
  * retry_cnt 2 (three tries a SEND, about 0.12 s), then
  *
- *   sent: N send completions, M RETRY_EXC_ERR
+ *   sent: N send completions, M RETRY_EXC_ERR, F failed
+ *
+ * (F: completions with any error status; to a peer that never answers,
+ * the SENDs beyond what XUD lets such a destination hold fail
+ * IBV_WC_LOC_QP_OP_ERR without a packet, Documentation/xud.rst, "Send
+ * resources")
  *
  * once all have completed (or after 30 s).
  */
@@ -69,7 +74,7 @@ static void send_to(struct ibv_pd *pd, struct ibv_cq *cq, struct ibv_qp *qp,
 				  .send_flags = IBV_SEND_SIGNALED }, *bad;
 	struct ibv_ah *ah;
 	long long deadline = now_ms() + 30000;
-	int done = 0, retry_exc = 0, err;
+	int done = 0, retry_exc = 0, failed = 0, err;
 
 	if (inet_pton(AF_INET6, dgid, av.grh.dgid.raw) != 1)
 		die("-t: not an IPv6 address", EINVAL);
@@ -99,8 +104,9 @@ static void send_to(struct ibv_pd *pd, struct ibv_cq *cq, struct ibv_qp *qp,
 			continue;
 		done++;
 		retry_exc += wc.status == IBV_WC_RETRY_EXC_ERR;
+		failed += wc.status != IBV_WC_SUCCESS;
 	}
-	printf("sent: %d send completions, %d RETRY_EXC_ERR\n", done, retry_exc);
+	printf("sent: %d send completions, %d RETRY_EXC_ERR, %d failed\n", done, retry_exc, failed);
 	fflush(stdout);
 	ibv_destroy_ah(ah);
 }
