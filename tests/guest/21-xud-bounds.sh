@@ -27,6 +27,7 @@ SINK=$RXUD_TOP/tests/verbs/xud-sink
 FORGE=$RXUD_TOP/tests/xud-forge/target/release/xud-forge
 SIP=169.254.220.1 # rxud0's address (bv0, in ba)
 CIP=169.254.220.2 # rxud1's (bv1, in bb)
+FIP=169.254.220.3 # the forger's (bv0 too: a host on rxud0's side)
 IN=/tmp/20-sink.in
 OUT=/tmp/20-sink.out
 
@@ -53,6 +54,7 @@ bounds() {
 
 rxud_load
 rxud_pair ba bb bv0 bv1
+inns ba ip addr add $FIP/24 dev bv0
 g0=$(v2_gid_index rxud0)
 g1=$(v2_gid_index rxud1)
 
@@ -72,7 +74,11 @@ nsenter --net=/run/netns/bb "$SINK" -d rxud1 -p 256 -r 32 <$IN >$OUT 2>&1 7>&- &
 sink=$!
 wait_for 20 grep -q '^qpn ' $OUT
 read -r _ qpn _ _ _ _ _ qkey <$OUT
-forge() { inns ba "$FORGE" --src $SIP --dst $CIP --qpn "$qpn" --qkey "$qkey" "$@"; }
+# The forger takes each source's stream cookie from its challenge first
+# (--handshake: it sees what is sent to its address, as any host that
+# sends from its own does; xud.rst, "Stream cookies"): the cookie keeps
+# out those who cannot, these bounds are for those who can.
+forge() { inns ba "$FORGE" --src $FIP --dst $CIP --qpn "$qpn" --qkey "$qkey" --handshake "$@"; }
 
 # 40 sources, each the first 64 bytes of 4 SENDs of 200 bytes that never
 # finish: one claim per source, and no more than half the receives.

@@ -364,6 +364,73 @@ extern "C" {
         addr_len: u32,
     ) -> isize;
     fn close(fd: c_int) -> c_int;
+    fn recv(fd: c_int, buf: *mut c_void, len: usize, flags: c_int) -> isize;
+}
+
+/// Where challenges are read: a UDP socket on 4791 at the source address,
+/// or, where an rxud device of this namespace holds that port, a raw UDP
+/// socket, which sees a copy of every UDP datagram the host receives (the
+/// device drops the challenge: it names no stream of its own).
+enum Listener {
+    Udp(std::net::UdpSocket),
+    Raw(c_int, Ipv4Addr),
+}
+
+impl Listener {
+    fn open(src: Ipv4Addr) -> Result<Self, String> {
+        match std::net::UdpSocket::bind((src, ROCE_V2_UDP_PORT)) {
+            Ok(s) => Ok(Self::Udp(s)),
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
+                // SAFETY: plain system call with integer arguments.
+                let fd = unsafe { socket(AF_INET, SOCK_RAW, c_int::from(IPPROTO_UDP)) };
+                if fd < 0 {
+                    return Err(format!(
+                        "socket(AF_INET, SOCK_RAW, IPPROTO_UDP): {}",
+                        std::io::Error::last_os_error()
+                    ));
+                }
+                Ok(Self::Raw(fd, src))
+            }
+            Err(e) => Err(format!("bind {src}:{ROCE_V2_UDP_PORT}: {e}")),
+        }
+    }
+
+    /// The next RoCE packet (BTH on) to UDP 4791 at the source address
+    /// within `left`, as its range in `buf`.
+    fn recv(&self, buf: &mut [u8], left: Duration) -> Option<core::ops::Range<usize>> {
+        match self {
+            Self::Udp(s) => {
+                s.set_read_timeout(Some(left)).ok()?;
+                s.recv(buf).ok().map(|n| 0..n)
+            }
+            Self::Raw(fd, src) => {
+                let tv = [left.as_secs() as i64, i64::from(left.subsec_micros().max(1))];
+                // SAFETY: `tv` is a live struct timeval (two longs) of the
+                // length given. SOL_SOCKET 1, SO_RCVTIMEO 20.
+                unsafe {
+                    setsockopt(*fd, 1, 20, tv.as_ptr().cast(), std::mem::size_of_val(&tv) as u32)
+                };
+                // SAFETY: `buf` is live and writable for its length.
+                let n = unsafe { recv(*fd, buf.as_mut_ptr().cast(), buf.len(), 0) };
+                let n = usize::try_from(n).ok()?;
+                let d = buf.get(..n)?;
+                let ihl = usize::from(d.first()? & 0xf) * 4;
+                let udp = d.get(ihl..ihl + UDP_HEADER_LEN)?;
+                let to_us = d.get(16..20)? == src.octets()
+                    && u16::from_be_bytes([udp[2], udp[3]]) == ROCE_V2_UDP_PORT;
+                to_us.then_some(ihl + UDP_HEADER_LEN..n)
+            }
+        }
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        if let Self::Raw(fd, _) = self {
+            // SAFETY: our own descriptor, closed once.
+            unsafe { close(*fd) };
+        }
+    }
 }
 
 /// A raw IPv4 socket that sends datagrams with their own IP header.
@@ -493,8 +560,7 @@ fn run(a: &Args) -> Result<u64, String> {
     if a.handshake {
         // Listen where the challenges go (the source address), then send
         // each packet once without a cookie.
-        let listen = std::net::UdpSocket::bind((a.src, ROCE_V2_UDP_PORT))
-            .map_err(|e| format!("bind {}:{ROCE_V2_UDP_PORT}: {e}", a.src))?;
+        let listen = Listener::open(a.src)?;
         for d in build_all(&cookies, &mut rng)? {
             sock.send_to(&d, a.dst)?;
             sent += 1;
@@ -520,7 +586,7 @@ fn run(a: &Args) -> Result<u64, String> {
 /// Takes the challenge of each source's stream from `listen` (2 s at
 /// most): its cookie, by source QPN.
 fn challenges(
-    listen: &std::net::UdpSocket,
+    listen: &Listener,
     a: &Args,
     streams: &[u64],
 ) -> Result<BTreeMap<u32, Cookie>, String> {
@@ -536,13 +602,10 @@ fn challenges(
                 streams.len()
             ));
         }
-        listen
-            .set_read_timeout(Some(left))
-            .map_err(|e| format!("set_read_timeout: {e}"))?;
-        let Ok(n) = listen.recv(&mut buf) else {
+        let Some(r) = listen.recv(&mut buf, left) else {
             continue;
         };
-        let Ok(p) = packet::Packet::new_checked(&buf[..n]) else {
+        let Ok(p) = packet::Packet::new_checked(&buf[r]) else {
             continue;
         };
         if p.opcode() != Opcode::XUD_CHALLENGE {
