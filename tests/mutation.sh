@@ -125,8 +125,10 @@ finish_builds() {
 # In CI of effd4e0 the lanes took 273 s and 172 s; train-charge-one and
 # xud-qpn-not-held (some 50 s of tests) moved here after it, and two of
 # the four 21-xud-bounds mutants (45 to 90 s each) came here, with one of
-# 20-addresses'.
-LANE_B=" invalidate-noop mr-key-outlives-dereg mr-memo-key-unchecked xud-park-forgets xud-streams-merge train-charge-one xud-qpn-not-held xud-claims-unbounded xud-unproven-claims-kept vlan-tx-untagged "
+# 20-addresses'. Issue 27 took the mutants from 23 to 40: the first lane
+# ran past its old 600 s limit (some 650 s of tests before its last
+# seven), so three 18- and 20- mutants moved here and the limit is 1500 s.
+LANE_B=" invalidate-noop mr-key-outlives-dereg mr-memo-key-unchecked xud-park-forgets xud-streams-merge train-charge-one xud-qpn-not-held xud-claims-unbounded xud-unproven-claims-kept vlan-tx-untagged xud-cookie-age-unchecked xud-window-cookie-unchecked xud-v6-answer-address "
 
 # is_leak I: whether mutant I is caught by kmemleak.
 is_leak() { case ${wants[$1]} in *unreferenced*) return 0 ;; *) return 1 ;; esac; }
@@ -170,7 +172,7 @@ run_lane() {
 		[ ${#last[@]} -eq 0 ] || printf '%s\n' "${last[@]}"
 	} >"$work/$lane.list"
 	[ -s "$work/$lane.list" ] || return 0
-	"$TOP/qemu/vm.sh" "$@" --timeout 600 --out "$work/$lane" -- \
+	"$TOP/qemu/vm.sh" "$@" --timeout 1500 --out "$work/$lane" -- \
 		"$TOP/tests/mutant-lane.sh" "$work/$lane.list" >"$work/$lane.log" 2>&1
 }
 
@@ -405,7 +407,7 @@ build_all() {
 	mutant xud-claims-unbounded driver/xud/receiver.rs \
 		'if plan.held && (!rs.may_hold_claim() || recvs.in_use() >= recvs_posted(qp)) {' \
 		'if plan.held && false {' \
-		tests/guest/21-xud-bounds.sh 'not ok [0-9]+ - the 10 whole SENDs were delivered'
+		tests/guest/21-xud-bounds.sh 'not ok [0-9]+ - forged partial SENDs: claims beyond one per source'
 
 	# Sources that never finished a message keep their receives until the
 	# reclaim (14.5 s), not the short hold.
