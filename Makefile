@@ -37,15 +37,21 @@ VERBS_TEST := $(TOP)/tests/verbs/verbs-test
 RC_TEST := $(TOP)/tests/verbs/rc-test
 DATA_TEST := $(TOP)/tests/verbs/data-test
 EX_TEST := $(TOP)/tests/verbs/ex-test
+FLUSH_TEST := $(TOP)/tests/verbs/flush-test
 XUD_TEST := $(TOP)/tests/verbs/xud-test
 XUD_DATA := $(TOP)/tests/verbs/xud-data
 RXUD_PERF := $(TOP)/tests/verbs/rxud-perf
+RXUD_PINGMESH := $(TOP)/tests/verbs/rxud-pingmesh
+XUD_INCAST := $(TOP)/tests/verbs/xud-incast
 XUD_SINK := $(TOP)/tests/verbs/xud-sink
 XUD_RECREATE := $(TOP)/tests/verbs/xud-recreate
 XUD_BOUNDS := $(TOP)/tests/verbs/xud-bounds
 XUD_FORGE := $(TOP)/tests/xud-forge/target/release/xud-forge
 ROCE_FUZZ := $(TOP)/tests/roce-fuzz/target/release/roce-fuzz
 RING_STORM := $(TOP)/tests/verbs/ring-storm
+HELD_DEVICE := $(TOP)/tests/verbs/held-device
+ORPHAN_SEND := $(TOP)/tests/verbs/orphan-send
+MCAST_TEST := $(TOP)/tests/verbs/mcast-test
 QP_MEM := $(TOP)/tests/verbs/qp-mem
 UDP_LAT := $(TOP)/tests/verbs/udp-lat
 KTEST := $(TOP)/tests/kmod
@@ -53,8 +59,8 @@ KTEST := $(TOP)/tests/kmod
 .PHONY: all modules provider ktest install setup run bench bench-scaling soak check check-host check-vm check-mutants clean help \
 	fmt lint fmt-check clippy clippy-module clippy-host
 
-all: modules provider $(VERBS_TEST) $(RC_TEST) $(DATA_TEST) $(EX_TEST) $(XUD_TEST) $(XUD_DATA) $(RXUD_PERF) \
-	$(XUD_SINK) $(XUD_RECREATE) $(XUD_BOUNDS) $(XUD_FORGE) $(ROCE_FUZZ) $(RING_STORM) ktest
+all: modules provider $(VERBS_TEST) $(RC_TEST) $(DATA_TEST) $(EX_TEST) $(FLUSH_TEST) $(XUD_TEST) $(XUD_DATA) $(RXUD_PERF) \
+	$(RXUD_PINGMESH) $(XUD_INCAST) $(XUD_SINK) $(XUD_RECREATE) $(XUD_BOUNDS) $(XUD_FORGE) $(ROCE_FUZZ) $(RING_STORM) $(HELD_DEVICE) $(ORPHAN_SEND) $(MCAST_TEST) ktest
 
 # tests/kmod/rxud_ktest.ko: drives kernel-only verbs (tests/guest/06-*).
 ktest:
@@ -69,8 +75,23 @@ $(RC_TEST): $(TOP)/tests/verbs/rc-test.c $(TOP)/tests/verbs/tap.h $(TOP)/tests/v
 $(DATA_TEST): $(TOP)/tests/verbs/data-test.c $(TOP)/tests/verbs/tap.h $(TOP)/tests/verbs/util.h
 	$(CC) -O2 -g -Wall -Wextra -Werror -o $@ $< -libverbs
 
+# A process that holds a device while it is removed, and one that exits
+# with packets waiting for ARP (tests/guest/24-*).
+$(HELD_DEVICE): $(TOP)/tests/verbs/held-device.c $(TOP)/tests/verbs/util.h
+	$(CC) -O2 -g -Wall -Wextra -Werror -o $@ $< -libverbs
+
+$(ORPHAN_SEND): $(TOP)/tests/verbs/orphan-send.c $(TOP)/tests/verbs/util.h
+	$(CC) -O2 -g -Wall -Wextra -Werror -o $@ $< -libverbs
+
 $(EX_TEST): $(TOP)/tests/verbs/ex-test.c $(TOP)/tests/verbs/tap.h $(TOP)/tests/verbs/util.h
 	$(CC) -O2 -g -Wall -Wextra -Werror -o $@ $< -libverbs
+
+# FLUSH through librxud's direct verb rxudv_wr_flush (rdma-core 44 has no
+# ibv_wr_flush).
+$(FLUSH_TEST): $(TOP)/tests/verbs/flush-test.c $(TOP)/tests/verbs/tap.h $(TOP)/tests/verbs/util.h \
+		$(PROVIDER)/include/infiniband/rxudv.h | provider
+	$(CC) -O2 -g -Wall -Wextra -Werror -I$(PROVIDER)/include -o $@ $< -libverbs \
+		-L$(PROVIDER)/build -l:librxud-rdmav34.so -Wl,-rpath,$(PROVIDER)/build
 
 # XUD through librxud's direct verb: rxudv.h from the tree, linked to the
 # provider built here (which exports rxudv_create_qp).
@@ -95,6 +116,10 @@ $(XUD_RECREATE): $(TOP)/tests/verbs/xud-recreate.c $(TOP)/tests/verbs/tap.h $(TO
 		$(PROVIDER)/include/infiniband/rxudv.h | provider
 	$(CC) -O2 -g -Wall -Wextra -Werror -I$(PROVIDER)/include -o $@ $< -libverbs \
 		-L$(PROVIDER)/build -l:librxud-rdmav34.so -Wl,-rpath,$(PROVIDER)/build
+
+# UD multicast groups on one device (tests/guest/08-ud.sh).
+$(MCAST_TEST): $(TOP)/tests/verbs/mcast-test.c $(TOP)/tests/verbs/tap.h $(TOP)/tests/verbs/util.h
+	$(CC) -O2 -g -Wall -Wextra -Werror -o $@ $< -libverbs
 
 # Dead peers and a full receive CQ against an XUD QP (tests/guest/20-*).
 $(XUD_BOUNDS): $(TOP)/tests/verbs/xud-bounds.c $(TOP)/tests/verbs/tap.h $(TOP)/tests/verbs/util.h \
@@ -124,6 +149,18 @@ $(RING_STORM): $(TOP)/tests/verbs/ring-storm.c $(TOP)/tests/verbs/util.h \
 
 # XUD's perftest: bandwidth and latency, one QP to many peers.
 $(RXUD_PERF): $(TOP)/tests/verbs/rxud-perf.c $(PROVIDER)/include/infiniband/rxudv.h | provider
+	$(CC) -O2 -g -Wall -Wextra -Werror -I$(PROVIDER)/include -o $@ $< -libverbs \
+		-L$(PROVIDER)/build -l:librxud-rdmav34.so -Wl,-rpath,$(PROVIDER)/build
+
+# RDMA pingmesh over one XUD QP (tests/guest/26-pingmesh.sh).
+$(RXUD_PINGMESH): $(TOP)/tests/verbs/rxud-pingmesh.c $(TOP)/tests/verbs/xud-tool.h $(TOP)/tests/verbs/util.h \
+		$(PROVIDER)/include/infiniband/rxudv.h | provider
+	$(CC) -O2 -g -Wall -Wextra -Werror -I$(PROVIDER)/include -o $@ $< -libverbs \
+		-L$(PROVIDER)/build -l:librxud-rdmav34.so -Wl,-rpath,$(PROVIDER)/build
+
+# Many XUD senders to one XUD QP (tests/guest/27-incast.sh).
+$(XUD_INCAST): $(TOP)/tests/verbs/xud-incast.c $(TOP)/tests/verbs/xud-tool.h $(TOP)/tests/verbs/util.h \
+		$(PROVIDER)/include/infiniband/rxudv.h | provider
 	$(CC) -O2 -g -Wall -Wextra -Werror -I$(PROVIDER)/include -o $@ $< -libverbs \
 		-L$(PROVIDER)/build -l:librxud-rdmav34.so -Wl,-rpath,$(PROVIDER)/build
 
@@ -236,7 +273,7 @@ clean:
 	-$(MAKE) -C $(KDIR) M=$(KTEST) LLVM=1 clean
 	rm -f $(TOP)/.rxud-kdir
 	rm -f $(VERBS_TEST) $(RC_TEST) $(DATA_TEST) $(EX_TEST) $(XUD_TEST) $(XUD_DATA) $(RXUD_PERF) \
-		$(XUD_SINK) $(XUD_RECREATE) $(XUD_BOUNDS) $(QP_MEM) $(UDP_LAT) $(RING_STORM)
+		$(XUD_SINK) $(XUD_RECREATE) $(XUD_BOUNDS) $(QP_MEM) $(UDP_LAT) $(RING_STORM) $(HELD_DEVICE) $(ORPHAN_SEND) $(MCAST_TEST)
 	rm -rf $(TOP)/rust/proto/target $(TOP)/rust/abi/target $(PROVIDER)/target $(PROVIDER)/build
 
 help:

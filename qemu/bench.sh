@@ -113,6 +113,21 @@ function mid(a, m,   i, j, x) {
 		for (j = i; j > 1 && a[j - 1] > a[j]; j--) { x = a[j]; a[j] = a[j - 1]; a[j - 1] = x }
 	return m % 2 ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2
 }'
+# awk, for the XUD and NVMe-oF tables: median(PROV, KEY), the median of
+# PROV's figures for KEY over the rounds (v[PROV, KEY, ROUND]; "" without
+# any), and size(S), a byte count in B, KB or MB.
+ROUNDS_AWK='
+function median(prov, key,   m, i, a) {
+	m = 0
+	for (i = 1; i <= 9; i++)
+		if ((prov, key, i) in v) a[++m] = v[prov, key, i] + 0
+	return m ? mid(a, m) : ""
+}
+function size(s) {
+	if (s >= 1048576 && s % 1048576 == 0) return s / 1048576 " MB"
+	if (s >= 1024 && s % 1024 == 0) return s / 1024 " KB"
+	return s " B"
+}'
 # awk: prints cell[1..ROWS, 1..COLS] as an RST simple table, row 1 its
 # header, columns as wide as their widest cell.
 RST_AWK='
@@ -172,7 +187,7 @@ table() {
 	}
 	$1 == "tcp" { tcp = $4; next }
 	$1 == "udp" { if ($4 != "-" && $4 != "") { udp[++nudp] = $4 + 0 }; next }
-	$1 == "xud" || $1 == "step" || $1 == "budget" { next }
+	$1 == "xud" || $1 == "step" || $1 == "budget" || $1 ~ /^nvme-/ { next }
 	{ key = $2 "\t" $3; if (!(key in seen)) { seen[key] = 1; order[++n] = key; unit[key] = $5 }
 	  if ($4 != "-" && $4 != "") v[$1, key, $6] = $4
 	  if ($6 > rounds) rounds = $6 }
@@ -214,18 +229,7 @@ table() {
 # rounds; XUD/RC is XUD's median over rxud RC's (bandwidth: higher is
 # better for XUD; latency and memory: lower).
 xud_table() {
-	awk -F'\t' "$MID_AWK"'
-	function median(prov, key,   m, i, a) {
-		m = 0
-		for (i = 1; i <= 9; i++)
-			if ((prov, key, i) in v) a[++m] = v[prov, key, i] + 0
-		return m ? mid(a, m) : ""
-	}
-	function size(s) {
-		if (s >= 1048576 && s % 1048576 == 0) return s / 1048576 " MB"
-		if (s >= 1024 && s % 1024 == 0) return s / 1024 " KB"
-		return s " B"
-	}
+	awk -F'\t' "$MID_AWK$ROUNDS_AWK"'
 	function fig(x, u) { return x == "" ? "-" : u == "B" ? sprintf("%.0f B", x) : sprintf("%.2f %s", x, u) }
 	{ key = $2 "\t" $3; if ($4 != "-" && $4 != "") v[$1, key, $6] = $4; unit[key] = $5
 	  if ($1 == "xud" && !(key in seen)) { seen[key] = 1; order[++n] = key } }
@@ -246,6 +250,30 @@ xud_table() {
 			k = order[i]; split(k, f, "\t")
 			if (unit[k] != "B") continue
 			printf "%-42s %-8s %-12s %-12s\n", f[1], f[2], fig(median("xud", k), "B"), fig(rcmem, "B")
+		}
+	}' "$tsv"
+}
+# NVMe-oF's table (qemu/bench-guest.sh, nvme_fio): fio's figure over
+# nvme-tcp, over nvme-rdma on rxe and on rxud (the medians of the rounds),
+# rxud over rxe within each round (its median, as the main table), and
+# rxud over NVMe/TCP's median.
+nvme_table() {
+	awk -F'\t' "$MID_AWK$ROUNDS_AWK"'
+	function fig(x, u) { return x == "" ? "-" : u == "IO/s" ? sprintf("%.0f %s", x, u) : sprintf("%.2f %s", x, u) }
+	$1 !~ /^nvme-/ { next }
+	{ key = $2 "\t" $3; if ($4 != "-" && $4 != "") v[$1, key, $6] = $4; unit[key] = $5
+	  if (!(key in seen)) { seen[key] = 1; order[++n] = key } }
+	END {
+		printf "%-20s %-8s %-14s %-14s %-14s %-9s %-8s\n", "NVMe-oF (fio)", "size", "NVMe/TCP", "rxe", "rxud", "rxud/rxe", "rxud/TCP"
+		for (i = 1; i <= n; i++) {
+			k = order[i]; split(k, f, "\t")
+			t = median("nvme-tcp", k); e = median("nvme-rxe", k); x = median("nvme-rxud", k)
+			m = 0; delete q
+			for (r = 1; r <= 9; r++)
+				if (("nvme-rxe", k, r) in v && ("nvme-rxud", k, r) in v && v["nvme-rxe", k, r] + 0 > 0)
+					q[++m] = v["nvme-rxud", k, r] / v["nvme-rxe", k, r]
+			printf "%-20s %-8s %-14s %-14s %-14s %-9s %-8s\n", f[1], size(f[2]), fig(t, unit[k]), fig(e, unit[k]), fig(x, unit[k]),
+				m ? sprintf("%.2f", mid(q, m)) : "-", (x != "" && t + 0 > 0) ? sprintf("%.2f", x / t) : "-"
 		}
 	}' "$tsv"
 }
@@ -321,6 +349,7 @@ budget_table() {
 }
 table >"$out/bench.txt"
 xud_table >"$out/bench-xud.txt"
+nvme_table >"$out/bench-nvme.txt"
 steps_table >"$out/bench-steps.txt"
 budget_table >"$out/bench-budget.txt"
 cat "$out/bench.txt" "$out/bench-xud.txt" "$out/bench-steps.txt" "$out/bench-budget.txt"
@@ -467,6 +496,19 @@ stream has parked ("at rest"; xud_real_peers).
 ::
 
 $(sed 's/^/    /' "$out/bench-xud.txt")
+
+NVMe over Fabrics (issue 28): fio in vm1 against one namespace of an
+nvmet target in vm0 (a null_blk device: no data kept, so the transport
+is what is measured), time-based, 6 s after a second's ramp, one
+job, libaio, O_DIRECT; over nvme-rdma on rxe and on rxud in their
+rounds, and over nvme-tcp (nvmet-tcp: what a user without RDMA picks) on
+the same link in rxe's rounds (qemu/bench-guest.sh, \`\`nvme_fio\`\`).
+Random reads in IO/s, sequential reads in MB/s (2^20), the medians of
+the rounds; rxud/rxe is the median of the per-round ratios.
+
+::
+
+$(sed 's/^/    /' "$out/bench-nvme.txt")
 
 $steps_doc
 

@@ -17,6 +17,11 @@ APT_PACKAGES=(
 	# RDMA userspace, the reference tools and traffic generators.
 	rdma-core ibverbs-utils ibverbs-providers libibverbs-dev librdmacm-dev
 	perftest rdmacm-utils iperf3 iproute2 iputils-ping ethtool
+	# rdma-core's own conformance suite (tests/guest/23-pyverbs.sh).
+	python3-pyverbs
+	# Kernel RDMA consumers in the VMs: NVMe over Fabrics (nvme-cli; fio
+	# drives and verifies the IO) and NFS over RDMA (nfsd's tools, mount.nfs).
+	nvme-cli fio nfs-kernel-server nfs-common
 	# Tests.
 	jq procps  # procps: pkill in the teardown test
 	strace     # make bench: system calls per work request
@@ -35,7 +40,15 @@ install_apt() {
 	log "apt packages: installing ${missing[*]}"
 	export DEBIAN_FRONTEND=noninteractive
 	apt-get update -q
-	apt-get install -y -q --no-install-recommends "${missing[@]}"
+	# The packages are for the VMs (which share this root): no service of
+	# theirs (nfsd, rpcbind, nvmf autoconnect) is to start on this machine.
+	# policy-rc.d tells invoke-rc.d and deb-systemd-invoke not to.
+	local policy=/usr/sbin/policy-rc.d ours=0
+	if [ ! -e $policy ]; then
+		printf '#!/bin/sh\nexit 101\n' >$policy && chmod 755 $policy && ours=1
+	fi
+	apt-get install -y -q --no-install-recommends "${missing[@]}" || { [ $ours = 0 ] || rm -f $policy; return 1; }
+	[ $ours = 0 ] || rm -f $policy
 }
 
 install_bindgen() {

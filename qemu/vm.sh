@@ -12,7 +12,10 @@
 # RXUD_OUT (=OUTDIR/vmN) set. The guests' network link is addressed
 # 169.254.77.1/16 (VM 0) and 169.254.77.2/16 (VM 1).
 #
-# Output of VM N goes to OUTDIR/vmN.log (and to the terminal with -v). Exit
+# Output of VM N goes to OUTDIR/vmN.log (and to the terminal with -v), its
+# kernel console (boot messages, oopses, panics: everything a guest that
+# dies before or without its command's output can still say) to
+# OUTDIR/vmN.console, over a virtio console of its own (hvc0). Exit
 # status: 0 if CMD exited 0 in every VM; 124 if a VM timed out; else the
 # first non-zero status. No QEMU process outlives this script: on exit,
 # timeout or Ctrl-C every VM's process group is killed.
@@ -111,8 +114,20 @@ for i in $(seq 0 $((nvms - 1))); do
 	self_ip=169.254.77.$((i + 1))
 	peer_ip=169.254.77.$((2 - i))
 	mkdir -p "$out/vm$i"
-	guest="export RXUD_VM=$i RXUD_SELF_IP=$self_ip RXUD_PEER_IP=$peer_ip RXUD_OUT=$out/vm$i; \
-. $RXUD_TOP/qemu/guest-net.sh; cd $(printf '%q' "$PWD") && $cmd; echo \$? > $out/vm$i/exit-status"
+	# RXUD_KDIR: the booted kernel's tree, whose kselftest runner and
+	# ktap_helpers.sh the tests use (tests/lib/ksft.mk, tests/lib/tap.sh).
+	# The guest command goes in a file, not on the kernel command line
+	# (vng's virtme.exec=): x86's holds 2,048 bytes and cuts the rest,
+	# init= included, so a long command (a suite's list of tests under a
+	# long path) booted a guest that ran nothing and said nothing.
+	{
+		printf 'export RXUD_VM=%s RXUD_SELF_IP=%s RXUD_PEER_IP=%s RXUD_OUT=%q RXUD_KDIR=%q\n' \
+			"$i" "$self_ip" "$peer_ip" "$out/vm$i" "$KDIR"
+		printf '. %q\n' "$RXUD_TOP/qemu/guest-net.sh"
+		printf 'cd %q && %s\n' "$PWD" "$cmd"
+		printf 'echo $? > %q\n' "$out/vm$i/exit-status"
+	} >"$out/vm$i/guest.sh"
+	guest="bash $(printf '%q' "$out/vm$i/guest.sh")"
 	# Every VM gets the virtio-net NIC; a single VM's has no one at the
 	# other end (its frames go to a loopback port nobody reads).
 	self_port=$((base + i)) peer_port=$((base + 1 - i))
@@ -124,12 +139,16 @@ for i in $(seq 0 $((nvms - 1))); do
 	opts=(--qemu-opts="-netdev $netdev -device virtio-net-pci,netdev=s0,mac=52:54:00:77:00:0$((i + 1))")
 	accel=(--disable-kvm)
 	[ $kvm -eq 1 ] && accel=()
-	[ -n "$append" ] && accel+=(--append "$append")
+	# vng boots "quiet loglevel=1" with its serial console sent nowhere;
+	# the 8250 driver serves one console only, so the kernel's goes to
+	# hvc0 instead, at full level (the later loglevel= wins).
+	kopts=(--qemu-opts="-chardev file,id=kcon,path=$out/vm$i.console -device virtconsole,chardev=kcon")
+	accel+=(--append "console=hvc0 loglevel=7${append:+ $append}")
 	# Created here, not by the background job's redirection: `tail -f`
 	# below must find it.
 	: >"$out/vm$i.log"
 	setsid vng --run "$KDIR" --user root --force-9p --disable-microvm "${accel[@]}" \
-		-m "${mem}M" --cpus "$cpus" --rwdir "$out" "${opts[@]}" -- "$guest" \
+		-m "${mem}M" --cpus "$cpus" --rwdir "$out" "${opts[@]}" "${kopts[@]}" -- "$guest" \
 		</dev/null >"$out/vm$i.log" 2>&1 &
 	pids+=($!)
 	if [ $verbose -eq 1 ]; then
@@ -157,7 +176,7 @@ pids=()
 if [ $rc -eq 0 ]; then
 	for i in $(seq 0 $((nvms - 1))); do
 		if [ ! -f "$out/vm$i/exit-status" ]; then
-			log "vm$i: did not come back (log: $out/vm$i.log)"
+			log "vm$i: did not come back (log: $out/vm$i.log, kernel console: $out/vm$i.console)"
 			[ $rc -ne 0 ] || rc=1
 			continue
 		fi

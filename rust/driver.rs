@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 
 pub(crate) mod ah;
+pub(crate) mod cnp;
 pub(crate) mod context;
 pub(crate) mod counter;
 pub(crate) mod counters;
@@ -14,6 +15,7 @@ pub(crate) mod cq;
 pub(crate) mod device;
 pub(crate) mod flight;
 pub(crate) mod local;
+pub(crate) mod mcast;
 pub(crate) mod mr;
 pub(crate) mod pd;
 pub(crate) mod post;

@@ -14,6 +14,7 @@ pub(crate) mod link;
 pub(crate) mod mmap;
 pub(crate) mod mr;
 pub(crate) mod qp;
+pub(crate) mod res;
 pub(crate) mod srq;
 pub(crate) mod stats;
 pub(crate) mod udata;
@@ -29,11 +30,12 @@ pub(crate) use cq::{CqArm, CqEvents, CqInitAttr};
 pub(crate) use device::{
     Device, DeviceHandle, DeviceInfo, DeviceOps, DeviceRef, NewDevice, PortEvent,
 };
-pub(crate) use mmap::SharedMem;
-pub(crate) use mr::{AccessFlags, MrKind, UserRange};
+pub(crate) use mmap::{SharedMem, Unmapping};
+pub(crate) use mr::{AccessFlags, MrKind, MwKind, UserRange};
 pub(crate) use qp::{
     QpAttr, QpAttrMask, QpCap, QpEvent, QpEvents, QpInitAttr, QpQuery, QpState, QpType,
 };
+pub(crate) use res::Details;
 pub(crate) use srq::{SrqAttr, SrqEvents, SrqModify};
 pub(crate) use stats::CounterDesc;
 pub(crate) use udata::{UContext, UData};

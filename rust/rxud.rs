@@ -30,7 +30,7 @@ mod proto;
 
 use driver::{transport::Transports, Registry};
 use ib::link;
-use net::notifier::NetdevNotifier;
+use net::{netns::NetnsExitRegistration, notifier::NetdevNotifier};
 
 module! {
     type: RxudModule,
@@ -46,11 +46,16 @@ struct RxudModule {
     /// `None` once unloading has unregistered the link type.
     link: Option<link::Registration<Arc<Registry>>>,
     _notifier: Pin<KBox<NetdevNotifier<Arc<Registry>>>>,
+    /// Last: unregistering it closes what the devices left in live
+    /// namespaces (nothing, once they are gone).
+    _netns: NetnsExitRegistration<Transports>,
 }
 
 impl kernel::Module for RxudModule {
     fn init(module: &'static ThisModule) -> Result<Self> {
         let transports = Arc::pin_init(Transports::new(), GFP_KERNEL)?;
+        // Before any device: a namespace that ends releases its socket.
+        let netns = NetnsExitRegistration::register(transports.clone())?;
         let registry = Arc::pin_init(Registry::new(module, transports), GFP_KERNEL)?;
         // The notifier goes first so that no device can be bound to a netdev
         // whose removal we would not hear about.
@@ -61,6 +66,7 @@ impl kernel::Module for RxudModule {
             registry,
             link: Some(link),
             _notifier: notifier,
+            _netns: netns,
         })
     }
 }

@@ -1,38 +1,51 @@
 #!/usr/bin/env bash
-# In-guest kselftest-style runner: runs every test script of a directory
-# (or the scripts given), each with a time limit, nests its TAP output,
-# and records dmesg (and kmemleak's findings when booted with kmemleak=on).
+# In-guest runner for make check, make soak, make run and the mutant lanes:
+# runs test scripts with the kernel's own kselftest runner, through their
+# directory's Makefile over the kernel's lib.mk (`make run_tests`,
+# tests/lib/ksft.mk), then records the kernel log (and kmemleak's findings
+# when booted with kmemleak=on).
 #   tests/guest-runner.sh DIR|SCRIPT...
-# Writes the TAP stream to stdout and to $RXUD_OUT/tap.txt, the kernel log
-# to $RXUD_OUT/dmesg.txt. Exits non-zero if any test failed.
+# Scripts given must share a directory. RXUD_TEST_TIMEOUT overrides the
+# directory's settings timeout. Writes the TAP stream to stdout and to
+# $RXUD_OUT/tap.txt, the kernel log to $RXUD_OUT/dmesg.txt. Exits non-zero
+# if any test failed or timed out (a skipped one, exit 4, is not a failure).
 set -u
 out=${RXUD_OUT:-/tmp}
-limit=${RXUD_TEST_TIMEOUT:-300}
-if [ $# -eq 1 ] && [ -d "$1" ]; then tests=("$1"/[0-9]*.sh); else tests=("$@"); fi
-{
-	echo "TAP version 13"
-	echo "1..${#tests[@]}"
-	rc=0
-	n=0
-	for t in "${tests[@]}"; do
-		n=$((n + 1))
-		name=$(basename "$t")
-		echo "# selftests: rxud: $name"
-		t0=$SECONDS
-		timeout -k 5 "$limit" "$t" 2>&1 | sed -u 's/^/# /'
-		s=${PIPESTATUS[0]}
-		echo "# $name: $((SECONDS - t0)) s"
-		if [ "$s" -eq 0 ]; then
-			echo "ok $n selftests: rxud: $name"
-		else
-			[ "$s" -eq 124 ] && echo "# $name: timed out after ${limit}s"
-			echo "not ok $n selftests: rxud: $name # exit=$s"
-			rc=1
-		fi
+die() { echo "guest-runner: $*" >&2; exit 2; }
+progs=()
+if [ $# -eq 1 ] && [ -d "$1" ]; then
+	dir=$1
+else
+	[ $# -gt 0 ] || die "usage: $0 DIR|SCRIPT..."
+	dir=$(dirname "$1")
+	for t in "$@"; do
+		[ "$(dirname "$t")" = "$dir" ] || die "$t: not in $dir (one directory per run)"
+		progs+=("$(basename "$t")")
 	done
-	exit $rc
-} | tee "$out/tap.txt"
-rc=${PIPESTATUS[0]}
+fi
+[ -f "$dir/Makefile" ] || die "$dir has no kselftest Makefile"
+[ -z "${RXUD_TEST_TIMEOUT:-}" ] || export kselftest_override_timeout=$RXUD_TEST_TIMEOUT
+# Each test's wall time follows its result, as a TAP comment, and its start
+# goes to the kernel log, so that a slow suite shows where its time went
+# and a kernel report shows which test it came in.
+timed() {
+	local start=$SECONDS line
+	while IFS= read -r line; do
+		printf '%s\n' "$line"
+		case $line in
+		"# selftests: "*)
+			start=$SECONDS
+			echo "rxud-test: ${line#\# selftests: }" >/dev/kmsg 2>/dev/null ;;
+		"ok "*" selftests: "* | "not ok "*" selftests: "*)
+			echo "# $((SECONDS - start)) s: ${line#* selftests: }" ;;
+		esac
+	done
+}
+make -s -C "$dir" run_tests ${progs[@]+TEST_PROGS="${progs[*]}"} 2>&1 | timed | tee "$out/tap.txt"
+rc=0
+# The runner's own status says nothing of its tests': its TAP does.
+grep -qE '^not ok ' "$out/tap.txt" && rc=1
+grep -qE '^ok [0-9]+ ' "$out/tap.txt" || rc=1
 # With kmemleak=on, look for leaks after everything has been unloaded:
 # two scans, the second after kmemleak's minimum object age (5 s).
 # RXUD_KMEMLEAK_SCAN=0 skips them (tests/mutant-lane.sh, for the mutants

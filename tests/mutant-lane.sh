@@ -3,9 +3,10 @@
 # one after the other, each against its own build of the module:
 #   tests/mutant-lane.sh LIST
 # LIST has one mutant per line: NAME, KO, TEST and, for a mutant that
-# kmemleak is to catch, "scan", tab-separated (a file, not arguments: the
-# guest's command travels on the kernel command line, which holds 2048
-# bytes). Each mutant's TAP stream and kernel log go to $RXUD_OUT/NAME/
+# kmemleak is to catch, "scan" (for one that may crash the kernel,
+# "crash": the guest powers off after its test), tab-separated (a file,
+# not arguments: the guest's command travels on the kernel command line,
+# which holds 2048 bytes). Each mutant's TAP stream and kernel log go to $RXUD_OUT/NAME/
 # (the kernel log cleared in between, so each holds its own run), and for
 # "scan" kmemleak's findings: those of earlier runs are cleared first, so
 # a leak reported is the mutant's own (the lane boots with kmemleak=on;
@@ -42,13 +43,28 @@ list=${1:?usage: $0 LIST}
 # The list on fd 3: the tests must not read it from their stdin.
 while IFS=$'\t' read -r name ko test scan <&3; do
 	mkdir -p "$out/$name"
+	# Whether lockdep can still report (it stops after its first report
+	# or a taint): the judge says so of a lockdep mutant that survived.
+	grep -s '^ *debug_locks:' /proc/lockdep_stats >"$out/$name/lockdep.txt"
 	dmesg -C
+	# In the console too: a crash after it is this mutant's
+	# (tests/mutation.sh, CRASHERS).
+	echo "rxud-mutant: $name" >/dev/kmsg
 	if [ "$scan" = scan ]; then
 		mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug
 		echo clear >/sys/kernel/debug/kmemleak
 	fi
 	RXUD_OUT=$out/$name RXUD_KO=$ko RXUD_FAIL_FAST=1 RXUD_KMEMLEAK_SCAN=$([ "$scan" = scan ] && echo 1 || echo 0) \
 		"$top/tests/guest-runner.sh" "$test" </dev/null >/dev/null 2>&1
+	if [ "$scan" = crash ]; then
+		# A crasher (tests/mutation.sh, CRASHERS) is the lane's last: its
+		# results are written; power off before its use after free runs
+		# (24-device-removal's fires seconds after the test, when the
+		# orphan's datagrams are dropped, and hangs the guest silently).
+		sync
+		echo o >/proc/sysrq-trigger
+		sleep 60
+	fi
 	cleanup </dev/null
 	for _ in 1 2 3 4 5; do
 		[ -d /sys/module/rxud ] || break

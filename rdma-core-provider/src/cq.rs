@@ -142,6 +142,18 @@ impl<M: RingMemory> CqShared<M> {
         self.idle.notify_one();
     }
 
+    /// Removes the unpolled completions of QP `qp_num` (its move to RESET:
+    /// [`ring::clean_cq`]); waits for an open session to end first. A
+    /// missing or broken ring is left alone (polling reports it).
+    fn clean(&self, qp_num: u32) -> u32 {
+        let state = self.lock_idle();
+        state
+            .ring
+            .as_ref()
+            .and_then(|ring| ring::clean_cq(&ring.ring(), qp_num).ok())
+            .unwrap_or(0)
+    }
+
     /// What a `read_*` callback reads: the completion the session is at.
     fn current(&self) -> ibv_wc {
         self.lock().current
@@ -476,6 +488,17 @@ readers! {
     read_dlid_path_bits -> u8 = |wc| wc.dlid_path_bits;
 }
 
+/// Removes QP `qp_num`'s unpolled completions from `ibcq`, after the QP
+/// moved to RESET; how many went.
+///
+/// # Safety
+///
+/// `ibcq` is a live CQ of ours.
+pub(crate) unsafe fn clean_qp(ibcq: *mut ibv_cq, qp_num: u32) -> u32 {
+    // SAFETY: per the caller.
+    unsafe { shared(ibcq) }.clean(qp_num)
+}
+
 pub(crate) unsafe extern "C" fn req_notify_cq(ibcq: *mut ibv_cq, solicited_only: c_int) -> c_int {
     // SAFETY: a live CQ of ours, from libibverbs.
     unsafe { ibv_cmd_req_notify_cq(ibcq, solicited_only) }
@@ -571,6 +594,26 @@ mod tests {
         let state = cq.lock();
         let ring = state.ring.as_ref().unwrap();
         (ring.producer(), ring.consumer())
+    }
+
+    #[test]
+    fn cleaning_waits_for_the_session_and_keeps_other_qps() {
+        let cq = cq(8);
+        produce(&cq, 1..4);
+        let first = cq.start_poll().unwrap();
+        assert_eq!(first.wr_id, 1);
+        let done = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                assert_eq!(cq.clean(0x11), 2, "the two left after the session's");
+                done.store(true, Ordering::SeqCst);
+            });
+            std::thread::sleep(Duration::from_millis(50));
+            assert!(!done.load(Ordering::SeqCst), "cleaned during a session");
+            cq.end_poll();
+        });
+        assert_eq!(indices(&cq), (3, 3));
+        assert_eq!(cq.start_poll().err(), Some(ENOENT));
     }
 
     #[test]

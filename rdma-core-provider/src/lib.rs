@@ -12,6 +12,7 @@ mod context;
 mod cq;
 mod mmap;
 mod mr;
+mod mw;
 mod pd;
 mod post;
 mod qp;

@@ -54,10 +54,10 @@ use crate::ring::{ProduceError, Producer, RingMemory, SlotOverflow};
 use crate::sys::*;
 use core::ffi::c_int;
 use core::mem::size_of;
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use rxud_abi::{
-    opcode, send_flags, xud, AtomicOp, RdmaOp, RecvWqe, SendWqe, Sge, UdOp, XudOp,
-    RECV_WQE_HEADER_SIZE, SEND_WQE_HEADER_SIZE, SGE_SIZE,
+    opcode, send_flags, xud, AtomicOp, BindMwOp, FlushOp, RdmaOp, RecvWqe, SendWqe, Sge, UdOp,
+    XudOp, RECV_WQE_HEADER_SIZE, SEND_WQE_HEADER_SIZE, SGE_SIZE,
 };
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
@@ -85,9 +85,9 @@ impl QpType {
 
     /// Whether a QP of this type can post `op`. UC has no RDMA READ, no
     /// atomics, no local invalidation (as rxe) and no SEND with invalidate
-    /// (the wire has no UC opcode for it); UD only sends; XUD sends and
-    /// writes (a WRITE only through the `ibv_wr_*` interface, see
-    /// [`PostWr`]), and never reads.
+    /// (the wire has no UC opcode for it), but binds memory windows; UD
+    /// only sends; XUD sends and writes (a WRITE only through the
+    /// `ibv_wr_*` interface, see [`PostWr`]), and never reads.
     fn allows(self, op: u32) -> bool {
         use opcode::*;
         match self {
@@ -100,9 +100,15 @@ impl QpType {
                     | RDMA_READ
                     | ATOMIC_CMP_AND_SWP
                     | ATOMIC_FETCH_AND_ADD
+                    | ATOMIC_WRITE
+                    | FLUSH
                     | LOCAL_INV
+                    | BIND_MW
             ),
-            Self::Uc => matches!(op, SEND | SEND_WITH_IMM | RDMA_WRITE | RDMA_WRITE_WITH_IMM),
+            Self::Uc => matches!(
+                op,
+                SEND | SEND_WITH_IMM | RDMA_WRITE | RDMA_WRITE_WITH_IMM | BIND_MW
+            ),
             Self::Ud => matches!(op, SEND | SEND_WITH_IMM),
             Self::Xud => matches!(op, SEND | SEND_WITH_IMM | RDMA_WRITE | RDMA_WRITE_WITH_IMM),
         }
@@ -122,10 +128,14 @@ impl QpType {
 /// RDMA operands travel here and the union holds only a UD address (none
 /// without `ibv_wr_set_ud_addr`). Through `ibv_post_send` an XUD WRITE
 /// cannot have both, and is refused (`EINVAL`).
+/// A FLUSH's operands have no room in an `ibv_send_wr` at all: they
+/// travel in `flush` (`rxudv_wr_flush`), and `ibv_post_send` refuses a
+/// FLUSH (`EINVAL`).
 #[derive(Clone, Copy)]
 pub(crate) struct PostWr {
     pub wr: ibv_send_wr,
     pub rdma: Option<ibv_send_wr_rdma>,
+    pub flush: Option<FlushOp>,
 }
 
 /// Whether a QP in `state` (libibverbs' `ibv_qp.state`) may post sends:
@@ -235,6 +245,10 @@ pub(crate) struct SendQueue<M = MappedRing, D = CmdDoorbell> {
 pub(crate) struct RecvQueue<M = MappedRing> {
     ring: Mutex<M>,
     max_sge: u32,
+    /// A resize replaced the kernel's ring but its successor could not be
+    /// mapped: posting fails (`EIO`) rather than write where the kernel no
+    /// longer reads.
+    lost: AtomicBool,
 }
 
 // Any thread may post to a queue.
@@ -336,13 +350,15 @@ enum Body<'w> {
 /// address; inline data goes only with SENDs and RDMA WRITEs and fits in
 /// `max_inline`; an XUD message is at most `xud::MAX_MSG_SZ` bytes.
 /// `ah_num` is the number of the AH of a UD or XUD request; `rdma` the
-/// operands of an `ibv_wr_*` RDMA builder (see [`PostWr`]).
+/// operands of an `ibv_wr_*` RDMA builder, `flush` those of
+/// `rxudv_wr_flush` (see [`PostWr`]).
 fn send_wqe<'w>(
     wr: &ibv_send_wr,
     sges: &'w [ibv_sge],
     caps: &SendCaps,
     ah_num: u32,
     rdma: Option<ibv_send_wr_rdma>,
+    flush: Option<FlushOp>,
 ) -> Result<(SendWqe, Body<'w>), c_int> {
     use opcode::*;
     let op = wr.opcode;
@@ -352,10 +368,26 @@ fn send_wqe<'w>(
         send_flags: wr.send_flags,
         ..SendWqe::default()
     };
+    if op == FLUSH {
+        // Nothing local to gather or carry; the kernel checks the
+        // operands as the responder checks a FETH.
+        let f = flush.ok_or(EINVAL)?;
+        if !sges.is_empty() || wr.send_flags & send_flags::INLINE != 0 {
+            return Err(EINVAL);
+        }
+        wqe.op = f.encode();
+        return Ok((wqe, Body::Nothing));
+    }
+    // ATOMIC WRITE's 8 bytes ride as inline data, whatever `max_inline`
+    // (rust/abi).
+    let atomic_write = op == ATOMIC_WRITE;
+    if atomic_write && wr.send_flags & send_flags::INLINE == 0 {
+        return Err(EINVAL);
+    }
     let body = if wr.send_flags & send_flags::INLINE != 0 {
         if !matches!(
             op,
-            SEND | SEND_WITH_IMM | SEND_WITH_INV | RDMA_WRITE | RDMA_WRITE_WITH_IMM
+            SEND | SEND_WITH_IMM | SEND_WITH_INV | RDMA_WRITE | RDMA_WRITE_WITH_IMM | ATOMIC_WRITE
         ) {
             return Err(EINVAL);
         }
@@ -366,12 +398,16 @@ fn send_wqe<'w>(
             }
             len += u64::from(sge.length);
         }
-        if len > u64::from(caps.max_inline) {
+        if if atomic_write {
+            len != 8
+        } else {
+            len > u64::from(caps.max_inline)
+        } {
             return Err(EINVAL);
         }
         wqe.inline_len = u32::try_from(len).map_err(|_| EINVAL)?;
         Body::Inline(sges)
-    } else if op == LOCAL_INV {
+    } else if matches!(op, LOCAL_INV | BIND_MW) {
         // Nothing to gather: the list is ignored.
         Body::Nothing
     } else {
@@ -391,7 +427,7 @@ fn send_wqe<'w>(
         return Ok((wqe, body));
     }
     wqe.op = match op {
-        RDMA_WRITE | RDMA_WRITE_WITH_IMM | RDMA_READ => {
+        RDMA_WRITE | RDMA_WRITE_WITH_IMM | RDMA_READ | ATOMIC_WRITE => {
             let rdma = rdma.unwrap_or_else(|| rdma_of(wr));
             RdmaOp {
                 remote_addr: rdma.remote_addr,
@@ -412,6 +448,9 @@ fn send_wqe<'w>(
             }
             .encode()
         }
+        // SAFETY: the verbs contract: the window and MR a BIND_MW names
+        // stay valid while it is posted.
+        BIND_MW => unsafe { bind_op(wr) }?.encode(),
         _ if caps.qp_type == QpType::Ud => {
             let ud = ud_of(wr);
             UdOp {
@@ -424,6 +463,32 @@ fn send_wqe<'w>(
         _ => [0; 32],
     };
     Ok((wqe, body))
+}
+
+/// The operands of a BIND_MW request: the window by its current rkey,
+/// the MR (none for a zero-length bind) by its lkey. No window is
+/// `EINVAL`; the kernel checks the rest.
+///
+/// # Safety
+///
+/// `wr.tail.bind_mw` was written by the application (`IBV_WR_BIND_MW`),
+/// and its `mw` and `bind_info.mr`, where not NULL, are live.
+unsafe fn bind_op(wr: &ibv_send_wr) -> Result<BindMwOp, c_int> {
+    // SAFETY: every member of the union is integers and pointers; for
+    // this opcode the application wrote `bind_mw`.
+    let bind = unsafe { wr.tail.bind_mw };
+    // SAFETY: per the caller.
+    let mw = unsafe { bind.mw.as_ref() }.ok_or(EINVAL)?;
+    // SAFETY: per the caller.
+    let mr_lkey = unsafe { bind.bind_info.mr.as_ref() }.map_or(0, |mr| mr.lkey);
+    Ok(BindMwOp {
+        addr: bind.bind_info.addr,
+        length: bind.bind_info.length,
+        mw_rkey: mw.rkey,
+        new_rkey: bind.rkey,
+        mr_lkey,
+        access: bind.bind_info.mw_access_flags,
+    })
 }
 
 /// The operands of an XUD request: its destination (`wr.ud`) and, for a
@@ -526,7 +591,7 @@ impl<M: RingMemory, D: Doorbell> SendQueue<M, D> {
                 // during the call.
                 let w = unsafe { &*wr };
                 // SAFETY: per the caller.
-                if let Err(e) = unsafe { self.queue(producer, w, None) } {
+                if let Err(e) = unsafe { self.queue(producer, w, None, None) } {
                     err = e;
                     *bad_wr = wr;
                     break;
@@ -558,7 +623,7 @@ impl<M: RingMemory, D: Doorbell> SendQueue<M, D> {
         self.produce(|producer| {
             for w in wrs {
                 // SAFETY: per the caller.
-                if let Err(e) = unsafe { self.queue(producer, &w.wr, w.rdma) } {
+                if let Err(e) = unsafe { self.queue(producer, &w.wr, w.rdma, w.flush) } {
                     err = Err(e);
                     // The producer is dropped unpublished: the slots
                     // written so far stay free.
@@ -598,7 +663,8 @@ impl<M: RingMemory, D: Doorbell> SendQueue<M, D> {
     }
 
     /// Checks `wr` (with the RDMA operands `rdma` of an `ibv_wr_*`
-    /// builder, see [`PostWr`]) and writes it into the next free slot.
+    /// builder or the FLUSH operands `flush`, see [`PostWr`]) and writes
+    /// it into the next free slot.
     ///
     /// # Safety
     ///
@@ -608,6 +674,7 @@ impl<M: RingMemory, D: Doorbell> SendQueue<M, D> {
         producer: &mut Producer<'_, '_>,
         wr: &ibv_send_wr,
         rdma: Option<ibv_send_wr_rdma>,
+        flush: Option<FlushOp>,
     ) -> Result<(), c_int> {
         let caps = &self.caps;
         let n = check_send_wr(wr, caps, rdma.is_some())?;
@@ -620,7 +687,7 @@ impl<M: RingMemory, D: Doorbell> SendQueue<M, D> {
             QpType::Ud | QpType::Xud => unsafe { crate::ah::ah_num(ud_of(wr).ah) },
             QpType::Rc | QpType::Uc => 0,
         };
-        let (wqe, body) = send_wqe(wr, sges, caps, ah_num, rdma)?;
+        let (wqe, body) = send_wqe(wr, sges, caps, ah_num, rdma, flush)?;
         let mut slot = producer.reserve().map_err(produce_errno)?;
         slot.put(0, &wqe).map_err(overflow_errno)?;
         let mut at = SEND_HEADER;
@@ -656,7 +723,41 @@ impl<M: RingMemory> RecvQueue<M> {
         Self {
             ring: Mutex::new(ring),
             max_sge,
+            lost: AtomicBool::new(false),
         }
+    }
+
+    /// Scatter/gather elements a WQE may have.
+    pub(crate) fn max_sge(&self) -> u32 {
+        self.max_sge
+    }
+
+    /// An SRQ resize: `resize` runs with posting held off (the kernel
+    /// moves the waiting WQEs into its new ring meanwhile) and gives
+    /// `Err` if the kernel refused (nothing changed), `Ok(Err)` if the
+    /// kernel swapped its rings but the new one could not be mapped
+    /// (posting fails from then on), or the new ring, which replaces the
+    /// old (unmapped once dropped, outside the lock). Returns 0 or the
+    /// errno.
+    pub(crate) fn replace_ring(
+        &self,
+        resize: impl FnOnce() -> Result<Result<M, c_int>, c_int>,
+    ) -> c_int {
+        let mut ring = lock(&self.ring);
+        if self.lost.load(Ordering::Relaxed) {
+            return EIO;
+        }
+        let old = match resize() {
+            Err(err) => return err,
+            Ok(Err(err)) => {
+                self.lost.store(true, Ordering::Relaxed);
+                return err;
+            }
+            Ok(Ok(new)) => core::mem::replace(&mut *ring, new),
+        };
+        drop(ring);
+        drop(old);
+        0
     }
 
     /// `ibv_post_recv` (or `ibv_post_srq_recv`) on this queue: queues the
@@ -678,6 +779,10 @@ impl<M: RingMemory> RecvQueue<M> {
             return EINVAL;
         }
         let mem = lock(&self.ring);
+        if self.lost.load(Ordering::Relaxed) {
+            *bad_wr = head;
+            return EIO;
+        }
         let ring = mem.ring();
         let mut producer = Producer::new(&ring);
         let mut err = 0;
@@ -1157,6 +1262,45 @@ pub(crate) mod tests {
         wr
     }
 
+    /// A FLUSH from `rxudv_wr_flush`: its operands encoded, nothing
+    /// gathered; on a UC QP, with data, or without its operands (as
+    /// `ibv_post_send` would give it): refused, nothing published.
+    #[test]
+    fn a_flush_carries_its_operands_only() {
+        let f = FlushOp {
+            remote_addr: 0x4000,
+            rkey: 0x55,
+            length: 4096,
+            placement_type: 1,
+            selectivity_level: 0,
+        };
+        let flush = |sges: &[ibv_sge], op| PostWr {
+            wr: send_wr(9, opcode::FLUSH, sges),
+            rdma: None,
+            flush: op,
+        };
+        let rc = sq(QpType::Rc, 4);
+        // SAFETY: no SGE is read.
+        assert_eq!(unsafe { rc.post_batch(&[flush(&[], Some(f))]) }, Ok(()));
+        let w = decode_send(&rc.mem().slot(0));
+        assert_eq!(
+            (w.wr_id, w.opcode, w.num_sge, w.inline_len),
+            (9, opcode::FLUSH, 0, 0)
+        );
+        assert_eq!(FlushOp::decode(&w.op), f);
+        let word = [sge(0x2000, 8, 1)];
+        for (qp_type, wr) in [
+            (QpType::Uc, flush(&[], Some(f))),
+            (QpType::Rc, flush(&word, Some(f))),
+            (QpType::Rc, flush(&[], None)),
+        ] {
+            let sq = sq(qp_type, 4);
+            // SAFETY: `word` outlives the call.
+            assert_eq!(unsafe { sq.post_batch(&[wr]) }, Err(EINVAL), "{qp_type:?}");
+            assert_eq!(sq.mem().producer(), 0);
+        }
+    }
+
     #[test]
     fn each_qp_type_takes_its_opcodes_only() {
         use opcode::*;
@@ -1176,8 +1320,9 @@ pub(crate) mod tests {
         let mut ah = Ah::for_test(1);
         let word = [sge(0x2000, 8, 1)];
         for (qp_type, allowed) in [(QpType::Rc, &rc[..]), (QpType::Uc, &uc), (QpType::Ud, &ud)] {
-            // BIND_MW (8), TSO (10), DRIVER1 (11), ATOMIC_WRITE (15) and
-            // unknown values are refused everywhere.
+            // BIND_MW (8), TSO (10), DRIVER1 (11), FLUSH (14: its
+            // operands come through rxudv_wr_flush only), ATOMIC_WRITE
+            // (15) and unknown values are refused everywhere.
             for op in (0..=16).chain([100, u32::MAX]) {
                 let sq = sq(qp_type, 4);
                 let list = List::new(vec![request_for(op, &word, ah.as_ibv())]);

@@ -4,6 +4,7 @@
 //! the QP uses an SRQ) are rings librxud maps and posts work requests into
 //! (`post.rs`).
 
+use crate::cq;
 use crate::mmap::map_ring;
 use crate::post::{
     recv_state_allows, send_state_allows, CmdDoorbell, QpType, RecvQueue, SendCaps, SendQueue,
@@ -13,7 +14,7 @@ use crate::wr::Session;
 use crate::{create_object_with_rings, destroy_object, set_errno};
 use core::ffi::{c_int, c_void};
 use core::mem::{offset_of, size_of};
-use rxud_abi::{create_qp, opcode};
+use rxud_abi::{create_qp, opcode, FlushOp};
 use rxud_abi::{recv_wqe_slot_size, send_wqe_slot_size, CreateQpReq, CreateQpResp};
 
 /// librxud's QP. All-zero is valid (what `create_object_with_rings` starts
@@ -205,8 +206,8 @@ pub(crate) unsafe extern "C" fn create_qp(
 }
 
 /// The `ibv_wr_*` operations a QP of `qp_type` can be made with (as
-/// `ibv_post_send` allows them, minus SEND with invalidate, which user QPs
-/// have no use for without memory windows).
+/// `ibv_post_send` allows them, and ATOMIC WRITE, which only this
+/// interface can post).
 fn supported_send_ops(qp_type: ibv_enum) -> Option<u64> {
     let send = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM;
     let write = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM;
@@ -215,9 +216,14 @@ fn supported_send_ops(qp_type: ibv_enum) -> Option<u64> {
             send | write
                 | IBV_QP_EX_WITH_RDMA_READ
                 | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP
-                | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD,
+                | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD
+                | IBV_QP_EX_WITH_ATOMIC_WRITE
+                | IBV_QP_EX_WITH_FLUSH
+                | IBV_QP_EX_WITH_LOCAL_INV
+                | IBV_QP_EX_WITH_SEND_WITH_INV
+                | IBV_QP_EX_WITH_BIND_MW,
         ),
-        IBV_QPT_UC => Some(send | write),
+        IBV_QPT_UC => Some(send | write | IBV_QP_EX_WITH_BIND_MW),
         IBV_QPT_UD => Some(send),
         _ => None,
     }
@@ -226,8 +232,7 @@ fn supported_send_ops(qp_type: ibv_enum) -> Option<u64> {
 /// Checks what `ibv_create_qp_ex` asks for beyond `ibv_create_qp`: a PD
 /// (`EINVAL` without), no creation flags, and `send_ops_flags` the QP type
 /// supports; anything else (other `comp_mask` bits: XRC, TSO, RSS, ...;
-/// operations such as BIND_MW, LOCAL_INV, SEND_WITH_INV, TSO, ATOMIC_WRITE)
-/// is `EOPNOTSUPP`.
+/// operations such as TSO) is `EOPNOTSUPP`.
 fn check_qp_init_attr_ex(
     comp_mask: u32,
     create_flags: u32,
@@ -266,6 +271,10 @@ fn set_qp_ex_ops(qpx: &mut ibv_qp_ex, send_ops_flags: u64) {
     qpx.wr_atomic_cmp_swp = with(IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP).then_some(wr_atomic_cmp_swp);
     qpx.wr_atomic_fetch_add =
         with(IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD).then_some(wr_atomic_fetch_add);
+    qpx.wr_atomic_write = with(IBV_QP_EX_WITH_ATOMIC_WRITE).then_some(wr_atomic_write);
+    qpx.wr_local_inv = with(IBV_QP_EX_WITH_LOCAL_INV).then_some(wr_local_inv);
+    qpx.wr_send_inv = with(IBV_QP_EX_WITH_SEND_WITH_INV).then_some(wr_send_inv);
+    qpx.wr_bind_mw = with(IBV_QP_EX_WITH_BIND_MW).then_some(wr_bind_mw);
     qpx.wr_set_ud_addr = Some(wr_set_ud_addr);
     qpx.wr_set_inline_data = Some(wr_set_inline_data);
     qpx.wr_set_inline_data_list = Some(wr_set_inline_data_list);
@@ -334,6 +343,27 @@ pub(crate) unsafe fn create_ex(attr: &mut ibv_qp_init_attr_ex, req: CreateQpReq)
     }
 }
 
+/// `ibv_attach_mcast`: the kernel keeps the group's members (a UD QP
+/// only); nothing of it lives in the process.
+pub(crate) unsafe extern "C" fn attach_mcast(
+    qp: *mut ibv_qp,
+    gid: *const ibv_gid,
+    lid: u16,
+) -> c_int {
+    // SAFETY: arguments from libibverbs, passed on as they came.
+    unsafe { ibv_cmd_attach_mcast(qp, gid, lid) }
+}
+
+/// `ibv_detach_mcast`.
+pub(crate) unsafe extern "C" fn detach_mcast(
+    qp: *mut ibv_qp,
+    gid: *const ibv_gid,
+    lid: u16,
+) -> c_int {
+    // SAFETY: arguments from libibverbs, passed on as they came.
+    unsafe { ibv_cmd_detach_mcast(qp, gid, lid) }
+}
+
 pub(crate) unsafe extern "C" fn query_qp(
     qp: *mut ibv_qp,
     attr: *mut ibv_qp_attr,
@@ -363,7 +393,25 @@ pub(crate) unsafe extern "C" fn modify_qp(
     let mut cmd = ibv_modify_qp::default();
     // SAFETY: arguments from libibverbs; `cmd` is the core command with no
     // driver data.
-    unsafe { ibv_cmd_modify_qp(qp, attr, attr_mask, &mut cmd, size_of::<ibv_modify_qp>()) }
+    let ret =
+        unsafe { ibv_cmd_modify_qp(qp, attr, attr_mask, &mut cmd, size_of::<ibv_modify_qp>()) };
+    // SAFETY: `attr` is the caller's, read as ibv_cmd_modify_qp just did.
+    let to_reset = attr_mask & IBV_QP_STATE != 0 && unsafe { (*attr).qp_state } == IBV_QPS_RESET;
+    if ret == 0 && to_reset {
+        // The QP starts over: completions it left unpolled (the flushes
+        // of its move to ERR) must not reach the application as the new
+        // connection's. The kernel makes none for a QP in RESET.
+        // SAFETY: a live QP of ours, whose CQs live at least as long.
+        unsafe {
+            let (send_cq, recv_cq, qpn) = ((*qp).send_cq, (*qp).recv_cq, (*qp).qp_num);
+            for cq in [send_cq, recv_cq] {
+                if !cq.is_null() {
+                    cq::clean_qp(cq, qpn);
+                }
+            }
+        }
+    }
+    ret
 }
 
 pub(crate) unsafe extern "C" fn destroy_qp(ibqp: *mut ibv_qp) -> c_int {
@@ -582,6 +630,113 @@ unsafe extern "C" fn wr_atomic_fetch_add(
             0,
             atomic(remote_addr, rkey, add, 0),
         )
+    }
+}
+
+unsafe extern "C" fn wr_atomic_write(
+    qpx: *mut ibv_qp_ex,
+    rkey: u32,
+    remote_addr: u64,
+    value: *const c_void,
+) {
+    // SAFETY: see above; `value` points to the 8 bytes to write, read now.
+    unsafe {
+        build(qpx, opcode::ATOMIC_WRITE, 0, rdma(remote_addr, rkey));
+        let value = value.cast::<[u8; 8]>().read_unaligned();
+        with_batch(qpx, |b| b.set_atomic_value(&value));
+    }
+}
+
+/// `rxudv_wr_flush` (rxudv.h): a FLUSH in the open `ibv_wr_*` batch of an
+/// RC QP of librxud's (rdma-core 44's `ibv_qp_ex` has no `wr_flush`, which
+/// later rdma-core calls with the same arguments). A QP that is not
+/// librxud's is left alone and reported by `errno` `EOPNOTSUPP`; a length
+/// beyond 2^31 fails the batch (`EINVAL` from `ibv_wr_complete`), as do a
+/// QP type without FLUSH and reserved `type` or `level` values (the
+/// kernel's `IBV_WC_LOC_QP_OP_ERR` completion for the latter).
+///
+/// # Safety
+///
+/// `qpx` is NULL or an `ibv_qp_ex` of a live QP of libibverbs' (one
+/// `ibv_qp_to_qp_ex` returned).
+#[no_mangle]
+pub unsafe extern "C" fn rxudv_wr_flush(
+    qpx: *mut ibv_qp_ex,
+    rkey: u32,
+    remote_addr: u64,
+    len: usize,
+    placement_type: u8,
+    selectivity_level: u8,
+) {
+    // SAFETY: per the caller NULL or a live `ibv_qp_ex`, whose callbacks
+    // libibverbs' provider (maybe another than librxud) set.
+    let ours = unsafe { qpx.as_ref() }
+        .and_then(|q| q.wr_start)
+        .is_some_and(|f| f as *const () == wr_start as *const ());
+    if !ours {
+        set_errno(EOPNOTSUPP);
+        return;
+    }
+    let Some(length) = u32::try_from(len).ok().filter(|&l| l <= 1 << 31) else {
+        // SAFETY: librxud's `ibv_qp_ex` (its `wr_start`), live per the
+        // caller.
+        unsafe { with_batch(qpx, |b| b.fail(EINVAL)) };
+        return;
+    };
+    let op = FlushOp {
+        remote_addr,
+        rkey,
+        length,
+        placement_type,
+        selectivity_level,
+    };
+    // SAFETY: librxud's `ibv_qp_ex` (its `wr_start`), live per the caller.
+    let (wr_id, send_flags) = unsafe { ((*qpx).wr_id, (*qpx).wr_flags) };
+    let wr = ibv_send_wr {
+        wr_id,
+        opcode: opcode::FLUSH,
+        send_flags,
+        ..Default::default()
+    };
+    // SAFETY: as above.
+    unsafe { with_batch(qpx, |b| b.build_flush(wr, op)) }
+}
+
+unsafe extern "C" fn wr_local_inv(qpx: *mut ibv_qp_ex, invalidate_rkey: u32) {
+    // SAFETY: see above.
+    unsafe { build(qpx, opcode::LOCAL_INV, invalidate_rkey, |_| {}) }
+}
+
+unsafe extern "C" fn wr_send_inv(qpx: *mut ibv_qp_ex, invalidate_rkey: u32) {
+    // SAFETY: see above.
+    unsafe { build(qpx, opcode::SEND_WITH_INV, invalidate_rkey, |_| {}) }
+}
+
+/// `ibv_wr_bind_mw`: binds `mw` as `info` says under `rkey` (the window's
+/// rkey is the application's to update, as with rxe).
+unsafe extern "C" fn wr_bind_mw(
+    qpx: *mut ibv_qp_ex,
+    mw: *mut ibv_mw,
+    rkey: u32,
+    info: *const ibv_mw_bind_info,
+) {
+    // SAFETY: see above; `info` is read now, `mw` (and the MR `info`
+    // names) when the batch is posted, before which the application keeps
+    // them alive.
+    unsafe {
+        let Some(&bind_info) = info.as_ref() else {
+            with_batch(qpx, |b| b.fail(EINVAL));
+            return;
+        };
+        build(qpx, opcode::BIND_MW, 0, |wr| {
+            wr.tail = ibv_send_wr_tail {
+                bind_mw: ibv_send_wr_bind_mw {
+                    mw,
+                    rkey,
+                    bind_info,
+                },
+            }
+        })
     }
 }
 
@@ -1322,14 +1477,22 @@ mod tests {
         for qp_type in [IBV_QPT_RC, IBV_QPT_UC, IBV_QPT_UD] {
             let all = supported_send_ops(qp_type).unwrap();
             assert_eq!(check(pd | ops, 0, qp_type, all), Ok(()));
-            // LOCAL_INV, BIND_MW, SEND_WITH_INV, TSO, ATOMIC_WRITE, unknown.
-            for bit in [7, 8, 9, 10, 12, 13, 40] {
+            // TSO, unknown.
+            for bit in [10, 13, 40] {
                 assert_eq!(check(pd | ops, 0, qp_type, all | 1 << bit), Err(EOPNOTSUPP));
             }
         }
-        assert_eq!(supported_send_ops(IBV_QPT_UC), Some(0b1111));
+        // UC: no LOCAL_INV, SEND_WITH_INV, FLUSH or ATOMIC_WRITE (rxe's
+        // rules); UD: no memory windows either.
+        for (qp_type, bits) in [(IBV_QPT_UC, [7, 9, 11, 12]), (IBV_QPT_UD, [7, 8, 11, 12])] {
+            let all = supported_send_ops(qp_type).unwrap();
+            for bit in bits {
+                assert_eq!(check(pd | ops, 0, qp_type, all | 1 << bit), Err(EOPNOTSUPP));
+            }
+        }
+        assert_eq!(supported_send_ops(IBV_QPT_UC), Some(0b1_0000_1111));
         assert_eq!(supported_send_ops(IBV_QPT_UD), Some(0b1100));
-        assert_eq!(supported_send_ops(IBV_QPT_RC), Some(0b111_1111));
+        assert_eq!(supported_send_ops(IBV_QPT_RC), Some(0b1_1011_1111_1111));
         // Send operations for a type rxud does not make (RAW_PACKET).
         assert_eq!(check(pd | ops, 0, 8, IBV_QP_EX_WITH_SEND), Err(EOPNOTSUPP));
         assert_eq!(check(pd, 0, 8, 0), Ok(()), "the kernel's to refuse");

@@ -164,6 +164,27 @@ impl<'a> Ring<'a> {
         // slots, which per `new` the other side does not write concurrently.
         unsafe { self.base.as_ptr().add(offset).cast::<Cqe>().read() }
     }
+
+    /// Writes `cqe` into the slot that `index` names, on a CQ ring this
+    /// side consumes: only for a slot between the consumer and producer
+    /// indices (published, not yet consumed), which the kernel does not
+    /// touch until the consumer index passes it.
+    ///
+    /// # Panics
+    ///
+    /// As [`Ring::read_cqe`].
+    fn write_cqe(&self, index: u32, cqe: &Cqe) {
+        let offset = self.geo.slot_offset(index);
+        assert!(
+            offset + size_of::<Cqe>() <= self.geo.bytes(),
+            "CQE outside the ring"
+        );
+        // SAFETY: inside the ring's memory (checked above), aligned as in
+        // `read_cqe`, writable per `new`; the caller writes only slots
+        // between the consumer and producer indices, which per `new` the
+        // other side does not write and no longer reads.
+        unsafe { self.base.as_ptr().add(offset).cast::<Cqe>().write(*cqe) };
+    }
 }
 
 /// Something memory of a ring's shape can be borrowed as a [`Ring`] from:
@@ -340,7 +361,9 @@ pub(crate) fn cqe_to_wc(cqe: &Cqe) -> ibv_wc {
 /// first, and returns how many. One consumer at a time: `Ring` is neither
 /// `Send` nor `Sync`, and `MappedRing` not `Sync`, so threads reach a ring
 /// only through its owner's lock (the CQ's).
-pub(crate) fn poll_cq(ring: &Ring<'_>, out: &mut [MaybeUninit<ibv_wc>]) -> Result<usize, Overrun> {
+/// The consumer index of a CQ ring this side consumes and how many
+/// completions the kernel has published past it.
+fn published(ring: &Ring<'_>) -> Result<(u32, u32), Overrun> {
     // This side is the only writer of `consumer`: relaxed reads back the
     // last value stored (by this thread, or by another one before it
     // released the CQ lock).
@@ -351,6 +374,11 @@ pub(crate) fn poll_cq(ring: &Ring<'_>, out: &mut [MaybeUninit<ibv_wc>]) -> Resul
         .geometry()
         .occupancy(producer, consumer)
         .ok_or(Overrun { producer, consumer })?;
+    Ok((consumer, ready))
+}
+
+pub(crate) fn poll_cq(ring: &Ring<'_>, out: &mut [MaybeUninit<ibv_wc>]) -> Result<usize, Overrun> {
+    let (consumer, ready) = published(ring)?;
     let n = out.len().min(ready as usize);
     for (i, wc) in (0u32..).zip(&mut out[..n]) {
         wc.write(cqe_to_wc(&ring.read_cqe(consumer.wrapping_add(i))));
@@ -362,6 +390,39 @@ pub(crate) fn poll_cq(ring: &Ring<'_>, out: &mut [MaybeUninit<ibv_wc>]) -> Resul
             .store(consumer.wrapping_add(n as u32), Ordering::Release);
     }
     Ok(n)
+}
+
+/// Removes from a CQ ring the completions of QP `qp_num` that have not been
+/// polled yet, keeping the others in order, and returns how many went.
+/// For a QP moved to RESET: its completions (flushes, most often) would
+/// otherwise reach the application after it has restarted the QP, as if
+/// they were the new connection's. Hardware providers do the same (mlx4,
+/// mlx5: "cq_clean"). One consumer at a time, as [`poll_cq`]; the kernel
+/// may go on producing other QPs' completions meanwhile: only the slots
+/// published when this starts are touched.
+///
+/// From the newest to the oldest, each kept completion moves up by the
+/// number removed before it (newer ones), so the kept ones end contiguous
+/// at the producer's end; then the consumer index skips the freed slots.
+pub(crate) fn clean_cq(ring: &Ring<'_>, qp_num: u32) -> Result<u32, Overrun> {
+    let (consumer, ready) = published(ring)?;
+    let mut removed = 0u32;
+    for back in 1..=ready {
+        let at = consumer.wrapping_add(ready - back);
+        let cqe = ring.read_cqe(at);
+        if cqe.qp_num == qp_num {
+            removed += 1;
+        } else if removed > 0 {
+            ring.write_cqe(at.wrapping_add(removed), &cqe);
+        }
+    }
+    if removed > 0 {
+        // Release: the moved entries are written before the slots they
+        // left are the kernel's again.
+        ring.consumer()
+            .store(consumer.wrapping_add(removed), Ordering::Release);
+    }
+    Ok(removed)
 }
 
 /// Rings over ordinary memory, with the kernel's side played by the test.
@@ -615,6 +676,62 @@ mod tests {
         assert_eq!(ids(&r.poll(8).unwrap()), [3, 4, 5, 6]);
         assert_eq!(r.consumer(), 7);
         assert_eq!(r.poll(8).unwrap(), vec![]);
+    }
+
+    fn cqe_of(qp_num: u32, wr_id: u64) -> Cqe {
+        Cqe {
+            wr_id,
+            qp_num,
+            ..Cqe::default()
+        }
+    }
+
+    fn ids_qps(wcs: &[ibv_wc]) -> Vec<(u32, u64)> {
+        wcs.iter().map(|wc| (wc.qp_num, wc.wr_id)).collect()
+    }
+
+    #[test]
+    fn cleaning_removes_one_qps_completions_and_keeps_the_order() {
+        let r = TestRing::new(8, 64);
+        // Across the wrap: 5 consumed first.
+        r.set_indices(5, 5);
+        let mixed = [(1, 10), (2, 20), (1, 11), (1, 12), (3, 30), (2, 21)];
+        r.produce(&mixed.map(|(q, id)| cqe_of(q, id)));
+        assert_eq!(clean_cq(&r.ring(), 1), Ok(3));
+        assert_eq!((r.producer(), r.consumer()), (11, 8));
+        assert_eq!(ids_qps(&r.poll(8).unwrap()), [(2, 20), (3, 30), (2, 21)]);
+        // The kernel goes on producing after the kept ones.
+        r.produce(&[cqe_of(1, 13), cqe_of(4, 40)]);
+        assert_eq!(ids_qps(&r.poll(8).unwrap()), [(1, 13), (4, 40)]);
+    }
+
+    #[test]
+    fn cleaning_a_qp_without_completions_changes_nothing() {
+        let r = TestRing::new(4, 64);
+        assert_eq!(clean_cq(&r.ring(), 1), Ok(0), "empty");
+        r.produce(&[cqe_of(2, 1), cqe_of(3, 2)]);
+        assert_eq!(clean_cq(&r.ring(), 1), Ok(0));
+        assert_eq!((r.producer(), r.consumer()), (2, 0));
+        r.produce(&[cqe_of(1, 3), cqe_of(1, 4)]);
+        assert_eq!(clean_cq(&r.ring(), 1), Ok(2), "the newest only");
+        assert_eq!(ids_qps(&r.poll(4).unwrap()), [(2, 1), (3, 2)]);
+        r.produce(&[cqe_of(1, 5), cqe_of(1, 6)]);
+        assert_eq!(clean_cq(&r.ring(), 1), Ok(2), "all of them");
+        assert_eq!(r.producer(), r.consumer());
+    }
+
+    #[test]
+    fn cleaning_a_broken_ring_touches_nothing() {
+        let r = TestRing::new(4, 64);
+        r.set_indices(1, 9);
+        assert_eq!(
+            clean_cq(&r.ring(), 1),
+            Err(Overrun {
+                producer: 1,
+                consumer: 9
+            })
+        );
+        assert_eq!(r.consumer(), 9);
     }
 
     #[test]

@@ -9,7 +9,7 @@ use crate::sys::*;
 use crate::{create_object_with_rings, destroy_object};
 use core::ffi::c_int;
 use core::mem::{offset_of, size_of};
-use rxud_abi::{recv_wqe_slot_size, CreateSrqReq, CreateSrqResp};
+use rxud_abi::{recv_wqe_slot_size, CreateSrqReq, CreateSrqResp, ModifySrqReq, ModifySrqResp};
 
 /// librxud's SRQ. All-zero is valid (what `create_object_with_rings`
 /// starts from).
@@ -38,6 +38,15 @@ struct CreateSrqRespBuf {
     drv: CreateSrqResp,
 }
 
+/// `ibv_modify_srq`'s command with librxud's part (for a resize).
+#[repr(C)]
+#[derive(Default)]
+struct ModifySrqCmd {
+    core: ibv_modify_srq,
+    drv: ModifySrqReq,
+}
+
+const _: () = assert!(offset_of!(ModifySrqCmd, drv) == size_of::<ibv_modify_srq>());
 const _: () = assert!(offset_of!(CreateSrqCmd, drv) == size_of::<ibv_create_srq>());
 const _: () = assert!(offset_of!(CreateSrqRespBuf, drv) == size_of::<ib_uverbs_create_srq_resp>());
 
@@ -93,21 +102,71 @@ pub(crate) unsafe extern "C" fn create_srq(
     unsafe { &raw mut (*srq).vsrq.srq }
 }
 
+/// `ibv_modify_srq`. A resize (`IBV_SRQ_MAX_WR`) holds posting off while
+/// the kernel moves the waiting WQEs into a new ring, whose description
+/// it writes where the command says (MODIFY_SRQ has no response buffer),
+/// then maps it in place of the old one. The limit alone needs no ring.
 pub(crate) unsafe extern "C" fn modify_srq(
     srq: *mut ibv_srq,
     attr: *mut ibv_srq_attr,
     attr_mask: c_int,
 ) -> c_int {
-    // Resizing would need a new ring, and MODIFY_SRQ has no driver
-    // response to describe one: refuse rather than let the kernel and the
-    // mapping disagree.
-    if attr_mask & IBV_SRQ_MAX_WR != 0 {
-        return EOPNOTSUPP;
+    if attr_mask & IBV_SRQ_MAX_WR == 0 {
+        let mut cmd = ibv_modify_srq::default();
+        // SAFETY: arguments from libibverbs; `cmd` is the core command
+        // with no driver data.
+        return unsafe {
+            ibv_cmd_modify_srq(srq, attr, attr_mask, &mut cmd, size_of::<ibv_modify_srq>())
+        };
     }
-    let mut cmd = ibv_modify_srq::default();
-    // SAFETY: arguments from libibverbs; `cmd` is the core command with no
-    // driver data.
-    unsafe { ibv_cmd_modify_srq(srq, attr, attr_mask, &mut cmd, size_of::<ibv_modify_srq>()) }
+    // SAFETY: libibverbs passes a live SRQ of ours and the caller's
+    // attributes.
+    let (queue, ctx, max_wr) = unsafe {
+        (
+            (*srq.cast::<Srq>()).queue.as_deref(),
+            (*srq).context,
+            (*attr).max_wr,
+        )
+    };
+    let Some(queue) = queue else {
+        return EINVAL;
+    };
+    let max_sge = queue.max_sge();
+    queue.replace_ring(|| {
+        let mut resp = ModifySrqResp::default();
+        let mut cmd = ModifySrqCmd {
+            drv: ModifySrqReq {
+                comp_mask: 0,
+                resp_addr: (&raw mut resp).expose_provenance() as u64,
+            },
+            ..Default::default()
+        };
+        // SAFETY: as above; the driver part follows the core command,
+        // and `resp` (where the kernel writes) outlives the call.
+        let ret = unsafe {
+            ibv_cmd_modify_srq(
+                srq,
+                attr,
+                attr_mask,
+                &raw mut cmd.core,
+                size_of::<ModifySrqCmd>(),
+            )
+        };
+        if ret != 0 {
+            return Err(ret);
+        }
+        // SAFETY: `ctx` is the SRQ's context, live.
+        Ok(unsafe {
+            map_ring(
+                ctx,
+                "modify_srq",
+                "SRQ",
+                &resp.ring,
+                max_wr,
+                recv_wqe_slot_size(max_sge),
+            )
+        })
+    })
 }
 
 pub(crate) unsafe extern "C" fn query_srq(srq: *mut ibv_srq, attr: *mut ibv_srq_attr) -> c_int {

@@ -193,14 +193,15 @@ pub struct ibv_qp_ex {
     pub wr_flags: u32,
     pub wr_atomic_cmp_swp: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32, u64, u64, u64)>,
     pub wr_atomic_fetch_add: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32, u64, u64)>,
-    pub wr_bind_mw: Unused,
-    pub wr_local_inv: Unused,
+    pub wr_bind_mw:
+        Option<unsafe extern "C" fn(*mut ibv_qp_ex, *mut ibv_mw, u32, *const ibv_mw_bind_info)>,
+    pub wr_local_inv: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32)>,
     pub wr_rdma_read: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32, u64)>,
     pub wr_rdma_write: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32, u64)>,
     pub wr_rdma_write_imm: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32, u64, u32)>,
     pub wr_send: Option<unsafe extern "C" fn(*mut ibv_qp_ex)>,
     pub wr_send_imm: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32)>,
-    pub wr_send_inv: Unused,
+    pub wr_send_inv: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32)>,
     pub wr_send_tso: Unused,
     pub wr_set_ud_addr: Option<unsafe extern "C" fn(*mut ibv_qp_ex, *mut ibv_ah, u32, u32)>,
     pub wr_set_xrc_srqn: Unused,
@@ -212,7 +213,7 @@ pub struct ibv_qp_ex {
     pub wr_start: Option<unsafe extern "C" fn(*mut ibv_qp_ex)>,
     pub wr_complete: Option<unsafe extern "C" fn(*mut ibv_qp_ex) -> c_int>,
     pub wr_abort: Option<unsafe extern "C" fn(*mut ibv_qp_ex)>,
-    pub wr_atomic_write: Unused,
+    pub wr_atomic_write: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32, u64, *const c_void)>,
 }
 
 /// `struct ibv_data_buf`: one buffer of `ibv_wr_set_inline_data_list`.
@@ -277,6 +278,16 @@ pub const IBV_QP_EX_WITH_SEND_WITH_IMM: u64 = 8;
 pub const IBV_QP_EX_WITH_RDMA_READ: u64 = 16;
 pub const IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP: u64 = 32;
 pub const IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD: u64 = 64;
+pub const IBV_QP_EX_WITH_LOCAL_INV: u64 = 1 << 7;
+pub const IBV_QP_EX_WITH_BIND_MW: u64 = 1 << 8;
+pub const IBV_QP_EX_WITH_SEND_WITH_INV: u64 = 1 << 9;
+pub const IBV_QP_EX_WITH_ATOMIC_WRITE: u64 = 1 << 12;
+/// `IBV_QP_EX_WITH_FLUSH` of rdma-core 45 and later (rxudv.h's
+/// `RXUDV_QP_EX_WITH_FLUSH` for rdma-core 44, whose `ibv_qp_ex` has no
+/// `wr_flush`: librxud's `rxudv_wr_flush` builds the request).
+pub const IBV_QP_EX_WITH_FLUSH: u64 = 1 << 11;
+/// `IBV_ACCESS_ZERO_BASED`.
+pub const IBV_ACCESS_ZERO_BASED: u32 = 1 << 5;
 
 /// `struct ibv_qp_cap`.
 #[repr(C)]
@@ -301,9 +312,12 @@ pub struct ibv_qp_init_attr {
     pub sq_sig_all: c_int,
 }
 
-/// `struct ibv_qp_attr`: only passed through to libibverbs' helpers.
+/// `struct ibv_qp_attr`: passed through to libibverbs' helpers; the state
+/// (its first member) is read for a move to RESET. Only ever behind a
+/// pointer, so the rest stays opaque.
 #[repr(C)]
 pub struct ibv_qp_attr {
+    pub qp_state: ibv_enum,
     _opaque: [u8; 0],
 }
 
@@ -475,8 +489,58 @@ pub struct ibv_send_wr {
     pub wr: ibv_send_wr_wr,
     /// `qp_type.xrc.remote_srqn`; unused (no XRC).
     pub qp_type: u32,
-    /// The `bind_mw` and `tso` union; unused (neither is supported).
-    pub _tail: [u64; 6],
+    /// The `bind_mw` and `tso` union.
+    pub tail: ibv_send_wr_tail,
+}
+
+/// `struct ibv_mw`.
+#[repr(C)]
+pub struct ibv_mw {
+    pub context: *mut ibv_context,
+    pub pd: *mut ibv_pd,
+    pub rkey: u32,
+    pub handle: u32,
+    /// `enum ibv_mw_type`.
+    pub type_: ibv_enum,
+}
+
+/// `struct ibv_mw_bind_info`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ibv_mw_bind_info {
+    pub mr: *mut ibv_mr,
+    pub addr: u64,
+    pub length: u64,
+    /// `IBV_ACCESS_*` bits.
+    pub mw_access_flags: u32,
+}
+
+/// `struct ibv_mw_bind` (`ibv_bind_mw`'s request).
+#[repr(C)]
+pub struct ibv_mw_bind {
+    pub wr_id: u64,
+    /// `enum ibv_send_flags` bits.
+    pub send_flags: u32,
+    pub bind_info: ibv_mw_bind_info,
+}
+
+/// `bind_mw` of `struct ibv_send_wr`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ibv_send_wr_bind_mw {
+    pub mw: *mut ibv_mw,
+    pub rkey: u32,
+    pub bind_info: ibv_mw_bind_info,
+}
+
+/// The last union of `struct ibv_send_wr`: `bind_mw` or `tso`. Integers
+/// and pointers only, so any bytes are a valid value of each member.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub union ibv_send_wr_tail {
+    pub bind_mw: ibv_send_wr_bind_mw,
+    /// `tso` (unsupported), as the union's size.
+    pub tso: [u64; 6],
 }
 
 impl Default for ibv_send_wr {
@@ -494,7 +558,7 @@ impl Default for ibv_send_wr {
                 atomic: ibv_send_wr_atomic::default(),
             },
             qp_type: 0,
-            _tail: [0; 6],
+            tail: ibv_send_wr_tail { tso: [0; 6] },
         }
     }
 }
@@ -532,6 +596,9 @@ pub const IBV_QPT_DRIVER: ibv_enum = 255;
 pub const IBV_QPS_RESET: ibv_enum = 0;
 pub const IBV_QPS_INIT: ibv_enum = 1;
 pub const IBV_QPS_RTR: ibv_enum = 2;
+
+/// `enum ibv_qp_attr_mask`: `ibv_modify_qp` changes the state.
+pub const IBV_QP_STATE: c_int = 1;
 
 /// `struct ibv_pd`.
 #[repr(C)]
@@ -573,6 +640,25 @@ pub struct verbs_mr {
     pub ibv_mr: ibv_mr,
     pub mr_type: u32,
     pub access: c_int,
+}
+
+/// `struct ibv_alloc_mw`.
+#[repr(C)]
+#[derive(Default)]
+pub struct ibv_alloc_mw {
+    pub hdr: ib_uverbs_cmd_hdr,
+    pub response: u64,
+    pub pd_handle: u32,
+    pub mw_type: u8,
+    pub reserved: [u8; 3],
+}
+
+/// `struct ib_uverbs_alloc_mw_resp`.
+#[repr(C)]
+#[derive(Default)]
+pub struct ib_uverbs_alloc_mw_resp {
+    pub mw_handle: u32,
+    pub rkey: u32,
 }
 
 /// `struct ibv_reg_mr`.
@@ -697,15 +783,15 @@ pub struct verbs_device_ops {
 pub struct verbs_context_ops {
     pub advise_mr: Unused,
     pub alloc_dm: Unused,
-    pub alloc_mw: Unused,
+    pub alloc_mw: Option<unsafe extern "C" fn(*mut ibv_pd, ibv_enum) -> *mut ibv_mw>,
     pub alloc_null_mr: Unused,
     pub alloc_parent_domain: Unused,
     pub alloc_pd: Option<unsafe extern "C" fn(*mut ibv_context) -> *mut ibv_pd>,
     pub alloc_td: Unused,
     pub async_event: Unused,
     pub attach_counters_point_flow: Unused,
-    pub attach_mcast: Unused,
-    pub bind_mw: Unused,
+    pub attach_mcast: Option<unsafe extern "C" fn(*mut ibv_qp, *const ibv_gid, u16) -> c_int>,
+    pub bind_mw: Option<unsafe extern "C" fn(*mut ibv_qp, *mut ibv_mw, *mut ibv_mw_bind) -> c_int>,
     pub close_xrcd: Unused,
     pub cq_event: Unused,
     pub create_ah: Option<unsafe extern "C" fn(*mut ibv_pd, *mut ibv_ah_attr) -> *mut ibv_ah>,
@@ -725,7 +811,7 @@ pub struct verbs_context_ops {
         Option<unsafe extern "C" fn(*mut ibv_pd, *mut ibv_srq_init_attr) -> *mut ibv_srq>,
     pub create_srq_ex: Unused,
     pub create_wq: Unused,
-    pub dealloc_mw: Unused,
+    pub dealloc_mw: Option<unsafe extern "C" fn(*mut ibv_mw) -> c_int>,
     pub dealloc_pd: Option<unsafe extern "C" fn(*mut ibv_pd) -> c_int>,
     pub dealloc_td: Unused,
     pub dereg_mr: Option<unsafe extern "C" fn(*mut verbs_mr) -> c_int>,
@@ -738,7 +824,7 @@ pub struct verbs_context_ops {
     pub destroy_rwq_ind_table: Unused,
     pub destroy_srq: Option<unsafe extern "C" fn(*mut ibv_srq) -> c_int>,
     pub destroy_wq: Unused,
-    pub detach_mcast: Unused,
+    pub detach_mcast: Option<unsafe extern "C" fn(*mut ibv_qp, *const ibv_gid, u16) -> c_int>,
     pub free_context: Option<unsafe extern "C" fn(*mut ibv_context)>,
     pub free_dm: Unused,
     pub get_srq_num: Unused,
@@ -1057,6 +1143,16 @@ extern "C" {
         resp_size: usize,
     ) -> c_int;
     pub fn ibv_cmd_dereg_mr(vmr: *mut verbs_mr) -> c_int;
+    pub fn ibv_cmd_alloc_mw(
+        pd: *mut ibv_pd,
+        type_: ibv_enum,
+        mw: *mut ibv_mw,
+        cmd: *mut ibv_alloc_mw,
+        cmd_size: usize,
+        resp: *mut ib_uverbs_alloc_mw_resp,
+        resp_size: usize,
+    ) -> c_int;
+    pub fn ibv_cmd_dealloc_mw(mw: *mut ibv_mw) -> c_int;
     pub fn ibv_cmd_rereg_mr(
         vmr: *mut verbs_mr,
         flags: u32,
@@ -1156,6 +1252,8 @@ extern "C" {
         resp_size: usize,
     ) -> c_int;
     pub fn ibv_cmd_destroy_ah(ah: *mut ibv_ah) -> c_int;
+    pub fn ibv_cmd_attach_mcast(qp: *mut ibv_qp, gid: *const ibv_gid, lid: u16) -> c_int;
+    pub fn ibv_cmd_detach_mcast(qp: *mut ibv_qp, gid: *const ibv_gid, lid: u16) -> c_int;
     /// Prints (`vfprintf`) to libibverbs' log if `level` is at most the
     /// `VERBS_LOG_LEVEL` the user chose; keeps `errno`.
     pub fn __verbs_log(ctx: *mut verbs_context, level: u32, fmt: *const c_char, ...);
@@ -1317,6 +1415,7 @@ mod layout {
     const _: () = assert!(offset_of!(ibv_qp, srq) == 40);
     const _: () = assert!(offset_of!(ibv_qp, handle) == 48);
     const _: () = assert!(offset_of!(ibv_qp, qp_num) == 52);
+    const _: () = assert!(offset_of!(ibv_qp_attr, qp_state) == 0);
     const _: () = assert!(offset_of!(ibv_qp, state) == 56);
     const _: () = assert!(offset_of!(ibv_qp, qp_type) == 60);
     const _: () = assert!(offset_of!(ibv_qp, mutex) == 64);
@@ -1349,6 +1448,16 @@ mod layout {
     const _: () = assert!(offset_of!(ibv_qp_ex, wr_abort) == 336);
     const _: () = assert!(offset_of!(ibv_qp_ex, wr_atomic_write) == 344);
     const _: () = assert!(size_of::<ibv_data_buf>() == 16);
+    // Memory windows.
+    const _: () = assert!(size_of::<ibv_mw>() == 32);
+    const _: () = assert!(offset_of!(ibv_mw, rkey) == 16);
+    const _: () = assert!(offset_of!(ibv_mw, type_) == 24);
+    const _: () = assert!(size_of::<ibv_mw_bind_info>() == 32);
+    const _: () = assert!(size_of::<ibv_mw_bind>() == 48);
+    const _: () = assert!(offset_of!(ibv_mw_bind, bind_info) == 16);
+    const _: () = assert!(size_of::<ibv_send_wr_bind_mw>() == 48);
+    const _: () = assert!(offset_of!(ibv_send_wr_bind_mw, bind_info) == 16);
+    const _: () = assert!(size_of::<ibv_alloc_mw>() == 24);
     const _: () = assert!(size_of::<ibv_qp_init_attr_ex>() == 136);
     const _: () = assert!(offset_of!(ibv_qp_init_attr_ex, comp_mask) == 60);
     const _: () = assert!(offset_of!(ibv_qp_init_attr_ex, pd) == 64);
@@ -1428,6 +1537,7 @@ mod layout {
     const _: () = assert!(offset_of!(ibv_send_wr, send_flags) == 32);
     const _: () = assert!(offset_of!(ibv_send_wr, imm_data) == 36);
     const _: () = assert!(offset_of!(ibv_send_wr, wr) == 40);
+    const _: () = assert!(offset_of!(ibv_send_wr, tail) == 80);
     const _: () = assert!(offset_of!(ibv_send_wr, wr.rdma.remote_addr) == 40);
     const _: () = assert!(offset_of!(ibv_send_wr, wr.rdma.rkey) == 48);
     const _: () = assert!(offset_of!(ibv_send_wr, wr.atomic.remote_addr) == 40);

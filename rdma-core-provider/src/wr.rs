@@ -26,7 +26,7 @@ use crate::post::PostWr;
 use crate::sys::*;
 use core::ffi::c_int;
 use core::ops::Range;
-use rxud_abi::{opcode, send_flags};
+use rxud_abi::{opcode, send_flags, FlushOp};
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 
 /// Where a staged request's data is.
@@ -47,6 +47,8 @@ struct Staged {
     /// What an RDMA builder put in `wr.wr.rdma`, kept apart: a later
     /// `ibv_wr_set_ud_addr` overwrites that union (an XUD WRITE has both).
     rdma: Option<ibv_send_wr_rdma>,
+    /// What `rxudv_wr_flush` gave (an `ibv_send_wr` has no room for it).
+    flush: Option<FlushOp>,
     data: Data,
 }
 
@@ -127,7 +129,10 @@ impl Batch {
         wr.send_flags &= !send_flags::INLINE;
         let rdma = matches!(
             wr.opcode,
-            opcode::RDMA_WRITE | opcode::RDMA_WRITE_WITH_IMM | opcode::RDMA_READ
+            opcode::RDMA_WRITE
+                | opcode::RDMA_WRITE_WITH_IMM
+                | opcode::RDMA_READ
+                | opcode::ATOMIC_WRITE
         )
         // SAFETY: every member of the union is integers and a pointer;
         // for these opcodes the builder wrote `rdma`.
@@ -144,8 +149,18 @@ impl Batch {
         self.wrs.push(Staged {
             wr,
             rdma,
+            flush: None,
             data: Data::Nothing,
         });
+    }
+
+    /// `rxudv_wr_flush`: a FLUSH request with these operands, which no
+    /// setter changes (it gathers nothing).
+    pub(crate) fn build_flush(&mut self, wr: ibv_send_wr, op: FlushOp) {
+        self.build(wr);
+        if let Some(last) = self.wrs.last_mut() {
+            last.flush = Some(op);
+        }
     }
 
     /// The request the last builder started, for a setter; none is an
@@ -193,6 +208,21 @@ impl Batch {
         for buf in bufs {
             self.inline.extend_from_slice(buf);
         }
+        let range = at..self.inline.len();
+        if let Some(last) = self.wrs.last_mut() {
+            last.wr.send_flags |= send_flags::INLINE;
+            last.data = Data::Inline(range);
+        }
+    }
+
+    /// `ibv_wr_atomic_write`'s 8 bytes: the last request carries them as
+    /// inline data (rust/abi), copied now, whatever the inline limit.
+    pub(crate) fn set_atomic_value(&mut self, value: &[u8; 8]) {
+        if self.last().is_none() {
+            return;
+        }
+        let at = self.inline.len();
+        self.inline.extend_from_slice(value);
         let range = at..self.inline.len();
         if let Some(last) = self.wrs.last_mut() {
             last.wr.send_flags |= send_flags::INLINE;
@@ -253,6 +283,7 @@ impl Batch {
             wrs.push(PostWr {
                 wr,
                 rdma: staged.rdma,
+                flush: staged.flush,
             });
         }
         post(&wrs)

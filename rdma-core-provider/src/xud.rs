@@ -297,6 +297,24 @@ mod tests {
             define("RXUDV_ACK_EVERY_DEFAULT"),
             u64::from(xud::ACK_EVERY_DEFAULT)
         );
+        // FLUSH (rxudv_wr_flush): rdma-core 45's values.
+        assert_eq!(define("RXUDV_QP_EX_WITH_FLUSH"), IBV_QP_EX_WITH_FLUSH);
+        assert_eq!(
+            define("RXUDV_WC_FLUSH"),
+            u64::from(rxud_abi::wc_opcode::FLUSH)
+        );
+        assert_eq!(define("RXUDV_ACCESS_FLUSH_GLOBAL"), 1 << 8);
+        assert_eq!(
+            (
+                define("RXUDV_FLUSH_GLOBAL"),
+                define("RXUDV_FLUSH_PERSISTENT")
+            ),
+            (1, 2)
+        );
+        assert_eq!(
+            (define("RXUDV_FLUSH_RANGE"), define("RXUDV_FLUSH_MR")),
+            (0, 1)
+        );
         let body: String = h
             .split("struct rxudv_qp_init_attr {")
             .nth(1)

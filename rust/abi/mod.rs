@@ -130,7 +130,10 @@ pub use wc::{network, status, wc_flags, wc_opcode};
 // Work-queue entries (`wqe.rs`).
 mod wqe;
 #[allow(unused_imports)]
-pub use wqe::{opcode, send_flags, AtomicOp, RdmaOp, RecvWqe, RegMrOp, SendWqe, Sge, UdOp, XudOp};
+pub use wqe::{
+    opcode, send_flags, AtomicOp, BindMwOp, FlushOp, RdmaOp, RecvWqe, RegMrOp, SendWqe, Sge, UdOp,
+    XudOp,
+};
 
 // XUD's creation parameters and limits (`xud.rs`).
 pub mod xud;
@@ -264,6 +267,29 @@ pub struct CreateSrqResp {
     pub ring: RingInfo,
 }
 
+/// Driver part of an `ibv_modify_srq` request that resizes the SRQ
+/// (`IBV_SRQ_MAX_WR`). MODIFY_SRQ has no response buffer, so the kernel
+/// writes the new ring's [`ModifySrqResp`] at `resp_addr` in the caller's
+/// memory (as rxe writes its mmap information) before it swaps the rings;
+/// it has then moved the waiting WQEs into the new ring (the oldest at
+/// slot 0). The old mapping stays valid until unmapped but is never read
+/// again.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub struct ModifySrqReq {
+    pub comp_mask: u64,
+    pub resp_addr: u64,
+}
+
+/// What the kernel writes at [`ModifySrqReq::resp_addr`]: the SRQ's new
+/// ring.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub struct ModifySrqResp {
+    pub comp_mask: u64,
+    pub ring: RingInfo,
+}
+
 /// Driver part of the `ibv_create_ah` response. It follows the 4-byte
 /// `ib_uverbs_create_ah_resp`, so in the response buffer it starts at
 /// offset 4, not 8-aligned: readers copy it out rather than reference it.
@@ -304,6 +330,8 @@ mod layout {
     const _: () = assert!(offset_of!(CreateQpResp, rq) == 32);
     const _: () = assert!(size_of::<CreateSrqReq>() == 8);
     const _: () = assert!(size_of::<CreateSrqResp>() == 32);
+    const _: () = assert!(size_of::<ModifySrqReq>() == 16);
+    const _: () = assert!(size_of::<ModifySrqResp>() == 32);
     const _: () = assert!(size_of::<CreateAhResp>() == 16);
     const _: () = assert!(RING_SLOTS_OFFSET % 64 == 0);
     const _: () =

@@ -33,7 +33,10 @@ pub mod wc_opcode {
     pub const RDMA_READ: u32 = 2;
     pub const COMP_SWAP: u32 = 3;
     pub const FETCH_ADD: u32 = 4;
+    pub const BIND_MW: u32 = 5;
     pub const LOCAL_INV: u32 = 6;
+    pub const FLUSH: u32 = 8;
+    pub const ATOMIC_WRITE: u32 = 9;
     /// A fast registration completed (kernel consumers only).
     pub const REG_MR: u32 = 10;
     pub const RECV: u32 = 128;

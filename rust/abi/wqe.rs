@@ -25,11 +25,21 @@ pub mod opcode {
     pub const RDMA_READ: u32 = 4;
     pub const ATOMIC_CMP_AND_SWP: u32 = 5;
     pub const ATOMIC_FETCH_AND_ADD: u32 = 6;
+    /// Invalidates the key in `imm_or_inv`: a type 2 memory window's
+    /// (any QP) or a fast-registration MR's (kernel QPs).
     pub const LOCAL_INV: u32 = 7;
+    /// Binds a memory window ([`super::BindMwOp`]).
+    pub const BIND_MW: u32 = 8;
     pub const SEND_WITH_INV: u32 = 9;
+    /// RC only: FLUSH ([`super::FlushOp`]), no SGE and no inline data.
+    pub const FLUSH: u32 = 14;
+    /// RC only: 8 bytes, carried as exactly 8 bytes of inline data
+    /// (whatever the QP's `max_inline_data`), written at `remote_addr`
+    /// ([`super::RdmaOp`], 8-byte aligned).
+    pub const ATOMIC_WRITE: u32 = 15;
     /// Fast registration (`IB_WR_REG_MR`): kernel QPs only. The kernel
-    /// refuses it (and LOCAL_INV) in a user process's ring, since user
-    /// MRs are not fast-registration MRs.
+    /// refuses it in a user process's ring, since user MRs are not
+    /// fast-registration MRs.
     pub const REG_MR: u32 = 0x20;
 }
 
@@ -242,6 +252,50 @@ impl AtomicOp {
     }
 }
 
+/// Operands of a FLUSH (IBTA 1.5, A19; rdma-core's `ibv_wr_flush`,
+/// librxud's `rxudv_wr_flush`): make the range `[remote_addr, remote_addr
+/// + length)` under `rkey` (or the whole MR, `selectivity_level` 1)
+/// globally visible (`placement_type` bit 0) or persistent (bit 1).
+/// `remote_addr` and `rkey` sit where [`RdmaOp`] has them.
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub struct FlushOp {
+    pub remote_addr: u64,
+    pub rkey: u32,
+    pub length: u32,
+    pub placement_type: u8,
+    pub selectivity_level: u8,
+}
+
+impl FlushOp {
+    pub fn decode(op: &[u8; 32]) -> Self {
+        Self {
+            remote_addr: get_u64(op, 0),
+            rkey: get_u32(op, 8),
+            length: get_u32(op, 12),
+            placement_type: op[16],
+            selectivity_level: op[17],
+        }
+    }
+
+    pub fn encode(&self) -> [u8; 32] {
+        let mut op = [0u8; 32];
+        put_u64(&mut op, 0, self.remote_addr);
+        put_u32(&mut op, 8, self.rkey);
+        put_u32(&mut op, 12, self.length);
+        op[16] = self.placement_type;
+        op[17] = self.selectivity_level;
+        op
+    }
+
+    /// The remote address and key, as an RDMA operation names them.
+    pub fn remote(&self) -> RdmaOp {
+        RdmaOp {
+            remote_addr: self.remote_addr,
+            rkey: self.rkey,
+        }
+    }
+}
+
 /// Destination of a datagram (UD) send: an address handle by number
 /// (`CreateAhResp::ah_num`), the remote QP and its Q_Key.
 #[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
@@ -315,6 +369,46 @@ impl XudOp {
     }
 }
 
+/// Operands of a BIND_MW work request (`ibv_bind_mw` for type 1,
+/// `IBV_WR_BIND_MW`/`ibv_wr_bind_mw` for type 2): bind the window `mw_rkey`
+/// names to `[addr, addr + length)` of the MR `mr_lkey` names, with
+/// `access` (`IBV_ACCESS_*` bits), under `new_rkey` (only its low 8 bits
+/// are the caller's: the index stays the window's). Length 0 unbinds a
+/// type 1 window (its `mr_lkey` is then not looked at).
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub struct BindMwOp {
+    pub addr: u64,
+    pub length: u64,
+    pub mw_rkey: u32,
+    pub new_rkey: u32,
+    pub mr_lkey: u32,
+    pub access: u32,
+}
+
+impl BindMwOp {
+    pub fn decode(op: &[u8; 32]) -> Self {
+        Self {
+            addr: get_u64(op, 0),
+            length: get_u64(op, 8),
+            mw_rkey: get_u32(op, 16),
+            new_rkey: get_u32(op, 20),
+            mr_lkey: get_u32(op, 24),
+            access: get_u32(op, 28),
+        }
+    }
+
+    pub fn encode(&self) -> [u8; 32] {
+        let mut op = [0u8; 32];
+        put_u64(&mut op, 0, self.addr);
+        put_u64(&mut op, 8, self.length);
+        put_u32(&mut op, 16, self.mw_rkey);
+        put_u32(&mut op, 20, self.new_rkey);
+        put_u32(&mut op, 24, self.mr_lkey);
+        put_u32(&mut op, 28, self.access);
+        op
+    }
+}
+
 /// Operands of a REG_MR work request (kernel QPs only): register the
 /// fast-registration MR at `key`'s index under `key`, with `access`
 /// (ib_core's `IB_ACCESS_*` bits) over `[iova, iova + length)` of its
@@ -380,6 +474,17 @@ mod tests {
             rkey: 9,
         };
         assert_eq!(AtomicOp::decode(&a.encode()), a);
+        let f = FlushOp {
+            remote_addr: 0x1000,
+            rkey: 0x1234_5678,
+            length: 0x8000_0000,
+            placement_type: 1,
+            selectivity_level: 1,
+        };
+        assert_eq!(FlushOp::decode(&f.encode()), f);
+        // The address and key where a WRITE's are (the requester builds
+        // the RETH from them).
+        assert_eq!(RdmaOp::decode(&f.encode()), f.remote());
         let u = UdOp {
             ah_num: 1,
             remote_qpn: 0xff_ffff,
@@ -394,6 +499,15 @@ mod tests {
             page_size: 4096,
         };
         assert_eq!(RegMrOp::decode(&m.encode()), m);
+        let b = BindMwOp {
+            addr: 0x7f00_0000_1000,
+            length: 4096,
+            mw_rkey: 0x0001_0203,
+            new_rkey: 0x0001_0204,
+            mr_lkey: 0x0000_0501,
+            access: 0x13,
+        };
+        assert_eq!(BindMwOp::decode(&b.encode()), b);
     }
 
     #[test]

@@ -182,9 +182,23 @@ pub(crate) enum RxCounter {
     /// share of the send queue a destination that does not answer may
     /// hold (xud.rst, "Send resources").
     XudStalledRefused = 59,
+    /// Received RC/UC requests and XUD data packets that arrived marked
+    /// Congestion Experienced (ECN): a queue on the path was filling.
+    EcnCeReceived = 60,
+    /// CNPs sent for them, to their senders (at most one per flow per
+    /// `congestion::CNP_INTERVAL_NS`; with `cc` on).
+    CnpsSent = 61,
+    /// CNPs received (well-formed, for a QP of this port, from its peer).
+    CnpsReceived = 62,
+    /// Congestion windows cut for a CNP (the first of a round cuts).
+    CcCnpCuts = 63,
+    /// Dropped: a CNP for a QP that has no flow to its sender (another
+    /// address than an RC QP's peer, an XUD QP that sends nothing there,
+    /// a UD QP): no flow of this port is slowed by it.
+    DropCnpStray = 64,
 }
 
-const RX_COUNTERS: usize = 60;
+const RX_COUNTERS: usize = 65;
 
 /// Counter names, as `rdma statistic` shows them.
 pub(crate) static RX_COUNTER_DESCS: [CounterDesc; RX_COUNTERS] = [
@@ -248,6 +262,11 @@ pub(crate) static RX_COUNTER_DESCS: [CounterDesc; RX_COUNTERS] = [
     CounterDesc::new(c_str!("xud_claims_refused")),
     CounterDesc::new(c_str!("xud_claims_dropped")),
     CounterDesc::new(c_str!("xud_stalled_refused")),
+    CounterDesc::new(c_str!("ecn_ce_received")),
+    CounterDesc::new(c_str!("cnp_sent")),
+    CounterDesc::new(c_str!("cnp_received")),
+    CounterDesc::new(c_str!("cc_cnp_cuts")),
+    CounterDesc::new(c_str!("rx_drop_cnp_stray")),
 ];
 
 /// The receive counters of one port.

@@ -33,13 +33,18 @@ pub(crate) struct CqCore {
     events: CqEvents,
     /// A completion found the CQ full; the owner has been told (once).
     overflowed: AtomicBool,
-    /// Receivers holding the CQ's new entries back ([`CqCore::hold`]).
-    /// Changed without the ring's lock, read under it by producers. The
-    /// lock, not the atomic's ordering, makes it work: a producer that
-    /// saw a hold wrote its entry under the lock, and every release takes
-    /// the lock afterwards and publishes what it finds held, so the first
-    /// release after an entry publishes it.
+    /// Contexts holding the CQ's new entries back ([`CqCore::hold`]).
+    /// Changed without the ring's lock, read under it by producers.
     holds: AtomicU32,
+    /// Entries are held ([`CqRing::held`] is not 0, or was until a moment
+    /// ago): set by a producer under the ring's lock, cleared by the
+    /// publication under it, read without it by [`CqCore::release`], so
+    /// that a release with nothing held takes no lock. A producer sets it
+    /// and then looks at `holds` again; a release drops its hold and then
+    /// looks at this (all sequentially consistent): of a producer and
+    /// the last release of the hold it saw, one sees the other, and that
+    /// one publishes the entry.
+    held_pending: AtomicBool,
 }
 
 struct CqRing {
@@ -56,6 +61,16 @@ struct CqRing {
 pub(crate) struct RxudCq {
     core: Arc<CqCore>,
     _counted: Counted,
+}
+
+impl Drop for RxudCq {
+    fn drop(&mut self) {
+        // QP cores still below IP may hold the CQ's core past the user
+        // context ib_core frees after this: the ring leaves it now (the
+        // entry goes outside the lock).
+        let unmapping = self.core.ring.lock().ring.unmap();
+        drop(unmapping);
+    }
 }
 
 impl RxudCq {
@@ -93,6 +108,7 @@ impl RxudCq {
                 armed: AtomicU8::new(DISARMED),
                 overflowed: AtomicBool::new(false),
                 holds: AtomicU32::new(0),
+                held_pending: AtomicBool::new(false),
                 events,
             }),
             GFP_KERNEL,
@@ -177,7 +193,9 @@ pub(crate) enum CqFull {
 
 impl CqCore {
     /// Queues `cqe` and raises a completion event if the CQ is armed for
-    /// it (`solicited`: the completed message asked for one). Any context.
+    /// it (`solicited`: the completed message asked for one); while the
+    /// CQ is held ([`CqCore::hold`]), the release publishes it and raises
+    /// the event. Any context.
     pub(crate) fn push(&self, cqe: &Cqe, solicited: bool) -> core::result::Result<(), CqFull> {
         {
             let mut r = self.ring.lock();
@@ -200,10 +218,18 @@ impl CqCore {
                 .write_slot(at, &cqe.to_bytes())
                 .map_err(|_| CqFull::Broken)?;
             r.producer = at.wrapping_add(1);
-            if self.holds.load(Ordering::Acquire) > 0 {
+            if self.holds.load(Ordering::SeqCst) > 0 {
                 // Published, and its event raised, when the hold ends.
                 r.held += 1;
                 r.held_solicited |= solicited;
+                self.held_pending.store(true, Ordering::SeqCst);
+                drop(r);
+                // The hold seen may have ended since, its release finding
+                // nothing pending: then the entry is this producer's to
+                // publish (see `held_pending`).
+                if self.holds.load(Ordering::SeqCst) == 0 {
+                    self.publish_held();
+                }
                 return Ok(());
             }
             r.ring.set_producer(r.producer);
@@ -241,28 +267,42 @@ impl CqCore {
     /// [`CqCore::release`]: they go into the ring (a kernel consumer's
     /// `poll_cq` takes them at once), but the producer index a process
     /// polls is stored, and the completion event raised, once for all of
-    /// them at the next release. The receive path holds a QP's CQs while
-    /// it takes a GRO train's run of datagrams to that QP, so that a run
-    /// that completes several messages publishes them together. Entries
-    /// other producers write meanwhile wait for that release too (or for
-    /// the release of another holder, whichever comes first), so no entry
-    /// waits longer than one hold: one softirq's work on one run. Any
-    /// context.
+    /// them at the next release. A QP holds its CQs while it holds its
+    /// transport's lock (`qp::HeldCqs`), so that no completion handler is
+    /// called under that lock (a kernel consumer's handler may poll and
+    /// post to the QP), and the receive path holds them for a GRO train's
+    /// run of datagrams to one QP, so that a run that completes several
+    /// messages publishes them together. Entries other producers write
+    /// meanwhile wait for that release too (or for the release of another
+    /// holder, whichever comes first), so no entry waits longer than one
+    /// hold. Any context.
     pub(crate) fn hold(&self) {
-        self.holds.fetch_add(1, Ordering::AcqRel);
+        self.holds.fetch_add(1, Ordering::SeqCst);
     }
 
     /// Ends a [`CqCore::hold`]: publishes what is held, whoever wrote it
     /// (other holds may remain: publishing early is harmless), and raises
-    /// the event it owes. The number of entries it published.
+    /// the event it owes, calling the owner's completion handler: the
+    /// caller holds no lock a handler could need. The number of entries
+    /// it published.
     pub(crate) fn release(&self) -> u32 {
         // A release without its hold leaves the count at 0 rather than
         // wrapping it (which would hold the CQ for good).
         let _ = self
             .holds
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |h| h.checked_sub(1));
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |h| h.checked_sub(1));
+        if !self.held_pending.load(Ordering::SeqCst) {
+            return 0;
+        }
+        self.publish_held()
+    }
+
+    /// Publishes the held entries and raises the event they owe; how
+    /// many there were.
+    fn publish_held(&self) -> u32 {
         let (n, solicited) = {
             let mut r = self.ring.lock();
+            self.held_pending.store(false, Ordering::SeqCst);
             if r.held == 0 {
                 return 0;
             }

@@ -7,7 +7,8 @@ use super::context::RxudContext;
 use super::counter::ObjectCounter;
 use super::counters::RX_COUNTER_DESCS;
 use super::cq::RxudCq;
-use super::mr::{MrTable, RxudMr, MAX_FAST_REG_PAGES};
+use super::mcast::{self, McastGroups};
+use super::mr::{MrTable, RxudMr, RxudMw, MAX_FAST_REG_PAGES};
 use super::pd::RxudPd;
 use super::qp::{QpTable, RxudQp};
 use super::rx::RxPort;
@@ -16,10 +17,10 @@ use super::table::{IndexTable, Start};
 use super::transport::{Attachment, Transports};
 use super::Registry;
 use crate::ib::{
-    AccessFlags, AddressVector, Completion, CounterDesc, CqArm, CqEvents, CqInitAttr, Device,
-    DeviceAttr, DeviceCapFlags, DeviceOps, LinkLayer, MrKind, PortAttr, PortCapFlags,
-    PortImmutable, PortPhysState, PortState, QpAttr, QpCap, QpInitAttr, QpQuery, RecvWr, SendWr,
-    SrqAttr, SrqEvents, SrqModify, UData, Umem, UserRange,
+    AccessFlags, AddressVector, Completion, CounterDesc, CqArm, CqEvents, CqInitAttr, Details,
+    Device, DeviceAttr, DeviceCapFlags, DeviceOps, LinkLayer, MrKind, MwKind, PortAttr,
+    PortCapFlags, PortImmutable, PortPhysState, PortState, QpAttr, QpCap, QpInitAttr, QpQuery,
+    QpType, RecvWr, SendWr, SrqAttr, SrqEvents, SrqModify, UData, Umem, UserRange,
 };
 use crate::net::NetDevice;
 use crate::proto::{mtu, wire::bth::DEFAULT_PKEY};
@@ -39,6 +40,8 @@ pub(crate) const VENDOR_ID: u32 = 0xffffff;
 pub(crate) const MAX_PD: u32 = 1 << 16;
 /// Most memory regions per device.
 pub(crate) const MAX_MR: u32 = 1 << 16;
+/// Most memory windows per device (their keys share the MRs' table).
+pub(crate) const MAX_MW: u32 = 1 << 14;
 /// Most completion queues per device.
 pub(crate) const MAX_CQ: u32 = 1 << 14;
 /// Most entries of one CQ (64 bytes each: 4 MiB).
@@ -73,19 +76,22 @@ pub(crate) struct RxudDevice {
     guid: [u8; 8],
     pds: Arc<ObjectCounter>,
     mrs: Arc<ObjectCounter>,
+    mws: Arc<ObjectCounter>,
     pub(super) cqs: Arc<ObjectCounter>,
     pub(super) srqs: Arc<ObjectCounter>,
     /// QPs by number (the data path's lookup).
     pub(super) qps: Arc<QpTable>,
     /// Address vectors by AH number.
     pub(super) ahs: Arc<IndexTable<Destination>>,
-    /// MRs by key (the data path's lkey/rkey lookup).
+    /// MRs and memory windows by key (the data path's lkey/rkey lookup).
     pub(super) mr_keys: Arc<MrTable>,
     /// The 8-bit tag of the next MR key: a key reused for a new MR at the
     /// same index differs from the old one.
     next_key: AtomicU32,
     /// Identity of the next PD.
     next_pd: AtomicU32,
+    /// Multicast groups of its UD QPs (shared with the receive path).
+    mcast: Arc<McastGroups>,
     /// The receive side of the port: counters and (with the data path)
     /// delivery.
     pub(super) rx: Arc<RxPort>,
@@ -111,8 +117,9 @@ impl RxudDevice {
         ndev: &NetDevice,
     ) -> Result<Self> {
         let qps = QpTable::new(crate::kext::params::max_qp())?;
-        let mr_keys = IndexTable::new_rcu(1, MAX_MR, Start::Base)?;
-        let rx = RxPort::new(qps.clone(), mr_keys.clone())?;
+        let mr_keys = IndexTable::new_rcu(1, MAX_MR + MAX_MW, Start::Base)?;
+        let mcast = Arc::pin_init(McastGroups::new(), GFP_KERNEL)?;
+        let rx = RxPort::new(qps.clone(), mr_keys.clone(), mcast.clone())?;
         let transport = transports.attach(ndev, rx.clone())?;
         Ok(Self {
             registry,
@@ -121,6 +128,7 @@ impl RxudDevice {
             _transport: transport,
             pds: ObjectCounter::new(MAX_PD)?,
             mrs: ObjectCounter::new(MAX_MR)?,
+            mws: ObjectCounter::new(MAX_MW)?,
             cqs: ObjectCounter::new(MAX_CQ)?,
             srqs: ObjectCounter::new(MAX_SRQ)?,
             qps,
@@ -129,6 +137,7 @@ impl RxudDevice {
             next_key: AtomicU32::new(1),
             next_pd: AtomicU32::new(1),
             mr_keys,
+            mcast,
         })
     }
 }
@@ -156,6 +165,17 @@ impl DeviceOps for RxudDevice {
         RxudContext::new(udata)
     }
 
+    fn disassociate_context(_ctx: &RxudContext) {
+        // Nothing is left to undo. The context's QPs, CQs and SRQs are
+        // destroyed, and each destroy took its rings out of the context
+        // (`SharedMem::unmap`): a later mmap of their offsets fails. What
+        // the process mapped before are vmalloc pages inserted with a
+        // reference each (`remap_vmalloc_range`, no vm_ops of ours), so
+        // its mappings keep live pages, which go when it unmaps them,
+        // and nothing in them reaches the module once it is gone. No
+        // destroy waits for the process.
+    }
+
     type Pd = RxudPd;
 
     fn alloc_pd(dev: &Device<Self>, _udata: &UData) -> Result<RxudPd> {
@@ -172,19 +192,40 @@ impl DeviceOps for RxudDevice {
         dev: &Device<Self>,
         pd: &RxudPd,
         umem: Umem,
-        _iova: u64,
+        iova: u64,
         access: AccessFlags,
         _udata: &UData,
     ) -> Result<(RxudMr, u32)> {
-        let counted = dev.data().mrs.take()?;
-        let (start, len) = umem.range();
-        let range = UserRange { start, len, access };
         let d = dev.data();
-        RxudMr::user(&d.mr_keys, d.new_key(), pd.id(), umem, range, counted)
+        let counted = d.mrs.take()?;
+        RxudMr::user(
+            &d.mr_keys,
+            d.new_key(),
+            pd.id(),
+            umem,
+            access,
+            iova,
+            counted,
+        )
     }
 
     fn user_range(mr: &RxudMr) -> Option<UserRange> {
-        mr.user_range()
+        mr.user_range().map(|(range, _)| range)
+    }
+
+    fn rereg_user_mr(
+        dev: &Device<Self>,
+        old: &RxudMr,
+        pd: &RxudPd,
+        umem: Umem,
+        iova: u64,
+        access: AccessFlags,
+        _udata: &UData,
+    ) -> Result<(RxudMr, u32)> {
+        // The successor counts against the limit until `old` goes, right
+        // after: at the limit, a re-registration fails with ENOMEM.
+        let counted = dev.data().mrs.take()?;
+        old.reregister_user(pd.id(), umem, access, iova, counted)
     }
 
     fn get_dma_mr(dev: &Device<Self>, pd: &RxudPd, access: AccessFlags) -> Result<(RxudMr, u32)> {
@@ -206,6 +247,14 @@ impl DeviceOps for RxudDevice {
         let counted = dev.data().mrs.take()?;
         let d = dev.data();
         RxudMr::fast_reg(&d.mr_keys, d.new_key(), pd.id(), max_pages, counted)
+    }
+
+    type Mw = RxudMw;
+
+    fn alloc_mw(dev: &Device<Self>, pd: &RxudPd, kind: MwKind) -> Result<(RxudMw, u32)> {
+        let d = dev.data();
+        let counted = d.mws.take()?;
+        RxudMw::new(&d.mr_keys, d.new_key(), pd.id(), kind, counted)
     }
 
     fn mr_clear_pages(mr: &RxudMr) -> Result {
@@ -252,9 +301,9 @@ impl DeviceOps for RxudDevice {
         srq: &RxudSrq,
         attr: &SrqAttr,
         what: SrqModify,
-        _udata: &UData,
+        udata: &UData,
     ) -> Result {
-        srq.modify(attr, what)
+        srq.modify(attr, what, udata)
     }
 
     fn query_srq(srq: &RxudSrq) -> Result<SrqAttr> {
@@ -280,6 +329,28 @@ impl DeviceOps for RxudDevice {
         Ok(qp.query())
     }
 
+    fn qp_details(_dev: &Device<Self>, qp: &RxudQp, out: &mut Details) -> Result {
+        qp.details(out)
+    }
+
+    fn attach_mcast(dev: &Device<Self>, qp: &RxudQp, mgid: &[u8; 16]) -> Result {
+        // UD QPs only (IBTA 10.5.2.2).
+        if qp.core().qp_type() != QpType::Ud {
+            return Err(EINVAL);
+        }
+        let ndev = dev.netdev(PORT);
+        dev.data()
+            .mcast
+            .attach(mgid, qp.core().qpn(), ndev.as_deref())
+    }
+
+    fn detach_mcast(dev: &Device<Self>, qp: &RxudQp, mgid: &[u8; 16]) -> Result {
+        let ndev = dev.netdev(PORT);
+        dev.data()
+            .mcast
+            .detach(mgid, qp.core().qpn(), ndev.as_deref())
+    }
+
     type Ah = RxudAh;
 
     fn create_ah(
@@ -297,6 +368,7 @@ impl DeviceOps for RxudDevice {
         attr.vendor_id(VENDOR_ID)
             .max_pd(d.pds.max() as i32)
             .max_mr(d.mrs.max() as i32)
+            .max_mw(d.mws.max() as i32)
             .max_cq(d.cqs.max() as i32)
             .max_cqe(MAX_CQE as i32)
             .max_qp(d.qps.max() as i32)
@@ -311,6 +383,9 @@ impl DeviceOps for RxudDevice {
             .max_srq_wr(MAX_SRQ_WR as i32)
             .max_srq_sge(MAX_SRQ_SGE as i32)
             .max_ah(d.ahs.max() as i32)
+            .max_mcast_grp(mcast::MAX_GROUPS as i32)
+            .max_mcast_qp_attach(mcast::MAX_GROUP_QPS as i32)
+            .max_total_mcast_qp_attach(mcast::MAX_ATTACHMENTS as i32)
             .max_fast_reg_page_list_len(MAX_FAST_REG_PAGES)
             .max_pkeys(1)
             .max_mr_size(MAX_MR_SIZE)
@@ -322,8 +397,17 @@ impl DeviceOps for RxudDevice {
                     | DeviceCapFlags::RC_RNR_NAK_GEN
                     // REG_MR and LOCAL_INV work requests, SEND with
                     // invalidate (nvme-rdma and other ULPs require it).
-                    | DeviceCapFlags::MEM_MGT_EXTENSIONS,
+                    | DeviceCapFlags::MEM_MGT_EXTENSIONS
+                    // Memory windows of type 1 and 2B, as rxe.
+                    | DeviceCapFlags::MEM_WINDOW
+                    | DeviceCapFlags::MEM_WINDOW_TYPE_2B
+                    // ibv_modify_srq with IBV_SRQ_MAX_WR.
+                    | DeviceCapFlags::SRQ_RESIZE,
             )
+            .atomic_write()
+            // Not FLUSH for persistence: no MR of rxud is persistent
+            // memory (rxe offers it for pmem pages only).
+            .flush_global()
             .atomics_within_device()
             .allow_user_unregister();
         Ok(())

@@ -114,9 +114,11 @@ impl TxOwner for QpCore {
 
 /// A QP's sender was woken (see the module docs). Context: softirq.
 pub(super) fn wake(qp: Arc<QpCore>) {
-    if qp.qp_type() == crate::ib::QpType::Xud {
-        super::xud::kick(&qp);
+    let xud = qp.qp_type() == crate::ib::QpType::Xud;
+    let held = super::qp::HeldCqs::new(qp);
+    if xud {
+        super::xud::kick(&held);
     } else {
-        super::rc::kick(&qp);
+        super::rc::kick(&held);
     }
 }

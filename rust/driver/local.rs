@@ -1,32 +1,37 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Local operations of a send queue: fast registration (REG_MR) and local
-//! invalidation (LOCAL_INV). They send nothing; they take effect in send
-//! queue order and complete like any other work request. Only kernel QPs
-//! may post them (user MRs are not fast-registration MRs; rxud has no
-//! memory windows), so a user ring that carries one gets a local QP
-//! operation error.
+//! Local operations of a send queue: fast registration (REG_MR), memory
+//! window binding (BIND_MW) and local invalidation (LOCAL_INV). They send
+//! nothing; they take effect in send queue order and complete like any
+//! other work request. REG_MR is for kernel QPs only (user MRs are not
+//! fast-registration MRs), so a user ring that carries one gets a local QP
+//! operation error; BIND_MW is for RC and UC QPs (rxe's rule).
 
 use super::mr::{self, Registration};
 use super::qp::QpCore;
-use crate::abi::{opcode, status, RegMrOp, SendWqe};
-use crate::ib::AccessFlags;
+use crate::abi::{opcode, status, BindMwOp, RegMrOp, SendWqe};
+use crate::ib::{AccessFlags, QpType};
 
 /// Whether `opcode` is a local operation.
 pub(crate) fn is_local(op: u32) -> bool {
-    matches!(op, opcode::REG_MR | opcode::LOCAL_INV)
+    matches!(op, opcode::REG_MR | opcode::LOCAL_INV | opcode::BIND_MW)
 }
 
 /// Carries out the local operation `w` of `qp`; its completion status.
 /// Any context.
 pub(crate) fn execute(qp: &QpCore, w: &SendWqe) -> u32 {
-    if !qp.is_kernel() {
+    let allowed = match w.opcode {
+        opcode::REG_MR => qp.is_kernel(),
+        opcode::BIND_MW => matches!(qp.qp_type(), QpType::Rc | QpType::Uc),
+        _ => true,
+    };
+    if !allowed {
         return status::LOC_QP_OP_ERR;
     }
     if qp.live.in_error() {
         return status::WR_FLUSH_ERR;
     }
-    let done = match w.opcode {
+    match w.opcode {
         opcode::REG_MR => {
             let op = RegMrOp::decode(&w.op);
             let reg = Registration {
@@ -36,19 +41,33 @@ pub(crate) fn execute(qp: &QpCore, w: &SendWqe) -> u32 {
                 length: op.length,
                 page_size: u64::from(op.page_size),
             };
-            mr::by_index(&qp.mrs, op.key).map(|m| m.register(qp.pd, &reg))
+            // No such MR, another PD's, not a fast-registration MR, or a
+            // range outside its pages.
+            match mr::by_index(&qp.mrs, op.key).map(|m| m.register(qp.pd, &reg)) {
+                Some(Ok(())) => status::SUCCESS,
+                _ => status::LOC_PROT_ERR,
+            }
+        }
+        opcode::BIND_MW => {
+            let op = BindMwOp::decode(&w.op);
+            // No such window (or a key it no longer answers to), another
+            // PD's, a type 2 window bound already, or an MR that cannot
+            // hold it.
+            match mr::lookup(&qp.mrs, op.mw_rkey).map(|m| m.bind(&qp.mrs, qp.qpn(), qp.pd, &op)) {
+                Some(Ok(())) => status::SUCCESS,
+                _ => status::MW_BIND_ERR,
+            }
         }
         opcode::LOCAL_INV => {
             let key = w.imm_or_inv;
-            mr::lookup(&qp.mrs, key).map(|m| m.invalidate(qp.pd, key))
+            // No such MR or window, another PD's or QP's, a key that no
+            // longer names it, or nothing invalidatable.
+            match mr::lookup(&qp.mrs, key).map(|m| m.invalidate(qp.qpn(), qp.pd, key)) {
+                Some(Ok(())) => status::SUCCESS,
+                _ => status::LOC_PROT_ERR,
+            }
         }
-        _ => return status::LOC_QP_OP_ERR,
-    };
-    match done {
-        Some(Ok(())) => status::SUCCESS,
-        // No such MR, another PD's, not a fast-registration MR, a key
-        // that no longer names it, or a range outside its pages.
-        _ => status::LOC_PROT_ERR,
+        _ => status::LOC_QP_OP_ERR,
     }
 }
 

@@ -221,5 +221,5 @@ pub(crate) fn post_recv(qp: &QpCore, wr: &RecvWr<'_>) -> Result {
 pub(crate) fn post_srq_recv(srq: &SrqCore, wr: &RecvWr<'_>) -> Result {
     let mut slot = [0u8; MAX_RECV_SLOT];
     let n = recv_slot(wr, srq.max_sge(), &mut slot)?;
-    srq.queue.push(&slot[..n])
+    srq.push(&slot[..n])
 }

@@ -26,8 +26,8 @@ use crate::abi::{
 };
 use crate::ib::{
     qp::{transition_is_valid, QpCreateFlags},
-    QpAttr, QpAttrMask, QpCap, QpEvent, QpEvents, QpHandle, QpInitAttr, QpQuery, QpState, QpType,
-    UData,
+    Details, QpAttr, QpAttrMask, QpCap, QpEvent, QpEvents, QpHandle, QpInitAttr, QpQuery, QpState,
+    QpType, UData,
 };
 use crate::kext::bh_work::{BhWork, HasBhWork};
 use crate::kext::timer::{HasTimer, Timer};
@@ -37,7 +37,7 @@ pub(crate) use config::LiveConfig;
 use config::{xud_transition_is_valid, QpConfig};
 use core::sync::atomic::{AtomicU16, Ordering};
 use kernel::{
-    new_mutex,
+    c_str, new_mutex,
     prelude::*,
     sync::{Arc, Mutex},
 };
@@ -79,11 +79,11 @@ fn xud_params(
 const XUD_MIN_CLAIMS: u32 = 64;
 
 /// Receives an XUD QP can hold claimed at once: as many as its receive
-/// queue or SRQ can hold (each open SEND or WRITE_IMM message holds one).
+/// queue or SRQ can hold (each open SEND or WRITE_IMM message holds one)
+/// when its XUD state is made (RESET to INIT): an SRQ resized later does
+/// not change it.
 fn xud_claims(cap: &QpCap, srq: Option<&SrqCore>) -> u32 {
-    let srq_slots = srq
-        .map(|s| s.queue.ring().geometry().slot_count())
-        .unwrap_or(0);
+    let srq_slots = srq.map(|s| s.slot_count()).unwrap_or(0);
     cap.max_recv_wr.max(srq_slots).max(XUD_MIN_CLAIMS)
 }
 
@@ -254,6 +254,7 @@ impl QpCore {
             opcode::RDMA_WRITE | opcode::RDMA_WRITE_WITH_IMM => wc_opcode::RDMA_WRITE,
             opcode::REG_MR => wc_opcode::REG_MR,
             opcode::LOCAL_INV => wc_opcode::LOCAL_INV,
+            opcode::BIND_MW => wc_opcode::BIND_MW,
             _ => wc_opcode::SEND,
         };
         let cqe = Cqe {
@@ -267,16 +268,9 @@ impl QpCore {
         let _ = self.send_cq.push(&cqe, false);
     }
 
-    /// Holds the QP's CQs ([`super::cq::CqCore::hold`]) while the receive
-    /// path takes a run of a train's datagrams to it.
-    pub(crate) fn hold_cqs(&self) {
-        self.send_cq.hold();
-        self.recv_cq.hold();
-    }
-
-    /// Ends [`QpCore::hold_cqs`]; the entries that publishes.
-    pub(crate) fn release_cqs(&self) -> u32 {
-        self.send_cq.release() + self.recv_cq.release()
+    /// Holds the QP's CQs until the [`HeldCqs`] returned goes.
+    pub(crate) fn hold_cqs(self: &Arc<Self>) -> HeldCqs {
+        HeldCqs::new(self.clone())
     }
 
     pub(crate) fn qp_type(&self) -> QpType {
@@ -366,10 +360,11 @@ impl QpCore {
 
     /// Gives back the netdev an RC QP sends on (see
     /// `RxudDevice::release_netdev`). Any context.
-    pub(crate) fn release_netdev(&self) {
+    pub(crate) fn release_netdev(self: &Arc<Self>) {
+        let held = self.hold_cqs();
         let gone = self
             .rc()
-            .and_then(|c| c.lock().as_deref_mut().and_then(RcState::detach));
+            .and_then(|c| c.lock(&held).as_deref_mut().and_then(RcState::detach));
         drop(gone);
         let gone = self.transport.netdev().and_then(HeldNetdev::take);
         drop(gone);
@@ -405,6 +400,52 @@ impl QpCore {
     }
 }
 
+/// A QP's CQs held ([`super::cq::CqCore::hold`]) for as long as this
+/// lives: the completions written meanwhile are published, and the CQs'
+/// completion events raised, when it goes. The QP's transport lock is
+/// taken only with one ([`Queued::lock`]), which must outlive the lock's
+/// guard: so a completion handler never runs under that lock. A kernel
+/// consumer's handler may poll its CQ and post to the same QP (as krping
+/// does); the post takes the lock again. The receive path holds one for a
+/// run of datagrams to the QP (`rx.rs`), the other entries to the lock
+/// for their own call.
+pub(crate) struct HeldCqs {
+    qp: Arc<QpCore>,
+    /// Released already ([`HeldCqs::release`]).
+    released: bool,
+}
+
+impl HeldCqs {
+    /// Holds `qp`'s CQs.
+    pub(crate) fn new(qp: Arc<QpCore>) -> Self {
+        qp.send_cq.hold();
+        qp.recv_cq.hold();
+        Self {
+            qp,
+            released: false,
+        }
+    }
+
+    pub(crate) fn qp(&self) -> &Arc<QpCore> {
+        &self.qp
+    }
+
+    /// Ends the hold now; how many entries that published.
+    pub(crate) fn release(mut self) -> u32 {
+        self.released = true;
+        self.qp.send_cq.release() + self.qp.recv_cq.release()
+    }
+}
+
+impl Drop for HeldCqs {
+    fn drop(&mut self) {
+        if !self.released {
+            self.qp.send_cq.release();
+            self.qp.recv_cq.release();
+        }
+    }
+}
+
 pub(crate) struct RxudQp {
     core: Arc<QpCore>,
     table: Arc<QpTable>,
@@ -418,20 +459,29 @@ impl Drop for RxudQp {
         // none is still using it (or its CQs, which ib_core may destroy
         // once this returns).
         drop(self.table.remove(self.core.qpn, self.core.qp_type()));
+        // ib_core frees the user context after its objects' destroys, and
+        // packets below IP may keep the core (and its rings) past that:
+        // the rings leave the context now.
+        drop(self.core.sq.ring().unmap());
+        if let Some(rq) = &self.core.rq {
+            drop(rq.ring().unmap());
+        }
         // No receive can arm the timer now, nor a doorbell (ib_core does
         // not post to a QP being destroyed). The wake-up goes first: it
         // runs the sender, which may arm the timer; the timer's sender
         // only queues packets whose destructors find the wake-up shut.
         BhWork::shutdown(&self.core);
         Timer::shutdown(&self.core);
+        let held = self.core.hold_cqs();
         if let Some(c) = self.core.rc() {
-            let state = c.lock().take();
+            let state = c.lock(&held).take();
             drop(state);
         }
         if let Some(x) = self.core.xud() {
-            let state = x.lock().take();
+            let state = x.lock(&held).take();
             drop(state);
         }
+        drop(held);
         let ndev = self.core.transport.netdev().and_then(HeldNetdev::take);
         drop(ndev);
         // Packets still below IP hold the core; they normally drain in
@@ -596,6 +646,9 @@ impl RxudQp {
     /// machine allows with exactly these attributes, and every value must
     /// be in range; otherwise nothing changes.
     pub(crate) fn modify(&self, attr: &QpAttr, ndev: Option<NetDeviceRef>) -> Result {
+        // Taken before the configuration's mutex: the flushes' completion
+        // events are raised once it is dropped too.
+        let held = self.core.hold_cqs();
         let mut cfg = self.core.config.lock();
         let mask = attr.mask;
         let cur = if mask.contains(QpAttrMask::CUR_STATE) {
@@ -626,7 +679,7 @@ impl RxudQp {
         }
         let new = cfg.apply(attr, next)?;
         match self.core.qp_type {
-            QpType::Rc | QpType::Uc => self.connect(cur, &new, attr, ndev)?,
+            QpType::Rc | QpType::Uc => self.connect(&held, cur, &new, attr, ndev)?,
             // XUD sends per AH as UD does, on the netdev held from RTS.
             QpType::Ud | QpType::Gsi | QpType::Xud => {
                 // XUD answers what it receives: it needs the netdev from
@@ -641,7 +694,7 @@ impl RxudQp {
                     }
                 }
                 if self.core.qp_type == QpType::Xud {
-                    self.xud_transition(next, &new)?;
+                    self.xud_transition(&held, next, &new)?;
                 }
             }
         }
@@ -652,7 +705,7 @@ impl RxudQp {
             // XUD after the state is published: nothing is admitted or
             // claimed in between.
             if let Some(x) = self.core.xud() {
-                if let Some(st) = x.lock().as_deref_mut() {
+                if let Some(st) = x.lock(&held).as_deref_mut() {
                     super::xud::flush(&self.core, st);
                 }
             }
@@ -665,7 +718,7 @@ impl RxudQp {
     /// the senders; at ERROR every message fails and posted work flushes;
     /// at RESET the state starts again (a new incarnation: peers that
     /// still send to the old one are told so, rule 1).
-    fn xud_transition(&self, next: QpState, new: &QpConfig) -> Result {
+    fn xud_transition(&self, held: &HeldCqs, next: QpState, new: &QpConfig) -> Result {
         let QpTransport::Xud(x) = &self.core.transport else {
             return Ok(());
         };
@@ -687,7 +740,7 @@ impl RxudQp {
             )?),
             _ => None,
         };
-        let mut g = x.queued().lock();
+        let mut g = x.queued().lock(held);
         let old = match fresh {
             Some(f) => g.replace(f),
             None => None,
@@ -706,6 +759,7 @@ impl RxudQp {
     /// address vector or netdev at RTR.
     fn connect(
         &self,
+        held: &HeldCqs,
         cur: QpState,
         new: &QpConfig,
         attr: &QpAttr,
@@ -751,7 +805,7 @@ impl RxudQp {
             None
         };
         let (mut old, mut gone) = (None, None);
-        let mut guard = conn.lock();
+        let mut guard = conn.lock(held);
         if let Some(st) = made {
             old = guard.replace(st);
         }
@@ -776,9 +830,35 @@ impl RxudQp {
         Ok(())
     }
 
+    /// The driver's details for `rdma resource show qp -d`: the state of
+    /// the congestion control (Documentation/xud.rst, "Congestion
+    /// control") of RC's requester, or of XUD's sending streams. Read
+    /// under the QP's lock, written after it.
+    pub(crate) fn details(&self, out: &mut Details) -> Result {
+        let held = self.core.hold_cqs();
+        let rc = rc::window(&held);
+        let xud = super::xud::send_summary(&held);
+        drop(held);
+        if let Some(w) = rc {
+            out.u32(c_str!("cc_window"), w.cwnd())?;
+            out.u32(c_str!("cc_ssthresh"), w.ssthresh())?;
+            out.u32(c_str!("cc_window_limit"), w.max())?;
+            out.u32(c_str!("cc_alpha_per_1024"), w.alpha())?;
+        }
+        if let Some(x) = xud {
+            out.u32(c_str!("send_streams"), x.streams)?;
+            out.u32(c_str!("send_streams_stalled"), x.stalled)?;
+            out.u32(c_str!("in_network"), x.in_network)?;
+            out.u32(c_str!("cc_window_min"), x.window_min)?;
+            out.u32(c_str!("cc_window_max"), x.window_max)?;
+        }
+        Ok(())
+    }
+
     pub(crate) fn query(&self) -> QpQuery {
         let cfg = *self.core.config.lock();
-        let (psns, failed) = match self.core.rc().map(|c| c.lock()).as_deref() {
+        let held = self.core.hold_cqs();
+        let (psns, failed) = match self.core.rc().map(|c| c.lock(&held)).as_deref() {
             Some(Some(st)) => {
                 let (sq, rq) = st.psns();
                 ((sq, Some(rq)), st.is_error())

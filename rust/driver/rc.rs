@@ -22,7 +22,11 @@
 //! so the lock is never held across the IP stack. One context at a time
 //! sends a QP's queue (`RcState::sending`); a context that finds another
 //! sending leaves its packets to it. So packets leave in the order they
-//! were built, which is PSN order.
+//! were built, which is PSN order. The lock is taken with the QP's CQs
+//! held ([`HeldCqs`]): the completions written under it reach their
+//! owner, and the CQ's completion handler is called, once it is dropped,
+//! since a kernel consumer's handler may post to the QP, which takes the
+//! lock again.
 //!
 //! # Per packet
 //!
@@ -39,9 +43,10 @@
 //! The netdev the QP sends on is held from RTR until the QP leaves the
 //! connected states or the netdev goes away ([`RcState::detach`]).
 
+use super::cnp;
 use super::counters::RxCounter;
 use super::mr::MrMemo;
-use super::qp::QpCore;
+use super::qp::{HeldCqs, QpCore};
 use super::ring::MAX_RECV_SLOT;
 use super::tx;
 use super::txq::{self, TxQueue};
@@ -51,6 +56,7 @@ use crate::net::{
     skb::{SkBuff, TxSkb},
     NetDeviceRef, RouteCache,
 };
+use crate::proto::congestion::{CnpPacer, Window};
 use crate::proto::{
     mtu::IbMtu,
     psn::Psn,
@@ -58,7 +64,7 @@ use crate::proto::{
     uc as proto_uc,
     wire::{
         aeth::{self},
-        atomic, bth, ieth, immdt,
+        atomic, bth, feth, ieth, immdt,
         opcode::{ExtHeader, Opcode},
         reth,
     },
@@ -148,6 +154,8 @@ pub(crate) struct RcState {
     sending: bool,
     /// The deadline the timer is armed for.
     armed: Option<u64>,
+    /// CNPs to the peer for requests that arrived CE-marked.
+    cnps: CnpPacer,
 }
 
 /// The QP attributes RC needs, from modify_qp.
@@ -179,6 +187,57 @@ impl RcAttrs {
     }
 }
 
+/// A request of the peer arrived CE-marked: a CNP to its QP, along the
+/// connection's path, unless the peer had one within the interval.
+fn answer_congestion(qp: &QpCore, st: &mut RcState) {
+    if !st.cnps.due(now()) {
+        return;
+    }
+    let Some(mut skb) = st
+        .ndev
+        .as_deref()
+        .and_then(|n| cnp::build(n, st.path.dest_qpn))
+    else {
+        return;
+    };
+    if st.finish(qp, &mut skb, false).is_ok() {
+        st.txq.push(skb);
+        qp.port.counters.add(RxCounter::CnpsSent, 1);
+    }
+}
+
+/// A CNP for this QP from `src`: its requests met a congested queue. Only
+/// the connection's peer speaks for its path; another sender's CNP is
+/// stray (as any packet of a third party to a connected QP is). Context:
+/// softirq.
+pub(crate) fn congestion_notified(
+    held: &HeldCqs,
+    src: &[u8; 16],
+) -> core::result::Result<(), RxCounter> {
+    let qp = held.qp();
+    let mut g = qp.rc().ok_or(RxCounter::DropCnpStray)?.lock(held);
+    let st = g.as_deref_mut().ok_or(RxCounter::DropCnpStray)?;
+    if *src != st.path.av.dgid {
+        return Err(RxCounter::DropCnpStray);
+    }
+    // UC has no window to cut: a CNP for a UC QP is taken and counted.
+    if let Some(s) = st.sender.as_mut() {
+        if crate::kext::params::cc_enabled() && s.req.congestion_notified() {
+            qp.port.counters.add(RxCounter::CcCnpCuts, 1);
+        }
+    }
+    qp.port.counters.add(RxCounter::CnpsReceived, 1);
+    Ok(())
+}
+
+/// The requester's congestion window, for `rdma resource show qp -d`:
+/// none for UC (no window) or a QP not yet in RTR.
+pub(crate) fn window(held: &HeldCqs) -> Option<Window> {
+    let g = held.qp().rc()?.lock(held);
+    let st = g.as_deref()?;
+    st.sender.as_ref().map(|s| *s.req.congestion())
+}
+
 /// The current time for the state machines.
 fn now() -> u64 {
     crate::kext::timer::now_ns()
@@ -186,14 +245,16 @@ fn now() -> u64 {
 
 impl RcState {
     /// Routes a packet of the connection (`tx::finish`) along its path,
-    /// through its cached route, numbered in the QP's sequence.
-    fn finish(&self, qp: &QpCore, skb: &mut TxSkb) -> core::result::Result<(), u32> {
+    /// through its cached route, numbered in the QP's sequence; `ect`: as
+    /// an ECN-capable one (the requester's, with congestion control on).
+    fn finish(&self, qp: &QpCore, skb: &mut TxSkb, ect: bool) -> core::result::Result<(), u32> {
         tx::finish(
             skb,
             &self.path.av,
             self.path.sport,
             Some(&self.route),
             qp.next_ip_id(),
+            ect,
         )
     }
 
@@ -228,6 +289,7 @@ impl RcState {
                 txq: TxQueue::new(),
                 sending: false,
                 armed: None,
+                cnps: CnpPacer::NEW,
             },
             GFP_KERNEL,
         )?)
@@ -253,6 +315,12 @@ impl RcState {
         self.receiver.resp.is_error()
             || self.sender.as_ref().is_some_and(|s| s.req.is_error())
             || self.uc_tx().is_some_and(|t| t.failed)
+    }
+
+    /// Whether the send side has started (RTS was reached): else nothing
+    /// consumes the send queue.
+    fn is_sending_side(&self) -> bool {
+        self.sender.is_some() || self.uc_tx().is_some()
     }
 
     fn uc_tx(&self) -> Option<&UcTx> {
@@ -317,11 +385,10 @@ pub(crate) fn enter_error(qp: &QpCore, st: &mut RcState) {
     if !st.receiver.resp.is_error() {
         st.receiver.resp.set_error();
     }
-    if st.receiver.recv_held {
-        st.receiver.recv_held = false;
-        let w = RecvWqe::decode(&st.receiver.recv);
-        complete_recv(qp, w.wr_id, status::WR_FLUSH_ERR, wc_opcode::RECV, 0, None);
-    }
+    // The send side first: a WQE that failed (a NAK, retries exhausted)
+    // completes with its error before any flush, so that a consumer
+    // polling one CQ for both sides sees why the QP failed first, as on
+    // rxe (rdma-core's tests poll for it).
     if let Some(s) = &mut st.sender {
         s.req.flush();
     }
@@ -334,6 +401,11 @@ pub(crate) fn enter_error(qp: &QpCore, st: &mut RcState) {
     // Completions the CQ cannot take are lost either way: the QP is
     // failing already.
     let _ = complete_sends(qp, st);
+    if st.receiver.recv_held {
+        st.receiver.recv_held = false;
+        let w = RecvWqe::decode(&st.receiver.recv);
+        complete_recv(qp, w.wr_id, status::WR_FLUSH_ERR, wc_opcode::RECV, 0, None);
+    }
 }
 
 /// The data path found an error that ends the connection: a fatal
@@ -364,18 +436,28 @@ fn fail_on_lost_completion(qp: &QpCore, st: &mut RcState) {
 /// Rings the doorbell of an RC QP: admits posted WQEs, transmits what the
 /// window allows. Context: process.
 pub(crate) fn doorbell(qp: &Arc<QpCore>) {
-    kick(qp);
-    // In ERROR without connection state (it never reached RTR), nothing
-    // consumes the send queue: flush what was posted, as IB requires.
-    if qp.live.in_error() && qp.rc().map_or(true, |c| c.lock().is_none()) {
+    let held = qp.hold_cqs();
+    kick(&held);
+    // In ERROR without a send side (it never reached RTS: ib_drain_qp's
+    // WR to a QP whose RTR-to-RTS step failed, as rdma_cm's accept can),
+    // nothing consumes the send queue: flush what was posted, as IB
+    // requires, or the drain waits for ever.
+    let unsent = qp.rc().map_or(true, |c| {
+        c.lock(&held)
+            .as_deref()
+            .map_or(true, |st| !st.is_sending_side())
+    });
+    if qp.live.in_error() && unsent {
         qp.flush();
     }
 }
 
 /// The retransmit/RNR timer of `qp` fired. Context: softirq.
 pub(crate) fn timer_fired(qp: Arc<QpCore>) {
+    let held = HeldCqs::new(qp);
+    let qp = held.qp();
     if let Some(c) = qp.rc() {
-        let mut g = c.lock();
+        let mut g = c.lock(&held);
         if let Some(st) = g.as_deref_mut() {
             st.armed = None;
             if let Some(s) = &mut st.sender {
@@ -388,15 +470,15 @@ pub(crate) fn timer_fired(qp: Arc<QpCore>) {
             }
         }
     }
-    kick(&qp);
+    kick(&held);
 }
 
 /// Generates what is due (WQEs from the ring, packets the window allows,
 /// completions), then sends the QP's queue unless another context is at
-/// it. Any context.
-pub(super) fn kick(qp: &Arc<QpCore>) {
-    if let Some(c) = qp.rc() {
-        txq::kick(qp, c);
+/// it; `held` holds the QP's CQs. Any context.
+pub(super) fn kick(held: &HeldCqs) {
+    if let Some(c) = held.qp().rc() {
+        txq::kick(held, c);
     }
 }
 
@@ -487,6 +569,8 @@ pub(crate) struct RxPacket<'a> {
     pub(crate) solicited: bool,
     /// Payload bytes in the skb.
     pub(crate) payload: core::ops::Range<usize>,
+    /// It arrived marked Congestion Experienced (`cnp::ce_marked`).
+    pub(crate) ce: bool,
 }
 
 impl RxPacket<'_> {
@@ -499,6 +583,11 @@ impl RxPacket<'_> {
     fn reth(&self) -> Option<reth::Repr> {
         let b = self.ext(ExtHeader::Reth)?;
         Some(reth::Repr::parse(&reth::Header::new_checked(b).ok()?))
+    }
+
+    fn feth(&self) -> Option<feth::Repr> {
+        let b = self.ext(ExtHeader::Feth)?;
+        Some(feth::Repr::parse(&feth::Header::new_checked(b).ok()?))
     }
 
     fn aeth(&self) -> Option<aeth::Repr> {
@@ -543,18 +632,19 @@ pub(crate) enum RcDrop {
     NoRecv,
 }
 
-/// An RC packet for `qp`, whose keys are looked up through `mrs`.
-/// Context: softirq.
+/// An RC packet for the QP whose CQs `held` holds; keys are looked up
+/// through `mrs`. Context: softirq.
 pub(crate) fn receive(
-    qp: &Arc<QpCore>,
+    held: &HeldCqs,
     atomics: &crate::kext::sync::SpinLockIrq<()>,
     p: &RxPacket<'_>,
     mrs: &mut MrMemo<'_>,
 ) -> core::result::Result<(), RcDrop> {
+    let qp = held.qp();
     let info = p.opcode.info().map_err(|_| RcDrop::Malformed)?;
     let is_response = info.direction == crate::proto::wire::opcode::Direction::Response;
     let (r, pass_due) = {
-        let mut g = qp.rc().ok_or(RcDrop::NotConnected)?.lock();
+        let mut g = qp.rc().ok_or(RcDrop::NotConnected)?.lock(held);
         let st = g.as_deref_mut().ok_or(RcDrop::NotConnected)?;
         // A connected QP hears only its peer (as rxe checks): a third
         // party must not reach it by guessing a QPN and a PSN.
@@ -568,6 +658,9 @@ pub(crate) fn receive(
             (on_response(qp, st, p, mrs), true)
         } else {
             let r = on_request(qp, st, atomics, p, mrs);
+            if p.ce {
+                answer_congestion(qp, st);
+            }
             // A request that owes no answer (a WRITE's or SEND's packet
             // between coalesced ACKs, most of a message) leaves the pass
             // over the QP nothing to do: the requester side is driven by
@@ -584,7 +677,7 @@ pub(crate) fn receive(
         }
     };
     if pass_due {
-        kick(qp);
+        kick(held);
     } else {
         qp.port.counters.add(RxCounter::RcPassesSkipped, 1);
     }

@@ -9,7 +9,7 @@ use super::device::{MAX_INLINE_DATA, MAX_SGE};
 use crate::abi::{
     recv_wqe_slot_size, send_wqe_slot_size, RingControl, RingGeometry, RingInfo, RING_SLOTS_OFFSET,
 };
-use crate::ib::{SharedMem, UContext};
+use crate::ib::{SharedMem, UContext, Unmapping};
 use crate::kext::sync::{new_spinlock_irq, SpinLockIrq};
 use core::mem::offset_of;
 use kernel::prelude::*;
@@ -47,6 +47,15 @@ impl Ring {
 
     pub(crate) fn geometry(&self) -> &RingGeometry {
         &self.geometry
+    }
+
+    /// Takes the ring out of the process's reach for new mappings (see
+    /// [`SharedMem::unmap`]): the destroy of the QP, CQ or SRQ it belongs
+    /// to calls this, since the kernel may hold the ring past the user
+    /// context. The entry goes when the result is dropped (process
+    /// context, no spinlock held).
+    pub(crate) fn unmap(&self) -> Unmapping {
+        self.mem.unmap()
     }
 
     /// How user space finds the ring (all zero for a kernel-only ring).
@@ -186,6 +195,49 @@ impl WorkQueue {
                 Ok(true)
             }
         }
+    }
+
+    /// A resize: moves the entries waiting in `old` (at most receive
+    /// WQEs' slots) into this queue, fresh and empty, the oldest at slot
+    /// 0, and returns how many. Under `old`'s consumer and producer locks,
+    /// so no pop and no kernel post of `old` runs meanwhile; the caller
+    /// keeps every other user off `old` (the SRQ's lock) and its user
+    /// producer still (librxud's post lock). `EINVAL` if they do not fit
+    /// or this queue is not fresh, `EIO` if `old`'s indices are broken.
+    /// Any context.
+    pub(crate) fn take_over(&self, old: &WorkQueue) -> Result<u32> {
+        // This queue is fresh and no one else's yet: its locks are taken
+        // after `old`'s are released (both are of one lockdep class).
+        let pending = {
+            let old_consumer = old.consumer.lock();
+            let _old_producer = old.producer.lock();
+            let pending = old
+                .ring
+                .geometry()
+                .occupancy(old.ring.producer(), *old_consumer)
+                .ok_or(EIO)?;
+            if pending > self.ring.geometry().slot_count() || self.ring.producer() != 0 {
+                return Err(EINVAL);
+            }
+            let mut slot = [0u8; MAX_RECV_SLOT];
+            let n = (old.ring.geometry().slot_size() as usize).min(slot.len());
+            for i in 0..pending {
+                old.ring
+                    .read_slot(old_consumer.wrapping_add(i), &mut slot[..n])?;
+                self.ring.write_slot(i, &slot[..n])?;
+            }
+            pending
+        };
+        let mut consumer = self.consumer.lock();
+        let mut producer = self.producer.lock();
+        if *consumer != 0 || *producer != 0 {
+            return Err(EINVAL);
+        }
+        *consumer = 0;
+        *producer = pending;
+        // Publishes the slots with it (release).
+        self.ring.set_producer(pending);
+        Ok(pending)
     }
 
     /// Entries waiting (0 for a broken queue). Any context.

@@ -16,8 +16,9 @@
 //! CQE written, completion event if armed.
 
 use super::counters::{RxCounter, RxCounters};
+use super::mcast::McastGroups;
 use super::mr::{MrCore, MrMemo, MrTable};
-use super::qp::{QpCore, QpTable};
+use super::qp::{HeldCqs, QpCore, QpTable};
 use super::rc;
 use super::ring::MAX_RECV_SLOT;
 use crate::abi::{
@@ -26,11 +27,12 @@ use crate::abi::{
 use crate::ib::{AccessFlags, QpType};
 use crate::kext::sync::{new_spinlock_irq, SpinLockIrq};
 use crate::net::{skb::SkBuff, udp::Train};
+use crate::proto::mcast;
 use crate::proto::wire::{
-    bth, deth,
+    bth, cnp, deth,
     icrc::Icrc,
     immdt,
-    opcode::{Opcode, Transport},
+    opcode::{Direction, Opcode, OpcodeInfo, Transport},
     packet::Packet,
 };
 use kernel::{prelude::*, sync::Arc};
@@ -53,6 +55,7 @@ pub(crate) struct RxPort {
     atomics: SpinLockIrq<()>,
     qps: Arc<QpTable>,
     mrs: Arc<MrTable>,
+    mcast: Arc<McastGroups>,
 }
 
 /// What happens to a datagram: delivered, or dropped and counted.
@@ -64,20 +67,21 @@ type Verdict = core::result::Result<(), RxCounter>;
 /// lookup per datagram: the train is received within one softirq, whose
 /// RCU read side a destroyed QP's teardown waits for as it would for a
 /// lookup made at the first datagram, and each datagram checks the QP's
-/// state again. The QP's CQs are held while the run lasts
-/// ([`super::cq::CqCore::hold`]): the completions the run writes (a train
-/// of small messages, or ACKs that finish several requests) reach the
-/// CQs' owner together, with one store of each CQ's producer index and at
-/// most one event each, when the run ends (another QP's datagram, the
-/// train's end). The MRs the datagrams place into are looked up through
+/// state again. The QP's CQs are held while the run lasts ([`HeldCqs`];
+/// RC and XUD take the QP's lock with that hold): the completions the run
+/// writes (a train of small messages, or ACKs that finish several
+/// requests) reach the CQs' owner together, with one store of each CQ's
+/// producer index and at most one event each, when the run ends (another
+/// QP's datagram, the train's end; a datagram alone is a run of one),
+/// with no lock held. The MRs the datagrams place into are looked up through
 /// one [`MrMemo`] for the whole train, so a run of packets into one MR
 /// looks it up once (each packet's access still checked whole).
 struct Run<'a> {
     port: &'a RxPort,
-    qp: Option<Arc<QpCore>>,
+    /// The QP, its CQs held.
+    qp: Option<HeldCqs>,
     mrs: MrMemo<'a>,
-    /// Whether the QP's CQs are held: for a train's datagrams, not for a
-    /// datagram alone, which publishes as it completes.
+    /// A train's datagrams (counted as CQ batches), not a datagram alone.
     batch: bool,
 }
 
@@ -91,28 +95,26 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// The QP numbered `qpn`: the run's, if it is that QP (no lookup, no
-    /// reference taken), else looked up and made the run's, after the one
-    /// before it has released its CQs; with the train's MR memo.
-    fn qp_for(&mut self, qpn: u32) -> Option<(&Arc<QpCore>, &mut MrMemo<'a>)> {
-        if self.qp.as_ref().is_some_and(|qp| qp.qpn() == qpn) {
+    /// The QP numbered `qpn`, its CQs held: the run's, if it is that QP
+    /// (no lookup, no reference taken), else looked up and made the run's,
+    /// after the one before it has released its CQs; with the train's MR
+    /// memo.
+    fn qp_for(&mut self, qpn: u32) -> Option<(&HeldCqs, &mut MrMemo<'a>)> {
+        if self.qp.as_ref().is_some_and(|h| h.qp().qpn() == qpn) {
             self.port.counters.add(RxCounter::RxQpReused, 1);
         } else {
             let qp = self.port.qps.get(qpn)?;
             self.end();
-            if self.batch {
-                qp.hold_cqs();
-            }
-            self.qp = Some(qp);
+            self.qp = Some(HeldCqs::new(qp));
         }
         Some((self.qp.as_ref()?, &mut self.mrs))
     }
 
     /// Ends the run of datagrams to the current QP: its CQs publish.
     fn end(&mut self) {
-        if let Some(qp) = self.qp.take().filter(|_| self.batch) {
-            let n = qp.release_cqs();
-            if n > 0 {
+        if let Some(held) = self.qp.take() {
+            let n = held.release();
+            if n > 0 && self.batch {
                 self.port.counters.add(RxCounter::RxCqBatches, 1);
                 self.port
                     .counters
@@ -133,13 +135,18 @@ impl Drop for Run<'_> {
 }
 
 impl RxPort {
-    pub(crate) fn new(qps: Arc<QpTable>, mrs: Arc<MrTable>) -> Result<Arc<Self>> {
+    pub(crate) fn new(
+        qps: Arc<QpTable>,
+        mrs: Arc<MrTable>,
+        mcast: Arc<McastGroups>,
+    ) -> Result<Arc<Self>> {
         Arc::pin_init(
             pin_init!(Self {
                 counters: RxCounters::new(),
                 atomics <- new_spinlock_irq!((), "rxud:atomics"),
                 qps,
                 mrs,
+                mcast,
             }),
             GFP_KERNEL,
         )
@@ -198,19 +205,27 @@ impl RxPort {
         skb.copy_out(0, &mut head[..n])
             .map_err(|_| RxCounter::DropMalformed)?;
         let head = &head[..n];
-        let (info, pad) =
-            Packet::<&[u8]>::check_layout(head, len).map_err(|_| RxCounter::DropMalformed)?;
         let mut ip_buf = [0u8; 48];
         let ip_len = skb
             .ip_udp_headers(&mut ip_buf)
             .map_err(|_| RxCounter::DropMalformed)?;
         let ip = ip_buf.get(..ip_len).ok_or(RxCounter::DropMalformed)?;
+        // A CNP's opcode is no transport's: the opcode table refuses it.
+        if head.first() == Some(&cnp::OPCODE.0) {
+            return self.deliver_cnp(skb, run, ip, head, len);
+        }
+        let (info, pad) =
+            Packet::<&[u8]>::check_layout(head, len).map_err(|_| RxCounter::DropMalformed)?;
         {
             let _timed = self.counters.span(RxCounter::RxIcrcNs);
             check_icrc(skb, ip, head, len)?;
         }
         let bth = bth::Header::new_checked(head).map_err(|_| RxCounter::DropMalformed)?;
-        let (qp, mrs) = run.qp_for(bth.dest_qp()).ok_or(RxCounter::DropNoQp)?;
+        if bth.dest_qp() == mcast::MULTICAST_QPN {
+            return self.deliver_multicast(skb, run, info, pad, ip, head);
+        }
+        let (held, mrs) = run.qp_for(bth.dest_qp()).ok_or(RxCounter::DropNoQp)?;
+        let qp = held.qp();
         mrs.next_packet();
         let payload = info.header_len..len - pad - 4;
         let _timed = self.counters.span(RxCounter::RxTransportNs);
@@ -236,8 +251,9 @@ impl RxPort {
                     ack_req: bth.ack_req(),
                     solicited: bth.solicited(),
                     payload,
+                    ce: want == QpType::Rc && crate::driver::cnp::ce_marked(qp, ip),
                 };
-                rc::receive(qp, &self.atomics, &p, mrs).map_err(|e| match e {
+                rc::receive(held, &self.atomics, &p, mrs).map_err(|e| match e {
                     rc::RcDrop::NotConnected => RxCounter::DropNoQp,
                     rc::RcDrop::Malformed => RxCounter::DropMalformed,
                     rc::RcDrop::Sequence => RxCounter::DropSequence,
@@ -259,11 +275,91 @@ impl RxPort {
                     ack_req: bth.ack_req(),
                     solicited: bth.solicited(),
                     payload,
+                    ce: op.info().is_ok_and(|i| i.direction == Direction::Request)
+                        && crate::driver::cnp::ce_marked(qp, ip),
                 };
-                super::xud::receive(qp, &p, mrs)
+                super::xud::receive(held, &p, mrs)
             }
             _ => Err(RxCounter::DropUnsupported),
         }
+    }
+}
+
+impl RxPort {
+    /// A CNP (`proto::wire::cnp`): checked as any packet (its length and
+    /// ICRC, a QP of this port), then its QP's transport takes it from
+    /// the address it came from, if it sends there. rxe neither sends nor
+    /// takes CNPs; with `cc` off rxud takes them and counts them, and cuts
+    /// nothing.
+    fn deliver_cnp(
+        &self,
+        skb: &SkBuff,
+        run: &mut Run<'_>,
+        ip: &[u8],
+        head: &[u8],
+        len: usize,
+    ) -> Verdict {
+        let qpn = cnp::check(head, len).map_err(|_| RxCounter::DropMalformed)?;
+        {
+            let _timed = self.counters.span(RxCounter::RxIcrcNs);
+            check_icrc(skb, ip, head, len)?;
+        }
+        let (held, _) = run.qp_for(qpn).ok_or(RxCounter::DropNoQp)?;
+        let src = source_gid(ip).ok_or(RxCounter::DropMalformed)?;
+        match held.qp().qp_type() {
+            QpType::Rc | QpType::Uc => rc::congestion_notified(held, &src),
+            QpType::Xud => {
+                let dst = dest_gid(ip).ok_or(RxCounter::DropMalformed)?;
+                super::xud::congestion_notified(held, &src, &dst)
+            }
+            _ => Err(RxCounter::DropCnpStray),
+        }
+    }
+
+    /// A datagram to a multicast group (QP 0xFFFFFF): a copy into the next
+    /// receive WQE of each UD QP attached to the group its destination
+    /// address names. Delivered if one QP took it; each member that could
+    /// not (no receive WQE, another Q_Key, a full CQ) is counted.
+    fn deliver_multicast(
+        &self,
+        skb: &SkBuff,
+        run: &mut Run<'_>,
+        info: &OpcodeInfo,
+        pad: usize,
+        ip: &[u8],
+        head: &[u8],
+    ) -> Verdict {
+        let bth = bth::Header::new_checked(head).map_err(|_| RxCounter::DropMalformed)?;
+        if !matches!(
+            bth.opcode(),
+            Opcode::UD_SEND_ONLY | Opcode::UD_SEND_ONLY_WITH_IMMEDIATE
+        ) {
+            return Err(RxCounter::DropUnsupported);
+        }
+        let gid = dest_gid(ip).ok_or(RxCounter::DropMalformed)?;
+        let mut qpns = [0u32; super::mcast::MAX_GROUP_QPS];
+        let n = self.mcast.members(&gid, &mut qpns);
+        let payload = info.header_len..skb.len() - pad - 4;
+        let mut verdict = Err(RxCounter::DropNoQp);
+        for &qpn in qpns.get(..n).unwrap_or(&[]) {
+            let Some((held, mrs)) = run.qp_for(qpn) else {
+                continue;
+            };
+            mrs.next_packet();
+            match receive_ud(
+                skb,
+                held.qp(),
+                mrs,
+                ip,
+                head,
+                bth.solicited(),
+                payload.clone(),
+            ) {
+                Ok(()) => verdict = Ok(()),
+                Err(why) => self.counters.add(why, 1),
+            }
+        }
+        verdict
     }
 }
 

@@ -158,22 +158,61 @@ impl<T: Send + Sync> IndexTable<T> {
     /// again. In an RCU table, returns once no lookup can still find the
     /// object (after a grace period): context process.
     pub(crate) fn remove(&self, id: u32) -> Option<Arc<T>> {
-        self.take_out(id, None)
+        self.take_out(id, None, None)
+    }
+
+    /// [`IndexTable::remove`], if the object numbered `id` is `this` (it
+    /// may have been replaced: [`IndexTable::replace`]).
+    pub(crate) fn remove_this(&self, id: u32, this: &Arc<T>) -> Option<Arc<T>> {
+        self.take_out(id, None, Some(this))
+    }
+
+    /// Puts `new` under number `id` in place of `old`, which must be there
+    /// (`EINVAL` otherwise); the number stays taken, and a lookup finds
+    /// one or the other. Returns once no lookup can still find `old`. In
+    /// an RCU table: context process. Callers do not replace or remove one
+    /// number concurrently (the object's owner does either, once at a
+    /// time).
+    pub(crate) fn replace(&self, id: u32, old: &Arc<T>, new: Arc<T>) -> Result {
+        let index = id.checked_sub(self.base).ok_or(EINVAL)? as usize;
+        {
+            let mut s = self.slots.lock();
+            let slot = s.entries.get_mut(index).ok_or(EINVAL)?;
+            if !matches!(slot, Slot::Used(v) if Arc::ptr_eq(v, old)) {
+                return Err(EINVAL);
+            }
+            *slot = Slot::Used(new.clone());
+        }
+        if let Some(p) = &self.published {
+            // The slot held `old` (published with it by `fill` or an
+            // earlier replace), and no one else changes this number now.
+            if p.replace(index, old, new).is_err() {
+                pr_err!(
+                    "index table: slot {} did not hold the replaced object\n",
+                    id
+                );
+            }
+        }
+        Ok(())
     }
 
     /// [`IndexTable::remove`], but the number is not handed out again for
     /// `hold_ns` nanoseconds.
     pub(crate) fn remove_held(&self, id: u32, hold_ns: u64) -> Option<Arc<T>> {
-        self.take_out(id, Some(hold_ns))
+        self.take_out(id, Some(hold_ns), None)
     }
 
-    fn take_out(&self, id: u32, hold_ns: Option<u64>) -> Option<Arc<T>> {
+    fn take_out(&self, id: u32, hold_ns: Option<u64>, only: Option<&Arc<T>>) -> Option<Arc<T>> {
         let index = id.checked_sub(self.base)? as usize;
         let v = {
             let mut s = self.slots.lock();
             let slot = s.entries.get_mut(index)?;
-            if !matches!(slot, Slot::Used(_)) {
+            let Slot::Used(v) = slot else {
                 // Free, or reserved by a creation still in progress.
+                return None;
+            };
+            if only.is_some_and(|this| !Arc::ptr_eq(v, this)) {
+                // Another object now: the one asked for was replaced.
                 return None;
             }
             // Reserved while it is unpublished: the number cannot be

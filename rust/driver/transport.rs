@@ -2,7 +2,8 @@
 
 //! RoCEv2 transport: UDP port 4791, one socket per network namespace that
 //! has rxud devices, opened with the first device there and closed with
-//! the last. The device's netdev decides the namespace, so rxud devices in
+//! the last, or when the namespace ends ([`NetnsExit`]: rxud holds no
+//! reference on a namespace, so deleting one with devices in it frees it). The device's netdev decides the namespace, so rxud devices in
 //! different namespaces (containers, test hosts) each get their own port,
 //! which rxe in 6.12 (initial namespace only) cannot do.
 //!
@@ -20,7 +21,7 @@ use super::rx::RxPort;
 use crate::kext::sync::{new_spinlock_irq, SpinLockIrq};
 use crate::net::{
     netdev::NetDeviceId,
-    netns::NetNsRef,
+    netns::{NetNs, NetnsExit},
     skb::SkBuff,
     udp::{Lost, Train, TunnelRx, TunnelSocket},
     NetDevice,
@@ -36,7 +37,7 @@ pub(crate) const ROCE_V2_UDP_PORT: u16 = 4791;
 
 /// One namespace's socket and the ports listening on it.
 struct Netns {
-    net: NetNsRef,
+    net: NetNs,
     rx: Arc<NetnsRx>,
     /// Dropped (closed) with the last port.
     _socket: TunnelSocket<NetnsRx>,
@@ -127,7 +128,7 @@ pub(crate) struct Transports {
 pub(crate) struct Attachment {
     transports: Arc<Transports>,
     ndev: NetDeviceId,
-    net: NetNsRef,
+    net: NetNs,
 }
 
 impl Transports {
@@ -142,11 +143,11 @@ impl Transports {
         ndev: &NetDevice,
         port: Arc<RxPort>,
     ) -> Result<Attachment> {
-        let net = NetNsRef::of(ndev);
+        let net = NetNs::of(ndev);
         let mut all = self.netns.lock();
         let i = match all
             .iter()
-            .position(|n| n.as_ref().is_some_and(|n| n.net.same(&net)))
+            .position(|n| n.as_ref().is_some_and(|n| n.net.cookie() == net.cookie()))
         {
             Some(i) => i,
             None => {
@@ -154,19 +155,19 @@ impl Transports {
                     pin_init!(NetnsRx { ports <- new_spinlock_irq!(KVec::new(), "rxud:netns_ports") }),
                     GFP_KERNEL,
                 )?;
-                let socket = TunnelSocket::open(NetNsRef::of(ndev), ROCE_V2_UDP_PORT, rx.clone())
-                    .inspect_err(|e| {
-                    if crate::net::is_addr_in_use(*e) {
-                        pr_err!(
+                let socket =
+                    TunnelSocket::open(ndev, ROCE_V2_UDP_PORT, rx.clone()).inspect_err(|e| {
+                        if crate::net::is_addr_in_use(*e) {
+                            pr_err!(
                             "UDP port {} is taken in the network namespace of {} (by rdma_rxe?): \
                                  put rxud devices in a namespace of their own\n",
                             ROCE_V2_UDP_PORT,
                             ndev.name()
                         );
-                    }
-                })?;
+                        }
+                    })?;
                 let entry = Netns {
-                    net: NetNsRef::of(ndev),
+                    net,
                     rx,
                     _socket: socket,
                     users: 0,
@@ -202,10 +203,11 @@ impl Transports {
 impl Drop for Attachment {
     fn drop(&mut self) {
         let mut all = self.transports.netns.lock();
-        let Some(slot) = all
-            .iter_mut()
-            .find(|n| n.as_ref().is_some_and(|n| n.net.same(&self.net)))
-        else {
+        // None once the namespace ended (`NetnsExit`): nothing left.
+        let Some(slot) = all.iter_mut().find(|n| {
+            n.as_ref()
+                .is_some_and(|n| n.net.cookie() == self.net.cookie())
+        }) else {
             return;
         };
         let Some(entry) = slot.as_mut() else {
@@ -226,5 +228,22 @@ impl Drop for Attachment {
         // Closing waits for receive callbacks to finish: outside the
         // mutex.
         drop(closed);
+    }
+}
+
+impl NetnsExit for Transports {
+    /// A namespace ends: its socket is released now, whatever ports are
+    /// still attached (their devices go with their netdevs, unregistered
+    /// before this; their attachments find nothing left).
+    fn exit(&self, cookie: u64) {
+        let ended = {
+            let mut all = self.netns.lock();
+            all.iter_mut()
+                .find(|n| n.as_ref().is_some_and(|n| n.net.cookie() == cookie))
+                .and_then(Option::take)
+        };
+        // Closing waits for receive callbacks to finish: outside the
+        // mutex.
+        drop(ended);
     }
 }

@@ -36,7 +36,7 @@ use crate::net::{
 use crate::proto::{
     mtu::IbMtu,
     psn::Psn,
-    wire::{bth, deth, icrc, immdt, opcode::Opcode},
+    wire::{bth, cnp::Ecn, deth, icrc, immdt, opcode::Opcode},
 };
 use kernel::sync::Arc;
 
@@ -255,6 +255,7 @@ fn build_and_send(
         source_port(qp.qpn()),
         to.route.as_ref(),
         qp.next_ip_id(),
+        false,
     ) {
         return st;
     }
@@ -268,13 +269,18 @@ fn build_and_send(
 
 /// Routes a built packet along `av` (UDP source port `sport`, IPv4
 /// identification `ip_id`: the QP's [`QpCore::next_ip_id`]) and fills in
-/// its ICRC: ready for IP. Returns the completion status of a failure.
+/// its ICRC: ready for IP. `ect`: the packet goes ECN-capable (ECT(0) in
+/// the IP header, unless the address vector's traffic class sets an ECN
+/// codepoint of its own), for a flow that answers CNPs (RC requests, XUD
+/// data; `proto::congestion`). Returns the completion status of a
+/// failure.
 pub(crate) fn finish(
     skb: &mut TxSkb,
     av: &AddressVector,
     sport: u16,
     route: Option<&RouteCache>,
     ip_id: u16,
+    ect: bool,
 ) -> core::result::Result<(), u32> {
     if av.network == NetworkType::RoceV1 {
         return Err(status::LOC_QP_OP_ERR);
@@ -287,7 +293,7 @@ pub(crate) fn finish(
     let pushed = match (ipv4_of(&av.sgid), ipv4_of(&av.dgid)) {
         (Some(saddr), Some(daddr)) => {
             let fields = Ipv4Fields {
-                tos: av.traffic_class,
+                tos: Ecn::with_ect(av.traffic_class, ect),
                 ttl,
                 id: ip_id,
             };
@@ -299,7 +305,7 @@ pub(crate) fn finish(
             av.dgid,
             sport,
             Ipv6Flow {
-                tclass: av.traffic_class,
+                tclass: Ecn::with_ect(av.traffic_class, ect),
                 hop_limit: ttl,
                 label: av.flow_label,
             },

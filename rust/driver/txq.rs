@@ -5,7 +5,7 @@
 //! and locking").
 
 use super::counters::RxCounter;
-use super::qp::{QpCore, Queued};
+use super::qp::{HeldCqs, QpCore, Queued};
 use crate::net::skb::TxSkb;
 use crate::proto::wire::train;
 use kernel::sync::Arc;
@@ -31,14 +31,16 @@ pub(crate) trait Transmitter {
 /// context is at it: packets are built under `lock` and handed to IP
 /// after it is dropped, as many as the QP's budget for packets below IP
 /// allows (the rest wait for the destructors' wake-up), one context at a
-/// time so they leave in the order they were built. Any context but hard
-/// irq.
-pub(crate) fn kick<S: Transmitter>(qp: &Arc<QpCore>, queued: &Queued<S>) {
+/// time so they leave in the order they were built. `held` holds the QP's
+/// CQs: the completions written here reach their owner once it goes. Any
+/// context but hard irq.
+pub(crate) fn kick<S: Transmitter>(held: &HeldCqs, queued: &Queued<S>) {
+    let qp = held.qp();
     let mut batch: [Option<TxSkb>; TXQ_LEN] = core::array::from_fn(|_| None);
     let mut sent = 0;
     loop {
         let n = {
-            let mut g = queued.lock();
+            let mut g = queued.lock(held);
             let Some(st) = g.as_deref_mut() else {
                 return;
             };
@@ -101,7 +103,7 @@ pub(crate) fn kick<S: Transmitter>(qp: &Arc<QpCore>, queued: &Queued<S>) {
             i += len;
         }
         sent += n;
-        if let Some(st) = queued.lock().as_deref_mut() {
+        if let Some(st) = queued.lock(held).as_deref_mut() {
             *st.sending() = false;
         }
     }

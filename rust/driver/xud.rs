@@ -62,7 +62,7 @@ use self::sender::{admit, transmit};
 use self::timers::{arm, on_timer, RECLAIM_PERIOD_NS};
 use super::counters::RxCounter;
 use super::mr::MrMemo;
-use super::qp::QpCore;
+use super::qp::{HeldCqs, QpCore};
 use super::ring::MAX_RECV_SLOT;
 use super::txq::{self, TxQueue};
 use crate::abi::{status, RecvWqe, SendWqe, XudParams};
@@ -146,6 +146,8 @@ impl XudState {
                 params,
                 cfg: xud::sender::Config {
                     ack_every: params.ack_every,
+                    // The window law as `cc` is when the QP is made.
+                    congestion: crate::kext::params::cc_enabled(),
                     ..xud::sender::Config::DEFAULT
                 },
                 min_rnr_timer: 12,
@@ -186,27 +188,30 @@ impl XudState {
 /// The doorbell of an XUD QP (and its timer, and the transmit budget's
 /// wake-up). Any context but hard irq.
 pub(crate) fn post_send(qp: &Arc<QpCore>) {
-    kick(qp);
+    kick(&qp.hold_cqs());
 }
 
 /// The QP's timer fired: retransmissions, RNR waits, owed ACKs, the
 /// reclaim scan. Context: softirq.
 pub(crate) fn timer_fired(qp: Arc<QpCore>) {
+    let held = HeldCqs::new(qp);
+    let qp = held.qp();
     if let Some(x) = qp.xud() {
-        let mut g = x.lock();
+        let mut g = x.lock(&held);
         if let Some(st) = g.as_deref_mut() {
             st.armed = None;
-            on_timer(&qp, st);
+            on_timer(qp, st);
         }
     }
-    kick(&qp);
+    kick(&held);
 }
 
 /// Generates what is due and sends the QP's queue unless another context
-/// is at it (see [`txq::kick`]). Any context but hard irq.
-pub(crate) fn kick(qp: &Arc<QpCore>) {
-    if let Some(x) = qp.xud() {
-        txq::kick(qp, x);
+/// is at it (see [`txq::kick`]); `held` holds the QP's CQs. Any context
+/// but hard irq.
+pub(crate) fn kick(held: &HeldCqs) {
+    if let Some(x) = held.qp().xud() {
+        txq::kick(held, x);
     }
 }
 
@@ -300,6 +305,8 @@ pub(crate) struct RxPacket<'a> {
     pub(crate) ack_req: bool,
     pub(crate) solicited: bool,
     pub(crate) payload: core::ops::Range<usize>,
+    /// It arrived marked Congestion Experienced (`cnp::ce_marked`).
+    pub(crate) ce: bool,
 }
 
 impl RxPacket<'_> {
@@ -310,13 +317,95 @@ impl RxPacket<'_> {
     }
 }
 
-/// An XUD packet for `qp`. Context: softirq.
+/// A CNP for this QP from `src` to our `dst`: the streams this QP sends
+/// from `dst` to `src`'s QPs met a congested queue. A CNP does not name
+/// the QP that sends it, so each of them takes it; streams to any other
+/// address are not touched, which is all a forged CNP can reach (the
+/// packet's checks are `rx.rs`'s, as any packet's: length, ICRC, QPN).
+/// Context: softirq.
+pub(crate) fn congestion_notified(
+    held: &HeldCqs,
+    src: &[u8; 16],
+    dst: &[u8; 16],
+) -> core::result::Result<(), RxCounter> {
+    let qp = held.qp();
+    let mut g = qp.xud().ok_or(RxCounter::DropCnpStray)?.lock(held);
+    let st = g.as_deref_mut().ok_or(RxCounter::DropCnpStray)?;
+    let from = PeerKey {
+        gid: *src,
+        qpn: 0,
+        local: [0; 16],
+    };
+    // Keys order by address first: the peers at `src` are one run.
+    let mut cursor = st.peers.cursor_lower_bound(&from);
+    let (mut streams, mut cuts) = (0u64, 0u64);
+    while let Some(mut c) = cursor {
+        let (key, peer) = c.current_mut();
+        if key.gid != *src {
+            break;
+        }
+        if key.local == *dst {
+            if let Some(s) = peer.send_active() {
+                streams += 1;
+                cuts += u64::from(s.congestion_notified());
+            }
+        }
+        cursor = c.move_next();
+    }
+    if streams == 0 {
+        return Err(RxCounter::DropCnpStray);
+    }
+    qp.port.counters.add(RxCounter::CnpsReceived, 1);
+    qp.port.counters.add(RxCounter::CcCnpCuts, cuts);
+    Ok(())
+}
+
+/// An XUD QP's sending streams at a glance, for `rdma resource show qp
+/// -d`.
+#[derive(Default)]
+pub(crate) struct SendSummary {
+    /// Sending streams in use (parked ones hold no window).
+    pub(crate) streams: u32,
+    /// Of those, the stalled ones
+    /// ([`is_stalled`](crate::proto::xud::sender::SendStream::is_stalled)).
+    pub(crate) stalled: u32,
+    /// Packets in the network, all streams together.
+    pub(crate) in_network: u32,
+    /// The smallest and the largest of their congestion windows (packets;
+    /// 0 without a stream).
+    pub(crate) window_min: u32,
+    pub(crate) window_max: u32,
+}
+
+/// The [`SendSummary`] of the XUD QP whose CQs `held` holds; none for
+/// another QP type or one not yet in RTS.
+pub(crate) fn send_summary(held: &HeldCqs) -> Option<SendSummary> {
+    let g = held.qp().xud()?.lock(held);
+    let st = g.as_deref()?;
+    let mut sum = SendSummary::default();
+    for s in st.peers.values().filter_map(Peer::send_ref) {
+        let w = s.congestion().cwnd();
+        sum.window_min = if sum.streams == 0 {
+            w
+        } else {
+            sum.window_min.min(w)
+        };
+        sum.window_max = sum.window_max.max(w);
+        sum.streams += 1;
+        sum.stalled += u32::from(s.is_stalled());
+        sum.in_network = sum.in_network.saturating_add(s.in_network());
+    }
+    Some(sum)
+}
+
+/// An XUD packet for the QP whose CQs `held` holds. Context: softirq.
 pub(crate) fn receive(
-    qp: &Arc<QpCore>,
+    held: &HeldCqs,
     p: &RxPacket<'_>,
     mrs: &mut MrMemo<'_>,
 ) -> core::result::Result<(), RxCounter> {
     use crate::proto::wire::opcode::ExtHeader as H;
+    let qp = held.qp();
     if !qp.live.can_receive() {
         return Err(RxCounter::DropNoQp);
     }
@@ -329,13 +418,13 @@ pub(crate) fn receive(
         local: p.dst,
     };
     let r = match p.opcode {
-        Opcode::XUD_ACKNOWLEDGE | Opcode::XUD_NAK => on_answer(qp, p, key),
-        Opcode::XUD_CHALLENGE => on_challenge(qp, p, key),
+        Opcode::XUD_ACKNOWLEDGE | Opcode::XUD_NAK => on_answer(held, p, key),
+        Opcode::XUD_CHALLENGE => on_challenge(held, p, key),
         _ => {
             if d.qkey != qp.live.qkey() {
                 return Err(RxCounter::DropQkey);
             }
-            on_data(qp, p, key, d.qkey, mrs)
+            on_data(held, p, key, d.qkey, mrs)
         }
     };
     // Only a packet that was taken (or answered) can have made work: a
@@ -343,9 +432,9 @@ pub(crate) fn receive(
     if r.is_ok()
         || qp
             .xud()
-            .is_some_and(|x| x.lock().as_deref().is_some_and(|st| st.txq.len() > 0))
+            .is_some_and(|x| x.lock(held).as_deref().is_some_and(|st| st.txq.len() > 0))
     {
-        kick(qp);
+        kick(held);
     }
     r
 }

@@ -29,8 +29,11 @@
 #include <linux/random.h>
 #include <linux/vmalloc.h>
 #include <linux/workqueue.h>
+#include <net/netlink.h>
 #include <net/sock.h>
 #include <rdma/ib_umem.h>
+#include <rdma/rdma_netlink.h>
+#include <rdma/restrack.h>
 #include <rdma/uverbs_ioctl.h>
 #include "helpers.h"
 
@@ -162,14 +165,9 @@ struct net *rxud_dev_net(const struct net_device *ndev)
 	return dev_net(ndev);
 }
 
-struct net *rxud_get_net(struct net *net)
+u64 rxud_net_cookie(const struct net *net)
 {
-	return get_net(net);
-}
-
-void rxud_put_net(struct net *net)
-{
-	put_net(net);
+	return net->net_cookie;
 }
 
 void *rxud_sk_user_data(struct sock *sk)
@@ -323,4 +321,24 @@ void rxud_rcu_read_unlock(void)
 u32 rxud_crc32_le(u32 crc, const u8 *p, size_t len)
 {
 	return crc32_le(crc, p, len);
+}
+
+struct nlattr *rxud_nl_driver_open(struct sk_buff *msg)
+{
+	return nla_nest_start(msg, RDMA_NLDEV_ATTR_DRIVER);
+}
+
+void rxud_nl_driver_close(struct sk_buff *msg, struct nlattr *nest)
+{
+	nla_nest_end(msg, nest);
+}
+
+void rxud_nl_driver_cancel(struct sk_buff *msg, struct nlattr *nest)
+{
+	nla_nest_cancel(msg, nest);
+}
+
+int rxud_nl_driver_u32(struct sk_buff *msg, const char *name, u32 value)
+{
+	return rdma_nl_put_driver_u32(msg, name, value);
 }

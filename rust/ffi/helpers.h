@@ -73,10 +73,9 @@ void rxud_spin_unlock_irqrestore(spinlock_t *lock, unsigned long flags);
 void rxud_spin_lock_bh(spinlock_t *lock);
 void rxud_spin_unlock_bh(spinlock_t *lock);
 
-/* Network namespaces (dev_net, get_net, put_net are inline). */
+/* Network namespaces (dev_net is inline; net_cookie a field). */
 struct net *rxud_dev_net(const struct net_device *ndev);
-struct net *rxud_get_net(struct net *net);
-void rxud_put_net(struct net *net);
+u64 rxud_net_cookie(const struct net *net);
 void *rxud_sk_user_data(struct sock *sk);
 /* sk_buff fields and inlines (struct sk_buff is opaque to Rust). */
 void rxud_kfree_skb(struct sk_buff *skb);
@@ -132,6 +131,16 @@ u32 rxud_crc32_le(u32 crc, const u8 *p, size_t len);
 void rxud_rcu_read_lock(void);
 void rxud_rcu_read_unlock(void);
 
+/*
+ * A restrack entry's driver details (rust/ib/res.rs): the nest of
+ * RDMA_NLDEV_ATTR_DRIVER that `rdma resource show -d` prints, opened
+ * (NULL: no room), closed or cancelled; named values go in it.
+ */
+struct nlattr *rxud_nl_driver_open(struct sk_buff *msg);
+void rxud_nl_driver_close(struct sk_buff *msg, struct nlattr *nest);
+void rxud_nl_driver_cancel(struct sk_buff *msg, struct nlattr *nest);
+int rxud_nl_driver_u32(struct sk_buff *msg, const char *name, u32 value);
+
 /* --- net.c: the network code (rust/net/) --- */
 
 /*
@@ -142,6 +151,14 @@ void rxud_rcu_read_unlock(void);
 int rxud_udp_tunnel_open(struct net *net, bool ipv6, u16 port,
 			 int (*encap_rcv)(struct sock *sk, struct sk_buff *skb),
 			 void *user_data, struct socket **sockp);
+/*
+ * Namespaces' end (rust/net/netns.rs): @exit(@ctx, cookie) for each
+ * network namespace that exits while registered, and for each one still
+ * alive when unregistering, before it is freed (a pernet subsystem's
+ * exit). One registration at a time.
+ */
+int rxud_netns_exit_register(void (*exit)(void *ctx, u64 cookie), void *ctx);
+void rxud_netns_exit_unregister(void);
 /* The rxud port a received packet is for (its device, or lo's owner). */
 struct net_device *rxud_skb_port_dev(const struct sk_buff *skb);
 /* For a packet that is for a VLAN device, the device under it; else NULL. */
@@ -263,6 +280,7 @@ void rxud_ib_srq_limit_reached(struct ib_srq *srq);
 
 /* Whether to time receive and transmit steps (rust/kext/timer.rs). */
 bool rxud_timing(void);
+bool rxud_cc(void);
 /*
  * Most QPs of a device besides its GSI QP: the size of its QP number
  * range (rust/kext/params.rs). The module parameter max_qp lowers it for

@@ -6,7 +6,8 @@
  * work around it, in the order rxe does it (rxe_net.c):
  *
  * - the UDP tunnel socket's set-up (rxud_udp_tunnel_open: its GRO
- *   callbacks are gro.c's);
+ *   callbacks are gro.c's), and the pernet subsystem whose exit tells
+ *   rxud a namespace is ending (a static struct pernet_operations);
  * - on receive: the device a packet is for (and, for one that came in on
  *   a VLAN device, the device under it), the UDP header pulled, the
  *   IP and UDP headers copied for the ICRC, CRC-32 over an skb's bytes
@@ -40,6 +41,7 @@
 #include <net/ipv6_stubs.h>
 #include <net/ip6_route.h>
 #include <net/dst_cache.h>
+#include <net/net_namespace.h>
 #include "helpers.h"
 
 int rxud_udp_tunnel_open(struct net *net, bool ipv6, u16 port,
@@ -64,6 +66,37 @@ int rxud_udp_tunnel_open(struct net *net, bool ipv6, u16 port,
 		return err;
 	setup_udp_tunnel_sock(net, *sockp, &tnl_cfg);
 	return 0;
+}
+
+/*
+ * A pernet subsystem whose exit tells rxud a namespace is ending: it runs
+ * after the namespace's devices are unregistered (device exits come
+ * first) and before UDP's own exit (registered later, exited earlier), so
+ * rxud's sockets there can still be released. Its only state is the one
+ * registration's callback and context.
+ */
+static void (*rxud_netns_exit_cb)(void *ctx, u64 cookie);
+static void *rxud_netns_exit_ctx;
+
+static void __net_exit rxud_netns_exit(struct net *net)
+{
+	rxud_netns_exit_cb(rxud_netns_exit_ctx, net->net_cookie);
+}
+
+static struct pernet_operations rxud_netns_ops = {
+	.exit = rxud_netns_exit,
+};
+
+int rxud_netns_exit_register(void (*exit)(void *ctx, u64 cookie), void *ctx)
+{
+	rxud_netns_exit_cb = exit;
+	rxud_netns_exit_ctx = ctx;
+	return register_pernet_subsys(&rxud_netns_ops);
+}
+
+void rxud_netns_exit_unregister(void)
+{
+	unregister_pernet_subsys(&rxud_netns_ops);
 }
 
 /*

@@ -2,7 +2,8 @@
 /*
  * rxud's module parameters that are not the network code's (net.c has
  * trains, gro.c has gro): timing, read through rxud_timing
- * (rust/kext/timer.rs), and max_qp, read through rxud_max_qp
+ * (rust/kext/timer.rs), cc, read through rxud_cc (rust/kext/params.rs),
+ * and max_qp, read through rxud_max_qp
  * (rust/kext/params.rs), with the setter that keeps it in range.
  *
  * Why C: the module! macro of 6.12's Rust declares no parameters, and
@@ -29,6 +30,22 @@ MODULE_PARM_DESC(timing, "Count the nanoseconds spent in rxud's receive and tran
 bool rxud_timing(void)
 {
 	return READ_ONCE(timing);
+}
+
+/*
+ * Congestion control (on by default; rust/proto/congestion): RC requests
+ * and XUD data go out ECN-capable (ECT(0)), packets that arrive marked CE
+ * are answered with CNPs, and senders cut their windows for CNPs (and XUD
+ * streams for losses beyond their tolerance). Off: none of it, for
+ * comparisons (RC keeps its loss law either way).
+ */
+static bool cc = true;
+module_param(cc, bool, 0644);
+MODULE_PARM_DESC(cc, "Congestion control: ECN marking, CNPs, window cuts (default: on)");
+
+bool rxud_cc(void)
+{
+	return READ_ONCE(cc);
 }
 
 /*

@@ -26,6 +26,12 @@ flag_set! {
         const RC_RNR_NAK_GEN = bindings::IB_DEVICE_RC_RNR_NAK_GEN;
         /// Fast registration (REG_MR), local and remote invalidation.
         const MEM_MGT_EXTENSIONS = bindings::IB_DEVICE_MEM_MGT_EXTENSIONS;
+        /// Memory windows (`alloc_mw`, binding, invalidation).
+        const MEM_WINDOW = bindings::IB_DEVICE_MEM_WINDOW;
+        /// Type 2B memory windows (bound to a QP by a work request).
+        const MEM_WINDOW_TYPE_2B = bindings::IB_DEVICE_MEM_WINDOW_TYPE_2B;
+        /// SRQs can be resized (`modify_srq` with `IB_SRQ_MAX_WR`).
+        const SRQ_RESIZE = bindings::IB_DEVICE_SRQ_RESIZE;
     }
 }
 
@@ -96,6 +102,21 @@ impl DeviceAttr {
 
     pub(crate) fn device_cap_flags(&mut self, flags: DeviceCapFlags) -> &mut Self {
         self.0.device_cap_flags = u64::from(flags.bits());
+        self
+    }
+
+    /// RC ATOMIC WRITE work requests (`IB_DEVICE_ATOMIC_WRITE`, a bit
+    /// beyond the 32 of [`DeviceCapFlags`]).
+    pub(crate) fn atomic_write(&mut self) -> &mut Self {
+        self.0.device_cap_flags |= bindings::IB_DEVICE_ATOMIC_WRITE as u64;
+        self
+    }
+
+    /// FLUSH for global visibility (`IB_DEVICE_FLUSH_GLOBAL`, beyond the
+    /// 32 bits of [`DeviceCapFlags`]): ib_core then lets MRs and QPs
+    /// grant `IB_ACCESS_FLUSH_GLOBAL`.
+    pub(crate) fn flush_global(&mut self) -> &mut Self {
+        self.0.device_cap_flags |= bindings::IB_DEVICE_FLUSH_GLOBAL as u64;
         self
     }
 

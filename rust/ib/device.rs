@@ -52,6 +52,19 @@ pub(crate) trait DeviceOps: Sized + Send + Sync {
         kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
     }
 
+    /// The device is going away while a process still holds `ctx`
+    /// (`disassociate_ucontext`). ib_core has destroyed the context's
+    /// objects and zapped the mappings it made itself; what the process
+    /// mapped through the driver must no longer reach freed memory. A
+    /// driver that implements this lets `rdma link delete`, the netdev's
+    /// removal and rmmod finish without waiting for its processes: they
+    /// get `IBV_EVENT_DEVICE_FATAL`, and their verbs fail with `EIO`.
+    ///
+    /// Context: process (device unregistration), may sleep.
+    fn disassociate_context(_ctx: &Self::Context) {
+        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
+
     /// A protection domain. Dropped in process context.
     type Pd: Send + Sync;
 
@@ -63,8 +76,7 @@ pub(crate) trait DeviceOps: Sized + Send + Sync {
 
     /// Registers the user memory pinned in `umem`, which the MR addresses
     /// from `iova`, with rights `access` (already checked by ib_core for
-    /// consistency). Returns the MR and its key (lkey = rkey). Also backs
-    /// `rereg_user_mr` when [`DeviceOps::user_range`] is implemented.
+    /// consistency). Returns the MR and its key (lkey = rkey).
     ///
     /// Context: process (uverbs), may sleep.
     fn reg_user_mr(
@@ -79,11 +91,30 @@ pub(crate) trait DeviceOps: Sized + Send + Sync {
     }
 
     /// The address range and rights of a user MR (`None` for others), for
-    /// `rereg_user_mr`, which registers a replacement through
-    /// `reg_user_mr`.
+    /// `rereg_user_mr`, which keeps what it is not told to change.
     ///
     /// Context: process (uverbs), may sleep.
     fn user_range(_mr: &Self::Mr) -> Option<UserRange> {
+        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Re-registers user MR `old` (`ibv_rereg_mr`) over the user memory
+    /// pinned in `umem`, addressed from `iova`, with rights `access` and
+    /// PD `pd` (each `old`'s own unless the call changes it). Returns the
+    /// successor and its key; ib_core puts it in `old`'s place and then
+    /// destroys `old`. On an error `old` stays as it was.
+    ///
+    /// Context: process (uverbs), may sleep.
+    #[allow(clippy::too_many_arguments)]
+    fn rereg_user_mr(
+        _dev: &Device<Self>,
+        _old: &Self::Mr,
+        _pd: &Self::Pd,
+        _umem: super::Umem,
+        _iova: u64,
+        _access: AccessFlags,
+        _udata: &UData,
+    ) -> Result<(Self::Mr, u32)> {
         kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
     }
 
@@ -109,6 +140,22 @@ pub(crate) trait DeviceOps: Sized + Send + Sync {
         _kind: MrKind,
         _max_pages: u32,
     ) -> Result<(Self::Mr, u32)> {
+        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
+
+    /// A memory window. Dropped in process context.
+    type Mw: Send + Sync;
+
+    /// Allocates a memory window of type `kind` in PD `pd` (unbound, or
+    /// for type 1 bound to nothing). Returns it and its rkey. With it,
+    /// ib_core's `dealloc_mw` is wired (dropping the window).
+    ///
+    /// Context: process (uverbs), may sleep.
+    fn alloc_mw(
+        _dev: &Device<Self>,
+        _pd: &Self::Pd,
+        _kind: super::MwKind,
+    ) -> Result<(Self::Mw, u32)> {
         kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
     }
 
@@ -252,6 +299,33 @@ pub(crate) trait DeviceOps: Sized + Send + Sync {
 
     /// Context: process (uverbs or `ib_query_qp`), may sleep.
     fn query_qp(_dev: &Device<Self>, _qp: &Self::Qp) -> Result<QpQuery> {
+        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Writes the driver's details of `qp` (`rdma resource show qp -d`)
+    /// into `out`.
+    ///
+    /// Context: process (an `rdma resource` dump), may sleep.
+    fn qp_details(_dev: &Device<Self>, _qp: &Self::Qp, _out: &mut super::Details) -> Result {
+        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Attaches `qp` to the multicast group `mgid` (`ibv_attach_mcast`,
+    /// `ib_attach_mcast`): datagrams to the group's address and to QP
+    /// number 0xFFFFFF reach it. ib_core counts the attachment in the QP's
+    /// use count, so the QP is not destroyed while attached (uverbs
+    /// detaches what a closing process left attached). Wired with
+    /// [`DeviceOps::detach_mcast`].
+    ///
+    /// Context: process (uverbs or `ib_attach_mcast`), may sleep.
+    fn attach_mcast(_dev: &Device<Self>, _qp: &Self::Qp, _mgid: &[u8; 16]) -> Result {
+        kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Detaches `qp` from the multicast group `mgid`.
+    ///
+    /// Context: process (uverbs or `ib_detach_mcast`), may sleep.
+    fn detach_mcast(_dev: &Device<Self>, _qp: &Self::Qp, _mgid: &[u8; 16]) -> Result {
         kernel::build_error(kernel::error::VTABLE_DEFAULT_ERROR)
     }
 
@@ -508,16 +582,26 @@ impl<T: DeviceOps> Adapter<T> {
         get_link_layer: wired!(T::HAS_LINK_LAYER, Self::get_link_layer),
         alloc_ucontext: wired!(T::HAS_ALLOC_CONTEXT, Self::alloc_ucontext),
         dealloc_ucontext: wired!(T::HAS_ALLOC_CONTEXT, Self::dealloc_ucontext),
+        disassociate_ucontext: wired!(
+            T::HAS_ALLOC_CONTEXT && T::HAS_DISASSOCIATE_CONTEXT,
+            Self::disassociate_ucontext
+        ),
         size_ib_ucontext: mem::size_of::<Object<bindings::ib_ucontext, T::Context>>(),
         alloc_pd: Some(Self::alloc_pd),
         dealloc_pd: Some(Self::dealloc_pd),
         size_ib_pd: mem::size_of::<Object<bindings::ib_pd, T::Pd>>(),
         reg_user_mr: wired!(T::HAS_REG_USER_MR, Self::reg_user_mr),
-        rereg_user_mr: wired!(T::HAS_REG_USER_MR && T::HAS_USER_RANGE, Self::rereg_user_mr),
+        rereg_user_mr: wired!(
+            T::HAS_REREG_USER_MR && T::HAS_USER_RANGE,
+            Self::rereg_user_mr
+        ),
         get_dma_mr: wired!(T::HAS_GET_DMA_MR, Self::get_dma_mr),
         alloc_mr: wired!(T::HAS_ALLOC_MR, Self::alloc_mr),
         map_mr_sg: wired!(T::HAS_MR_CLEAR_PAGES && T::HAS_MR_ADD_PAGE, Self::map_mr_sg),
         dereg_mr: wired!(Self::HAS_MR, Self::dereg_mr),
+        alloc_mw: wired!(T::HAS_ALLOC_MW, Self::alloc_mw),
+        dealloc_mw: wired!(T::HAS_ALLOC_MW, Self::dealloc_mw),
+        size_ib_mw: mem::size_of::<Object<bindings::ib_mw, T::Mw>>(),
         create_cq: Some(Self::create_cq),
         destroy_cq: Some(Self::destroy_cq),
         resize_cq: wired!(T::HAS_RESIZE_CQ, Self::resize_cq),
@@ -531,6 +615,9 @@ impl<T: DeviceOps> Adapter<T> {
         create_qp: Some(Self::create_qp),
         modify_qp: Some(Self::modify_qp),
         query_qp: wired!(T::HAS_QUERY_QP, Self::query_qp),
+        fill_res_qp_entry: wired!(T::HAS_QP_DETAILS, Self::fill_res_qp_entry),
+        attach_mcast: wired!(T::HAS_ATTACH_MCAST, Self::attach_mcast),
+        detach_mcast: wired!(T::HAS_ATTACH_MCAST, Self::detach_mcast),
         destroy_qp: Some(Self::destroy_qp),
         post_send: wired!(T::HAS_POST_SEND_DOORBELL, Self::post_send),
         // Kernel consumers' verbs: with these three (and the verbs every
@@ -608,6 +695,17 @@ impl<T: DeviceOps> Adapter<T> {
     unsafe extern "C" fn dealloc_ucontext(uctx: *mut bindings::ib_ucontext) {
         // SAFETY: per the function's contract.
         unsafe { Object::<_, T::Context>::drop_data(uctx) };
+    }
+
+    /// `ib_device_ops.disassociate_ucontext`.
+    ///
+    /// # Safety
+    ///
+    /// Called by ib_core (`uverbs_destroy_ufile_hw` at device removal) in
+    /// process context for a live context `alloc_ucontext` initialised.
+    unsafe extern "C" fn disassociate_ucontext(uctx: *mut bindings::ib_ucontext) {
+        // SAFETY: per the function's contract.
+        T::disassociate_context(unsafe { Object::<_, T::Context>::data_of(uctx) });
     }
 
     /// `ib_device_ops.alloc_pd`.

@@ -6,10 +6,19 @@
 //! A [`SharedMem`] is zeroed, page-aligned kernel memory (`vmalloc_user`).
 //! Made for a user context, it is also an `rdma_user_mmap_entry` of that
 //! context: ib_core hands out its mmap offset and finds it again when the
-//! process calls `mmap`. Dropping the `SharedMem` removes the entry; the
-//! memory is freed when ib_core drops the last entry reference
-//! (`mmap_free`). Pages already mapped into a process stay valid for it
-//! after that, because mapping took a reference on each page.
+//! process calls `mmap`. The buffer is shared by the `SharedMem` and the
+//! entry ([`VmallocBuf`], reference-counted) and freed when both are gone.
+//! Pages already mapped into a process stay valid for it after that,
+//! because mapping took a reference on each page.
+//!
+//! The entry belongs to the context, and ib_core frees the context once
+//! the objects made in it are destroyed, whoever else still holds their
+//! memory (a QP's core lives on while packets it sent are below IP): the
+//! object's destroy calls [`SharedMem::unmap`], which takes the entry out
+//! of the context (its last reference goes with it, or with an `mmap`
+//! call still running) while the kernel keeps the buffer for as long as
+//! it needs it. Dropping a `SharedMem` unmaps it too, for the paths that
+//! drop it within the call that made it (a failed create, a resize).
 //!
 //! User space may write the memory at any time, concurrently with the
 //! kernel. Accessors therefore never hand out references to it: indices are
@@ -18,10 +27,45 @@
 
 use crate::ffi::bindings;
 use core::{
-    ptr::NonNull,
-    sync::atomic::{AtomicU32, Ordering},
+    ptr::{self, NonNull},
+    sync::atomic::{AtomicPtr, AtomicU32, Ordering},
 };
-use kernel::prelude::*;
+use kernel::{prelude::*, sync::Arc};
+
+/// A `vmalloc_user` allocation, freed when dropped.
+///
+/// # Invariants
+///
+/// `ptr` is a live `vmalloc_user` allocation, owned by `self`.
+struct VmallocBuf {
+    ptr: NonNull<u8>,
+}
+
+// SAFETY: the allocation is plain memory, freed once (by `drop`); who
+// accesses it through the pointer is `SharedMem`'s business.
+unsafe impl Send for VmallocBuf {}
+// SAFETY: as above; `&self` gives out only the pointer.
+unsafe impl Sync for VmallocBuf {}
+
+impl VmallocBuf {
+    /// `len` bytes (a whole number of pages, not zero), zeroed.
+    fn new(len: usize) -> Result<Arc<Self>> {
+        // SAFETY: plain allocation; freed by `drop` below.
+        let ptr = NonNull::new(unsafe { bindings::rxud_vmalloc_user(len as _) }.cast::<u8>())
+            .ok_or(ENOMEM)?;
+        // INVARIANT: just allocated, and ours. If `Arc::new` fails, the
+        // value it was given is dropped, which frees the allocation.
+        Ok(Arc::new(Self { ptr }, GFP_KERNEL)?)
+    }
+}
+
+impl Drop for VmallocBuf {
+    fn drop(&mut self) {
+        // SAFETY: ours (type invariant), and no one holds the buffer any
+        // more: every holder holds it through this `VmallocBuf`'s `Arc`.
+        unsafe { bindings::vfree(self.ptr.as_ptr().cast()) };
+    }
+}
 
 /// The bookkeeping ib_core keeps for an mmap-able buffer, with the buffer.
 ///
@@ -30,66 +74,55 @@ use kernel::prelude::*;
 struct Entry {
     /// First field: ib_core hands `&entry.raw` back to `mmap_free`.
     raw: bindings::rdma_user_mmap_entry,
-    buf: NonNull<u8>,
+    /// Keeps the buffer for an `mmap` call that found the entry.
+    buf: Arc<VmallocBuf>,
 }
 
 /// Zeroed kernel memory, optionally mappable by one user context.
 ///
 /// # Invariants
 ///
-/// `buf` is a `vmalloc_user` allocation of `len` bytes (page-aligned, a
-/// whole number of pages, at least one) that stays allocated while `self`
-/// exists. If `entry` is `Some`, it is an inserted mmap entry that owns
-/// `buf` (freed with the entry) and on which we hold the driver's
-/// reference; otherwise `self` owns `buf`.
+/// `buf` holds `len` bytes (page-aligned, a whole number of pages, at
+/// least one). `entry` is null, or an inserted mmap entry of the user
+/// context the memory was made for, on which we hold the driver's
+/// reference (given up by [`SharedMem::unmap`], which nulls it).
 pub(crate) struct SharedMem {
-    buf: NonNull<u8>,
+    buf: Arc<VmallocBuf>,
     len: usize,
-    entry: Option<NonNull<Entry>>,
+    entry: AtomicPtr<Entry>,
+    /// The offset user space maps it at, if it was made mappable.
+    mmap_offset: Option<u64>,
 }
-
-// SAFETY: the memory is only accessed through atomics and raw copies, and
-// the entry functions of ib_core are thread-safe.
-unsafe impl Send for SharedMem {}
-// SAFETY: as above; `&self` methods do not mutate Rust-visible state.
-unsafe impl Sync for SharedMem {}
 
 impl SharedMem {
     /// Allocates at least `len` bytes (rounded up to whole pages), zeroed.
-    /// With a user context, makes them mappable by it.
+    /// With a user context, makes them mappable by it; the owner must then
+    /// call [`SharedMem::unmap`] before the context goes (in the destroy of
+    /// the object the memory belongs to).
     pub(crate) fn new(ucontext: Option<super::UContext<'_>>, len: usize) -> Result<Self> {
         let page = kernel::page::PAGE_SIZE;
         let len = len.checked_add(page - 1).ok_or(EINVAL)? & !(page - 1);
         if len == 0 {
             return Err(EINVAL);
         }
-        // SAFETY: plain allocation; freed by `Drop` or `mmap_free`.
-        let buf = NonNull::new(unsafe { bindings::rxud_vmalloc_user(len as _) }.cast::<u8>())
-            .ok_or(ENOMEM)?;
+        let buf = VmallocBuf::new(len)?;
         let Some(uctx) = ucontext else {
-            // INVARIANT: `buf` is the `vmalloc_user` allocation of `len`
-            // bytes just made (rounded up to whole pages, not zero), which
-            // no one else has, so ours.
+            // INVARIANT: `buf` holds `len` bytes (rounded up to whole
+            // pages, not zero); no entry.
             return Ok(Self {
                 buf,
                 len,
-                entry: None,
+                entry: AtomicPtr::new(ptr::null_mut()),
+                mmap_offset: None,
             });
         };
-        let entry = match KBox::new(
+        let entry = KBox::into_raw(KBox::new(
             Entry {
                 raw: Default::default(),
-                buf,
+                buf: buf.clone(),
             },
             GFP_KERNEL,
-        ) {
-            Ok(e) => KBox::into_raw(e),
-            Err(e) => {
-                // SAFETY: allocated above, not shared.
-                unsafe { bindings::vfree(buf.as_ptr().cast()) };
-                return Err(e.into());
-            }
-        };
+        )?);
         // SAFETY: `uctx` is the live context of the current call; `entry`
         // is ours, zero-initialised as ib_core requires. On success ib_core
         // owns it and gives it back through `mmap_free`.
@@ -97,23 +130,35 @@ impl SharedMem {
             bindings::rdma_user_mmap_entry_insert(uctx.0.as_ptr(), &raw mut (*entry).raw, len)
         };
         if ret != 0 {
-            // SAFETY: insertion failed, so both are still only ours.
-            unsafe {
-                bindings::vfree(buf.as_ptr().cast());
-                drop(KBox::from_raw(entry));
-            }
+            // SAFETY: insertion failed, so the entry is still only ours.
+            drop(unsafe { KBox::from_raw(entry) });
             return Err(Error::from_errno(ret));
         }
-        // SAFETY: `entry` came from `KBox::into_raw`, so it is not NULL.
-        let entry = unsafe { NonNull::new_unchecked(entry) };
-        // INVARIANT: `buf` is as above, but the entry now owns it (its
-        // `mmap_free` frees it); the entry is inserted, and the reference
-        // insertion set up is the driver's, ours to drop.
+        // SAFETY: the entry is inserted and we hold a reference on it.
+        let offset = unsafe { bindings::rxud_mmap_entry_offset(&raw const (*entry).raw) };
+        // INVARIANT: `buf` is as above; the entry is inserted in the
+        // context the memory is for, and the reference insertion set up is
+        // the driver's, ours to drop.
         Ok(Self {
             buf,
             len,
-            entry: Some(entry),
+            entry: AtomicPtr::new(entry),
+            mmap_offset: Some(offset),
         })
+    }
+
+    /// Takes the memory out of its user context: a later `mmap` of its
+    /// offset fails, mappings made before keep their pages; the kernel's
+    /// access is unchanged. The owner's destroy calls this while the
+    /// context lives; a second call finds nothing to take. The entry is
+    /// removed when the result is dropped (in process context, and outside
+    /// spinlocks: the last reference frees it, and perhaps the buffer).
+    pub(crate) fn unmap(&self) -> Unmapping {
+        // INVARIANT: nulling `entry` hands the driver's reference on to
+        // the `Unmapping`.
+        Unmapping(NonNull::new(
+            self.entry.swap(ptr::null_mut(), Ordering::AcqRel),
+        ))
     }
 
     /// Bytes allocated (whole pages).
@@ -121,11 +166,10 @@ impl SharedMem {
         self.len
     }
 
-    /// The offset user space passes to `mmap`, if the memory is mappable.
+    /// The offset user space passes to `mmap`, if the memory was made
+    /// mappable.
     pub(crate) fn mmap_offset(&self) -> Option<u64> {
-        // SAFETY: the entry is inserted and we hold a reference on it.
-        self.entry
-            .map(|e| unsafe { bindings::rxud_mmap_entry_offset(&raw const (*e.as_ptr()).raw) })
+        self.mmap_offset
     }
 
     /// The `u32` at byte `OFFSET`, which must be 4-aligned and within the
@@ -137,7 +181,7 @@ impl SharedMem {
         // page-aligned and at least a page long), valid while `self` lives;
         // every access to it from the kernel is atomic. User space may
         // write it concurrently, which is the point of the atomic.
-        unsafe { AtomicU32::from_ptr(self.buf.as_ptr().add(OFFSET).cast()) }
+        unsafe { AtomicU32::from_ptr(self.buf.ptr.as_ptr().add(OFFSET).cast()) }
     }
 
     /// Loads the `u32` at `OFFSET` with acquire ordering.
@@ -165,7 +209,7 @@ impl SharedMem {
         // concurrent user write yields some bytes, which the caller checks.
         unsafe {
             core::ptr::copy_nonoverlapping(
-                self.buf.as_ptr().add(offset),
+                self.buf.ptr.as_ptr().add(offset),
                 out.as_mut_ptr(),
                 out.len(),
             )
@@ -182,7 +226,11 @@ impl SharedMem {
         // SAFETY: in bounds (checked); no Rust reference to the shared
         // memory exists.
         unsafe {
-            core::ptr::copy_nonoverlapping(data.as_ptr(), self.buf.as_ptr().add(offset), data.len())
+            core::ptr::copy_nonoverlapping(
+                data.as_ptr(),
+                self.buf.ptr.as_ptr().add(offset),
+                data.len(),
+            )
         };
         Ok(())
     }
@@ -190,13 +238,29 @@ impl SharedMem {
 
 impl Drop for SharedMem {
     fn drop(&mut self) {
-        match self.entry {
-            // SAFETY: we hold the driver's reference on the inserted entry;
-            // removing drops it, and ib_core frees the buffer through
-            // `mmap_free` once no mmap call still uses it.
-            Some(e) => unsafe { bindings::rdma_user_mmap_entry_remove(&raw mut (*e.as_ptr()).raw) },
-            // SAFETY: the buffer is ours alone (type invariant).
-            None => unsafe { bindings::vfree(self.buf.as_ptr().cast()) },
+        // The buffer goes with the last of `self` and the entry.
+        drop(self.unmap());
+    }
+}
+
+/// An mmap entry taken out of its [`SharedMem`] ([`SharedMem::unmap`]),
+/// removed from its user context when dropped.
+///
+/// # Invariants
+///
+/// If `Some`, an inserted entry of a live user context, on which this
+/// holds the driver's reference.
+#[must_use = "the entry is removed when this is dropped"]
+pub(crate) struct Unmapping(Option<NonNull<Entry>>);
+
+impl Drop for Unmapping {
+    fn drop(&mut self) {
+        if let Some(e) = self.0 {
+            // SAFETY: an inserted entry of a live context with the
+            // driver's reference on it (type invariant), given up here.
+            // The entry (and its hold on the buffer) goes with the last
+            // reference.
+            unsafe { bindings::rdma_user_mmap_entry_remove(&raw mut (*e.as_ptr()).raw) };
         }
     }
 }
@@ -219,9 +283,12 @@ pub(super) unsafe extern "C" fn mmap(
     }
     let entry = raw.cast::<Entry>();
     // SAFETY: every entry of our contexts is the first field of an
-    // `Entry`; our reference keeps its buffer allocated. The buffer came
-    // from `vmalloc_user` (VM_USERMAP) and the VMA is exactly its size.
-    let ret = unsafe { bindings::remap_vmalloc_range(vma, (*entry).buf.as_ptr().cast(), 0) };
+    // `Entry`; our reference keeps it, and it keeps its buffer. The buffer
+    // came from `vmalloc_user` (VM_USERMAP) and the VMA is exactly its size.
+    let ret = unsafe {
+        let buf = &(*entry).buf;
+        bindings::remap_vmalloc_range(vma, buf.ptr.as_ptr().cast(), 0)
+    };
     // SAFETY: drops the reference taken above.
     unsafe { bindings::rdma_user_mmap_entry_put(raw) };
     ret
@@ -235,7 +302,7 @@ pub(super) unsafe extern "C" fn mmap(
 pub(super) unsafe extern "C" fn mmap_free(raw: *mut bindings::rdma_user_mmap_entry) {
     // SAFETY: the entry is the first field of an `Entry` made by
     // `KBox::into_raw` in `SharedMem::new`; nothing refers to it any more.
-    let entry = unsafe { KBox::from_raw(raw.cast::<Entry>()) };
-    // SAFETY: the entry owned the buffer (`SharedMem` invariant).
-    unsafe { bindings::vfree(entry.buf.as_ptr().cast()) };
+    // Its hold on the buffer goes with it: the buffer is freed here if
+    // the kernel's `SharedMem` is gone too.
+    drop(unsafe { KBox::from_raw(raw.cast::<Entry>()) });
 }

@@ -3,7 +3,8 @@
 //! Memory regions: user MRs (pinned user memory), DMA MRs (all of kernel
 //! memory) and fast-registration MRs (a page list a kernel ULP maps with
 //! `ib_map_mr_sg`). ib_core does not allocate `ib_mr`s for drivers: each
-//! is a boxed `Object<ib_mr, T::Mr>` handed back to `dereg_mr`.
+//! is a boxed `Object<ib_mr, T::Mr>` handed back to `dereg_mr`. Memory
+//! windows (`ib_mw`) it does allocate, with room for the driver's data.
 //!
 //! rxud registers without a DMA device, so ib_core's "virtual DMA" applies:
 //! DMA addresses of kernel ULPs are kernel virtual addresses.
@@ -22,9 +23,29 @@ flag_set! {
         const REMOTE_WRITE = bindings::IB_ACCESS_REMOTE_WRITE;
         const REMOTE_READ = bindings::IB_ACCESS_REMOTE_READ;
         const REMOTE_ATOMIC = bindings::IB_ACCESS_REMOTE_ATOMIC;
+        /// FLUSH for global visibility (IBTA 1.5 A19).
+        const FLUSH_GLOBAL = bindings::IB_ACCESS_FLUSH_GLOBAL;
+        /// FLUSH for persistence: never granted (the device does not
+        /// offer it, so ib_core refuses it at registration), named so
+        /// that a FLUSH asking for it is checked against it.
+        const FLUSH_PERSISTENT = bindings::IB_ACCESS_FLUSH_PERSISTENT;
+        /// Memory windows may be bound to the MR.
+        const MW_BIND = bindings::IB_ACCESS_MW_BIND;
+        /// A memory window addressed from 0, not by virtual address.
+        const ZERO_BASED = bindings::IB_ZERO_BASED;
         /// Hints a device may ignore (relaxed ordering and later ones).
         const OPTIONAL = bindings::IB_ACCESS_OPTIONAL;
     }
+}
+
+/// Memory window types (`enum ib_mw_type`; ib_core refuses others).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum MwKind {
+    /// Type 1: bound by `ibv_bind_mw`, not tied to a QP.
+    Type1,
+    /// Type 2 (2B): bound by a BIND_MW work request, usable through the
+    /// binding QP only.
+    Type2,
 }
 
 /// Kinds of fast-registration MR (`enum ib_mr_type`).
@@ -153,7 +174,8 @@ impl<T: DeviceOps> Adapter<T> {
         // SAFETY: the device is live and this is the owning process's
         // uverbs call (contract above).
         let umem = unsafe { super::Umem::get(dev.as_raw(), start, length, access) };
-        let r = umem.and_then(|umem| T::reg_user_mr(dev, pd_data, umem, iova, access, &udata));
+        let r =
+            umem.and_then(|umem| T::rereg_user_mr(dev, old, pd_data, umem, iova, access, &udata));
         into_raw_mr_at(r, iova, length)
     }
 
@@ -241,6 +263,52 @@ impl<T: DeviceOps> Adapter<T> {
         // SAFETY: per the function's contract; `set_page` is called back on
         // this same MR only.
         unsafe { bindings::ib_sg_to_pages(mr, sg, sg_nents, sg_offset, Some(Self::set_page)) }
+    }
+
+    /// `ib_device_ops.alloc_mw`.
+    ///
+    /// # Safety
+    ///
+    /// Called by ib_core (uverbs) in process context with a zeroed object
+    /// of `size_ib_mw` bytes whose `device`, `pd` (live, of ours) and
+    /// `type` it set, and the call's udata.
+    pub(super) unsafe extern "C" fn alloc_mw(
+        mw: *mut bindings::ib_mw,
+        _udata: *mut bindings::ib_udata,
+    ) -> kernel::ffi::c_int {
+        // SAFETY: per the function's contract.
+        let (dev, pd_data, kind) = unsafe {
+            (
+                Device::<T>::from_raw((*mw).device),
+                Object::<bindings::ib_pd, T::Pd>::data_of((*mw).pd),
+                (*mw).type_,
+            )
+        };
+        let kind = match kind {
+            bindings::IB_MW_TYPE_1 => MwKind::Type1,
+            bindings::IB_MW_TYPE_2 => MwKind::Type2,
+            _ => return EINVAL.to_errno(),
+        };
+        let r = T::alloc_mw(dev, pd_data, kind).map(|(data, rkey)| {
+            // SAFETY: the object is ours to fill during the call.
+            unsafe { (*mw).rkey = rkey };
+            data
+        });
+        // SAFETY: the object has room for `Object<_, T::Mw>`, data not
+        // yet initialised.
+        unsafe { Object::<_, T::Mw>::init(mw, r) }
+    }
+
+    /// `ib_device_ops.dealloc_mw`.
+    ///
+    /// # Safety
+    ///
+    /// Called by ib_core once per window `alloc_mw` initialised, in
+    /// process context, when nothing uses it any more.
+    pub(super) unsafe extern "C" fn dealloc_mw(mw: *mut bindings::ib_mw) -> kernel::ffi::c_int {
+        // SAFETY: per the function's contract.
+        unsafe { Object::<_, T::Mw>::drop_data(mw) };
+        0
     }
 
     /// `ib_device_ops.dereg_mr`.

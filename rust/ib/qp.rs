@@ -595,6 +595,59 @@ impl<T: DeviceOps> Adapter<T> {
         })
     }
 
+    /// `ib_device_ops.attach_mcast`.
+    ///
+    /// # Safety
+    ///
+    /// Called by ib_core in process context with a live QP of ours and the
+    /// group's GID, valid for the call (`lid` is InfiniBand's; RoCE has
+    /// none).
+    pub(super) unsafe extern "C" fn attach_mcast(
+        qp: *mut bindings::ib_qp,
+        gid: *mut bindings::ib_gid,
+        _lid: u16,
+    ) -> kernel::ffi::c_int {
+        // SAFETY: per the function's contract.
+        unsafe { Self::mcast_call(qp, gid, T::attach_mcast) }
+    }
+
+    /// Calls `f` with the device, the QP's data and the group GID of an
+    /// attach or detach.
+    ///
+    /// # Safety
+    ///
+    /// As [`Self::attach_mcast`].
+    unsafe fn mcast_call(
+        qp: *mut bindings::ib_qp,
+        gid: *mut bindings::ib_gid,
+        f: fn(&Device<T>, &T::Qp, &[u8; 16]) -> Result,
+    ) -> kernel::ffi::c_int {
+        // SAFETY: `qp` is a live QP of ours and `gid` is valid for the
+        // call, per the caller's contract.
+        let (dev, data, mgid) = unsafe {
+            (
+                Device::<T>::from_raw((*qp).device),
+                Object::<bindings::ib_qp, T::Qp>::data_of(qp),
+                (*gid).raw,
+            )
+        };
+        to_c(f(dev, data, &mgid))
+    }
+
+    /// `ib_device_ops.detach_mcast`.
+    ///
+    /// # Safety
+    ///
+    /// As [`Self::attach_mcast`].
+    pub(super) unsafe extern "C" fn detach_mcast(
+        qp: *mut bindings::ib_qp,
+        gid: *mut bindings::ib_gid,
+        _lid: u16,
+    ) -> kernel::ffi::c_int {
+        // SAFETY: per the function's contract.
+        unsafe { Self::mcast_call(qp, gid, T::detach_mcast) }
+    }
+
     /// `ib_device_ops.query_qp`.
     ///
     /// # Safety

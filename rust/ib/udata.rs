@@ -109,6 +109,27 @@ impl UData {
     }
 }
 
+impl UData {
+    /// Writes `value` at the user address `addr` of the calling process:
+    /// the response of a command whose uverbs form has no response buffer
+    /// (MODIFY_SRQ), at an address its request names. `EINVAL` for a
+    /// kernel caller; `EFAULT` if the address is not writable.
+    pub(crate) fn write_at<T: AsBytes>(&self, addr: u64, value: &T) -> Result {
+        if self.ucontext.is_none() {
+            return Err(EINVAL);
+        }
+        let addr = usize::try_from(addr).map_err(|_| EFAULT)?;
+        // SAFETY: `T: AsBytes`: all `size_of::<T>()` bytes are initialised.
+        let bytes = unsafe {
+            core::slice::from_raw_parts(core::ptr::from_ref(value).cast::<u8>(), size_of::<T>())
+        };
+        // The copy checks the address range (access_ok) and faults.
+        UserSlice::new(addr, size_of::<T>())
+            .writer()
+            .write_slice(bytes)
+    }
+}
+
 // SAFETY (all impls below): the ABI structs are `repr(C)`, made only of
 // integers, with explicit reserved fields and no implicit padding (their
 // sizes are asserted in rust/abi/mod.rs), so every byte pattern is valid
@@ -128,6 +149,8 @@ abi_bytes!(
     crate::abi::CreateCqResp,
     crate::abi::ResizeCqReq,
     crate::abi::ResizeCqResp,
+    crate::abi::ModifySrqReq,
+    crate::abi::ModifySrqResp,
     crate::abi::CreateQpReq,
     crate::abi::CreateQpResp,
     crate::abi::CreateSrqReq,

@@ -373,6 +373,10 @@ const _: () = assert!(
         && abi::wc_opcode::COMP_SWAP == bindings::IB_WC_COMP_SWAP
         && abi::wc_opcode::FETCH_ADD == bindings::IB_WC_FETCH_ADD
         && abi::wc_opcode::LOCAL_INV == bindings::IB_WC_LOCAL_INV
+        && abi::wc_opcode::FLUSH == bindings::IB_WC_FLUSH
+        && abi::wc_opcode::ATOMIC_WRITE == bindings::IB_WC_ATOMIC_WRITE
+        && abi::opcode::FLUSH == bindings::IB_WR_FLUSH
+        && abi::opcode::ATOMIC_WRITE == bindings::IB_WR_ATOMIC_WRITE
         && abi::wc_opcode::REG_MR == bindings::IB_WC_REG_MR
         && abi::wc_opcode::RECV == bindings::IB_WC_RECV
         && abi::wc_opcode::RECV_RDMA_WITH_IMM == bindings::IB_WC_RECV_RDMA_WITH_IMM

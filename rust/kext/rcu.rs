@@ -107,6 +107,41 @@ impl<T: Send + Sync> RcuSlots<T> {
         }
     }
 
+    /// Puts `new` in slot `i` in place of `old`, and returns the slot's
+    /// reference to `old` once no reader can still be using it; gives `new`
+    /// back if the slot does not hold `old`. Readers find one or the
+    /// other, never neither. Context: process (waits for an RCU grace
+    /// period).
+    pub(crate) fn replace(
+        &self,
+        i: usize,
+        old: &Arc<T>,
+        new: Arc<T>,
+    ) -> core::result::Result<Arc<T>, Arc<T>> {
+        let Some(slot) = self.slots.get(i) else {
+            return Err(new);
+        };
+        // The pointer `into_raw` gave for `old`: its contents' address.
+        let expected = ptr::from_ref::<T>(old).cast_mut();
+        let p = Arc::into_raw(new).cast_mut();
+        // INVARIANT: the slot goes from one owned reference to another:
+        // `p`'s, which `into_raw` gave up, replaces `old`'s, which is given
+        // back below after a grace period.
+        if slot
+            .compare_exchange(expected, p, Ordering::AcqRel, Ordering::Relaxed)
+            .is_err()
+        {
+            // SAFETY: `p` is the reference `into_raw` just gave us, which
+            // nobody else has seen.
+            return Err(unsafe { Arc::from_raw(p) });
+        }
+        crate::kext::sync::synchronize_rcu();
+        // SAFETY: the slot owned this reference to `old` (type invariant)
+        // and no longer names it; readers that loaded it before the
+        // exchange have left their read-side sections.
+        Ok(unsafe { Arc::from_raw(expected) })
+    }
+
     /// Empties slot `i` and returns its reference once no reader can
     /// still be using the pointer. Context: process (waits for an RCU
     /// grace period).

@@ -3,7 +3,7 @@
 //! `struct net_device`, borrowed.
 
 use crate::ffi::bindings;
-use kernel::{str::CStr, types::Opaque};
+use kernel::{error::to_result, prelude::*, str::CStr, types::Opaque};
 
 /// ARP hardware type of Ethernet devices.
 const ARPHRD_ETHER: u16 = bindings::ARPHRD_ETHER as u16;
@@ -115,6 +115,24 @@ impl NetDevice {
     pub(crate) fn is_vlan(&self) -> bool {
         // SAFETY: the device is alive (type invariant).
         unsafe { bindings::rxud_netdev_is_vlan(self.as_raw()) }
+    }
+
+    /// Adds `mac`, a multicast link-layer address, to the device's
+    /// filter (`dev_mc_add`: counted, so each add needs its delete).
+    ///
+    /// Context: process; takes the device's address lock.
+    pub(crate) fn mc_add(&self, mac: &[u8; 6]) -> Result {
+        // SAFETY: the device is alive (type invariant); `mac` holds the six
+        // bytes an Ethernet device's `addr_len` says, read during the call.
+        to_result(unsafe { bindings::dev_mc_add(self.as_raw(), mac.as_ptr()) })
+    }
+
+    /// Removes one [`Self::mc_add`] of `mac`.
+    ///
+    /// Context: process; takes the device's address lock.
+    pub(crate) fn mc_del(&self, mac: &[u8; 6]) -> Result {
+        // SAFETY: as in `mc_add`.
+        to_result(unsafe { bindings::dev_mc_del(self.as_raw(), mac.as_ptr()) })
     }
 
     /// The 6-byte Ethernet address. Only meaningful for Ethernet devices.

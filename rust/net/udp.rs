@@ -4,7 +4,7 @@
 //! of one network namespace whose datagrams are handed to a Rust receiver
 //! in the UDP receive path (softirq), before any socket queueing.
 
-use super::{netns::NetNsRef, skb::SkBuff};
+use super::{netns::NetNs, skb::SkBuff, NetDevice};
 use crate::ffi::bindings;
 use core::ptr::NonNull;
 use kernel::{prelude::*, sync::Arc};
@@ -96,14 +96,15 @@ impl Drop for Train {
 /// # Invariants
 ///
 /// `rx` comes from [`Arc::into_raw`] and owns that reference. `v4` (and
-/// `v6` if set) are tunnel sockets of `_net`'s namespace, opened by
-/// [`open`] with `rx` as their `sk_user_data`; they are released before
-/// that reference is dropped.
+/// `v6` if set) are tunnel sockets of a live namespace, opened by [`open`]
+/// with `rx` as their `sk_user_data`; they are released before that
+/// reference is dropped. The namespace holds no reference for them: the
+/// owner drops this at the latest when the namespace exits
+/// ([`super::netns::NetnsExit`]), before it is freed.
 pub(crate) struct TunnelSocket<T: TunnelRx> {
     v4: NonNull<bindings::socket>,
     v6: Option<NonNull<bindings::socket>>,
     rx: *const T,
-    _net: NetNsRef,
 }
 
 // SAFETY: the sockets are only released (from any thread) and `rx` is an
@@ -116,15 +117,16 @@ unsafe impl<T: TunnelRx> Sync for TunnelSocket<T> {}
 ///
 /// # Safety
 ///
-/// `user_data` stays valid for as long as the socket exists.
+/// `net` is alive, and `user_data` stays valid for as long as the socket
+/// exists.
 unsafe fn open<T: TunnelRx>(
-    net: &NetNsRef,
+    net: &NetNs,
     ipv6: bool,
     port: u16,
     user_data: *const T,
 ) -> Result<NonNull<bindings::socket>> {
     let mut sock = core::ptr::null_mut();
-    // SAFETY: the namespace is held; `encap_rcv::<T>` matches the callback
+    // SAFETY: the namespace is alive (per the caller); `encap_rcv::<T>` matches the callback
     // type and reads `user_data` as a `T`, valid per the caller.
     let ret = unsafe {
         bindings::rxud_udp_tunnel_open(
@@ -155,12 +157,16 @@ unsafe fn release(sock: NonNull<bindings::socket>) {
 }
 
 impl<T: TunnelRx> TunnelSocket<T> {
-    /// Binds `port` in `net`. `EADDRINUSE` if another socket has it (rxe
-    /// binds UDP 4791 of the initial namespace when it loads). Sleeps.
-    pub(crate) fn open(net: NetNsRef, port: u16, rx: Arc<T>) -> Result<Self> {
+    /// Binds `port` in the namespace of `ndev` (alive for the borrow, so
+    /// its namespace is). `EADDRINUSE` if another socket has it (rxe binds
+    /// UDP 4791 of the initial namespace when it loads). Sleeps. Drop it
+    /// before the namespace ends (see [`TunnelSocket`]).
+    pub(crate) fn open(ndev: &NetDevice, port: u16, rx: Arc<T>) -> Result<Self> {
+        let net = NetNs::of(ndev);
         let raw = Arc::into_raw(rx);
-        // SAFETY: `raw` stays valid until after the sockets are released
-        // (here on error, in `drop` otherwise).
+        // SAFETY: `net` is alive while `ndev` is borrowed; `raw` stays
+        // valid until after the sockets are released (here on error, in
+        // `drop` otherwise).
         let v4 = match unsafe { open(&net, false, port, raw) } {
             Ok(s) => s,
             Err(e) => {
@@ -186,12 +192,7 @@ impl<T: TunnelRx> TunnelSocket<T> {
         // INVARIANT: both sockets were opened in `net` with `raw` as their
         // user data, and `raw` holds the reference `Arc::into_raw` gave up
         // above, which passes to `rx`; `drop` releases the sockets first.
-        Ok(Self {
-            v4,
-            v6,
-            rx: raw,
-            _net: net,
-        })
+        Ok(Self { v4, v6, rx: raw })
     }
 }
 

@@ -8,8 +8,11 @@
 
 #![forbid(unsafe_code)]
 
+pub mod congestion;
 pub mod guid;
+pub mod mcast;
 pub mod mtu;
+pub mod mw;
 pub mod numbers;
 pub mod psn;
 pub mod rc;

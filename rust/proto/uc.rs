@@ -206,6 +206,16 @@ pub struct Plan {
     pub completes_recv: bool,
 }
 
+impl Plan {
+    /// WRITE: the message's length, its RETH's DMA length; 0 for SENDs.
+    pub fn write_len(&self) -> u32 {
+        match self.kind {
+            MsgKind::Write | MsgKind::WriteImm => self.dma_len,
+            _ => 0,
+        }
+    }
+}
+
 /// How [`Receiver::on_packet`] classified a packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Action {

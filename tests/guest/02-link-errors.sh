@@ -23,7 +23,7 @@ if [ -e /sys/class/net/rxudtest1 ]; then
 	ip link del rxudtest1
 else
 	# VLAN support is not in every test kernel: the case cannot be made here.
-	tap_ok "VLAN device: EOPNOTSUPP # SKIP no 802.1Q in this kernel"
+	tap_skip "VLAN device: EOPNOTSUPP" "no 802.1Q in this kernel"
 fi
 check_fails "unknown link type" "Invalid argument" rdma link add rxud1 type nosuchtype netdev rxudtest0
 check_eq "no device left behind by failures" "$n" "$(ib_count)"

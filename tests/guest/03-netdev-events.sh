@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The device follows its netdev: carrier and admin state drive the port
 # state, addresses drive the GID table, unregistering the netdev removes
-# the device.
+# the device, and so does deleting the namespace the netdev is in.
 . "$(dirname "$0")/../lib/tap.sh"
 . "$(dirname "$0")/../lib/rxud.sh"
-TAP_PLANNED=12
+TAP_PLANNED=14
 tap_begin $TAP_PLANNED
 
 rxud_load
@@ -35,5 +35,18 @@ check "removed IPv6 address leaves the GID table" wait_for 5 no_gid rxudv "$gid6
 ip link del rxudv0
 check "deleting the netdev removes the device" wait_for 5 ib_gone rxudv
 check "netdev is really gone" wait_for 5 netdev_gone rxudv0
+
+# A namespace deleted with an rxud device in it: the namespace ends, its
+# veth is unregistered and the device goes with it (rxud holds no
+# reference on the namespace: net/netns.rs). Its UDP socket is released
+# as the namespace ends; then rmmod works.
+ip netns add nsx
+ip link add rxudx0 type veth peer name rxudx1
+ip link set rxudx0 netns nsx
+inns nsx ip link set rxudx0 up
+inns nsx ip addr add 169.254.231.1/24 dev rxudx0
+check "rxudx in namespace nsx" inns nsx rdma link add rxudx type rxud netdev rxudx0
+ip netns del nsx
+check "deleting the namespace removes the device" wait_for 20 ib_gone rxudx
 check "rmmod afterwards" rxud_unload
 tap_end

@@ -2,11 +2,13 @@
 # UD traffic: ibv_ud_pingpong between two rxud devices (each in a network
 # namespace of its own, joined by a veth pair), then between rxud and rxe
 # (interop: rxe's packets reach rxud's QPs and the reverse), with the
-# ports' counters showing what crossed.
+# ports' counters showing what crossed; and multicast groups
+# (tests/verbs/mcast-test): on one rxud device (an IPv4 group, IGMP, and
+# an IPv6 one, MLD), rxe sending to rxud's members, rxud sending to rxe's.
 . "$(dirname "$0")/../lib/tap.sh"
 . "$(dirname "$0")/../lib/rxud.sh"
 . "$(dirname "$0")/../lib/traffic.sh"
-TAP_PLANNED=10
+TAP_PLANNED=15
 tap_begin $TAP_PLANNED
 export RDMAV_DRIVERS=$RXUD_TOP/rdma-core-provider/build/librxud
 
@@ -68,6 +70,20 @@ check "ibv_ud_pingpong -e (completion channel events) over IPv6 between two rxud
 check_eq "no ICRC errors" "0 0" \
 	"$(cat /sys/class/infiniband/rxud0/ports/1/hw_counters/rx_drop_bad_icrc) $(cat /sys/class/infiniband/rxud1/ports/1/hw_counters/rx_drop_bad_icrc)"
 
+# Multicast: two UD QPs of rxud0 in a group, a third sending to it, the
+# namespace's IP looping the datagrams back (tests/verbs/mcast-test).
+out=$(inns rxa "$RXUD_TOP/tests/verbs/mcast-test" -d rxud0 -g "$g0" -i rxudv0 2>&1)
+printf '%s\n' "$out" | tap_diag
+check "UD multicast on rxud0: attach, each member receives each datagram to the group, detach, refusals" \
+	test -n "$out" -a -z "$(grep '^not ok' <<<"$out")" -a "$(grep -c '^ok' <<<"$out")" = 15
+# The same with an IPv6 group (ff0e::1:2:3, joined with MLD), from
+# rxud0's IPv6 GID.
+g06=$(v2_gid_index rxud0 fd00:0210:)
+out=$(inns rxa "$RXUD_TOP/tests/verbs/mcast-test" -d rxud0 -g "${g06:-0}" -i rxudv0 -6 2>&1)
+printf '%s\n' "$out" | tap_diag
+check "UD multicast on rxud0 to an IPv6 group (MLD join): each member receives each" \
+	test -n "$out" -a -z "$(grep '^not ok' <<<"$out")" -a "$(grep -c '^ok' <<<"$out")" = 15
+
 # Interop: rxe on a veth end in the initial namespace, rxud in rxb.
 inns rxb rdma link delete rxud1
 inns rxb ip link set rxudv1 netns 1
@@ -82,7 +98,24 @@ check "ibv_ud_pingpong: rxe client, rxud server" grep -q 'iters in' <<<"$out"
 out=$(ud_pingpong - rxe0 rxa rxud0 169.254.210.2)
 printf '%s\n' "$out" | tap_diag
 check "ibv_ud_pingpong: rxud client, rxe server" grep -q 'iters in' <<<"$out"
+# Multicast interop: rxe0's QP sends to the group rxud0's two QPs joined
+# (the process in rxa, where rxud0's netdev and the IP join are; rxe0 is
+# reachable from there, RDMA devices being shared across namespaces).
+ge=$(v2_gid_index rxe0)
+out=$(inns rxa "$RXUD_TOP/tests/verbs/mcast-test" -d rxud0 -g "$g0" -i rxudv0 -s rxe0 -G "$ge" 2>&1)
+printf '%s\n' "$out" | tap_diag
+check "UD multicast: rxe0 sends to a group of rxud0's QPs, each member receives each" \
+	test -n "$out" -a -z "$(grep '^not ok' <<<"$out")" -a "$(grep -c '^ok' <<<"$out")" = 15
 check_eq "no ICRC errors on rxe's packets" 0 "$(cat /sys/class/infiniband/rxud0/ports/1/hw_counters/rx_drop_bad_icrc)"
+# The reverse: rxe0's QPs are the group (the IP join on rxe0's netdev,
+# here), rxud0 sends from rxa: its datagrams cross the link.
+tx0=$(cat /sys/class/infiniband/rxud0/ports/1/hw_counters/tx_packets)
+out=$("$RXUD_TOP/tests/verbs/mcast-test" -d rxe0 -g "$ge" -i rxudv1 -s rxud0 -G "$g0" 2>&1)
+printf '%s\n' "$out" | tap_diag
+check "UD multicast: rxud0 sends to a group of rxe0's QPs, each member receives each" \
+	test -n "$out" -a -z "$(grep '^not ok' <<<"$out")" -a "$(grep -c '^ok' <<<"$out")" = 15
+tx1=$(cat /sys/class/infiniband/rxud0/ports/1/hw_counters/tx_packets)
+check "rxud0 counted the datagrams it sent to the group (+$((tx1 - tx0)))" test $((tx1 - tx0)) -ge 8
 
 rdma link delete rxe0
 inns rxa rdma link delete rxud0

@@ -33,15 +33,7 @@ rc_test() {
 }
 
 rxud_load
-rxud_beside_rxe
-# rxud_beside_rxe gives both veth ends one MAC, but rxe takes any packet
-# to its own MAC for loopback (rxe_prepare: RXE_LOOPBACK_MASK) and would
-# keep what it sends to rxud0 to itself: give rxe0's end a MAC of its own.
-ip link set rxudv0 address 02:52:58:55:44:02
-check "rxe0 has a RoCE v2 GID" wait_for 10 v2_gid_index rxe0
-check "rxud0 has a RoCE v2 GID" wait_for 10 v2_gid_index rxud0
-g_rxe=$(v2_gid_index rxe0)
-g_rxud=$(v2_gid_index rxud0)
+rxud_beside_rxe_looped
 
 # -q where B, the responder, is rxe: rxe departs from the spec's completion
 # statuses for a receive too small (see rc-test.c, length_error_checks) and

@@ -45,8 +45,8 @@ if inns rlb tc qdisc add dev rlv1 root netem slot 10ms 10ms packets 16 2>/dev/nu
 	check "slow link: UC WRITE 64 KB x 50 completed" result 65536 50
 	check "slow link: the sender waited for its budget (tx_budget_waits +$w)" test "$w" -gt 0
 else
-	tap_ok "slow link: UC WRITE # SKIP no netem slots in this kernel"
-	tap_ok "slow link: tx_budget_waits # SKIP no netem slots in this kernel"
+	tap_skip "slow link: UC WRITE" "no netem slots in this kernel"
+	tap_skip "slow link: tx_budget_waits" "no netem slots in this kernel"
 fi
 
 # --- A lossy link ------------------------------------------------------
@@ -90,12 +90,12 @@ if nm_err=$(inns rla tc qdisc add dev rlv0 root netem loss 5% 2>&1); then
 		test "$ns" -gt 0 -a "$nr" -gt 0 -a "$nr" -le "$ns"
 else
 	why="no netem qdisc in this kernel: ${nm_err//$'\n'/ }${nm_why:+ (modprobe sch_netem: ${nm_why//$'\n'/ })}"
-	tap_ok "5% loss: ibv_rc_pingpong server # SKIP $why"
-	tap_ok "5% loss: ibv_rc_pingpong client # SKIP $why"
-	tap_ok "5% loss: netem dropped packets # SKIP $why"
-	tap_ok "5% loss: rx_drop_sequence # SKIP $why"
-	tap_ok "5% loss: rc_retransmits # SKIP $why"
-	tap_ok "5% loss: rc_naks_sent and rc_naks_received # SKIP $why"
+	tap_skip "5% loss: ibv_rc_pingpong server" "$why"
+	tap_skip "5% loss: ibv_rc_pingpong client" "$why"
+	tap_skip "5% loss: netem dropped packets" "$why"
+	tap_skip "5% loss: rx_drop_sequence" "$why"
+	tap_skip "5% loss: rc_retransmits" "$why"
+	tap_skip "5% loss: rc_naks_sent and rc_naks_received" "$why"
 fi
 
 inns rla rdma link delete rxud0

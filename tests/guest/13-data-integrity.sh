@@ -121,9 +121,9 @@ if nm_err=$(inns dia tc qdisc add dev div0 root netem $NETEM 2>&1) &&
 else
 	why="no netem qdisc in this kernel: ${nm_err//$'\n'/ }${nm_why:+ (modprobe sch_netem: ${nm_why//$'\n'/ })}"
 	inns dia tc qdisc del dev div0 root 2>/dev/null
-	tap_ok "data-test over netem # SKIP $why"
-	tap_ok "netem dropped packets # SKIP $why"
-	tap_ok "rc_retransmits # SKIP $why"
+	tap_skip "data-test over netem" "$why"
+	tap_skip "netem dropped packets" "$why"
+	tap_skip "rc_retransmits" "$why"
 fi
 rdma statistic show link rxud0/1 | tap_diag
 inns dib rdma statistic show link rxud1/1 | tap_diag
@@ -171,8 +171,8 @@ if inns dia tc qdisc add dev div0 root netem $NETEM_INTEROP 2>/dev/null &&
 	inns dia tc qdisc del dev div0 root
 	tc qdisc del dev div1 root
 else
-	tap_ok "data-test over netem, rxe0 and rxud0 # SKIP no netem qdisc"
-	tap_ok "data-test over netem, rxud0 and rxe0 # SKIP no netem qdisc"
+	tap_skip "data-test over netem, rxe0 and rxud0" "no netem qdisc"
+	tap_skip "data-test over netem, rxud0 and rxe0" "no netem qdisc"
 fi
 # The reference: rxe with the seed of the first run, two QPs of rxe0.
 data_test "data-test on rxe0 alone (the reference), seed $SEED" - -d rxe0 -g "${ge:-0}" -s "$SEED" -n 300

@@ -148,8 +148,8 @@ if inns xb tc qdisc add dev xv1 root netem delay 1000ms limit 10000 2>/dev/null;
 	check "the QP's cap on packets in flight held new packets back (xud_qp_cap_waits +$cw)" \
 		test "$cw" -gt 0
 else
-	tap_ok "rxud-perf to 16 peers over a delay # SKIP no netem qdisc"
-	tap_ok "the QP's cap # SKIP no netem qdisc"
+	tap_skip "rxud-perf to 16 peers over a delay" "no netem qdisc"
+	tap_skip "the QP's cap" "no netem qdisc"
 fi
 
 NETEM="loss 5% duplicate 5% delay 1ms reorder 25%"
@@ -167,9 +167,9 @@ if modprobe sch_netem 2>/dev/null &&
 	check "lost packets were sent again (xud_retransmits +$re)" test "$re" -gt 0
 	check "duplicates arrived and were answered, not delivered (xud_duplicates +$du)" test "$du" -gt 0
 else
-	tap_ok "xud-data over netem # SKIP no netem qdisc"
-	tap_ok "retransmissions # SKIP no netem qdisc"
-	tap_ok "duplicates # SKIP no netem qdisc"
+	tap_skip "xud-data over netem" "no netem qdisc"
+	tap_skip "retransmissions" "no netem qdisc"
+	tap_skip "duplicates" "no netem qdisc"
 fi
 
 inns xa rdma link delete rxud0

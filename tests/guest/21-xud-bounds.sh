@@ -7,10 +7,10 @@
 # - a receive CQ that is full: the receiver acknowledges no message whose
 #   completion it could not write (RNR instead), and once it polls every
 #   SEND arrives exactly once (tests/verbs/xud-bounds -t cq);
-# - dead peers (QP numbers nothing answers) do not starve a live one: its
-#   rate with 4 and with 16 dead peers is at least a third of its rate with
-#   none (0 without the bounds)
-#   (xud-bounds -t dead);
+# - dead peers (QP numbers nothing answers) stall within 2.5 s per wave of
+#   fresh ones (a send queue's worth), and once they have, do not starve a
+#   live one: its rate beside 4 and 16 dead peers is at least a third of
+#   its rate with none (0 without the bounds) (xud-bounds -t dead);
 # - forged partial SENDs (tests/xud-forge: first packets of messages that
 #   never finish, from 40 source QPNs, 4 messages each) pin at most one
 #   receive per source and half of those posted: complete SENDs from

@@ -16,6 +16,7 @@
  * allocated before init returns.
  */
 #include <linux/completion.h>
+#include <linux/debug_locks.h>
 #include <linux/delay.h>
 #include <linux/etherdevice.h>
 #include <linux/hrtimer.h>
@@ -37,6 +38,9 @@ MODULE_PARM_DESC(atomic, "Also call verbs from atomic contexts (last checks)");
 static bool xud = true;
 module_param(xud, bool, 0444);
 MODULE_PARM_DESC(xud, "Also create an rxud XUD QP (IB_QPT_DRIVER; after the atomic checks)");
+static bool handlers = true;
+module_param(handlers, bool, 0444);
+MODULE_PARM_DESC(handlers, "Also drive QPs from completion handlers that poll and post (last)");
 
 static int n_checks, n_failed;
 
@@ -353,7 +357,9 @@ static struct ib_qp *dt_qp(struct ib_pd *pd, struct ib_cq *cq)
 	return ib_create_qp(pd, &a);
 }
 
-static int dt_connect(struct ib_qp *qp, u32 dest, const struct rdma_ah_attr *ah)
+/* Connects @qp to QP @dest with @timeout and @retry_cnt. */
+static int dt_connect_timed(struct ib_qp *qp, u32 dest, const struct rdma_ah_attr *ah,
+			    u8 timeout, u8 retry_cnt)
 {
 	struct ib_qp_attr a = {};
 	int ret;
@@ -382,13 +388,18 @@ static int dt_connect(struct ib_qp *qp, u32 dest, const struct rdma_ah_attr *ah)
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IB_QPS_RTS;
 	a.sq_psn = 100;
-	/* About 1 s, as rdma_cm sets: a loaded TCG guest stalls for longer than 67 ms. */
-	a.timeout = 18;
-	a.retry_cnt = 7;
+	a.timeout = timeout;
+	a.retry_cnt = retry_cnt;
 	a.rnr_retry = 7;
 	a.max_rd_atomic = 4;
 	return ib_modify_qp(qp, &a, IB_QP_STATE | IB_QP_SQ_PSN | IB_QP_TIMEOUT |
 			    IB_QP_RETRY_CNT | IB_QP_RNR_RETRY | IB_QP_MAX_QP_RD_ATOMIC);
+}
+
+static int dt_connect(struct ib_qp *qp, u32 dest, const struct rdma_ah_attr *ah)
+{
+	/* About 1 s, as rdma_cm sets: a loaded TCG guest stalls for longer than 67 ms. */
+	return dt_connect_timed(qp, dest, ah, 18, 7);
 }
 
 static int dt_recv(struct dt *t, u64 wr_id, u32 len)
@@ -531,22 +542,48 @@ static void data_steps(struct dt *t)
 	      wc.ex.invalidate_rkey == rkey,
 	      "the receive reports the invalidated rkey (flags %#x)", wc.wc_flags);
 
-	/* Registered again under a new key, then invalidated locally. */
+	/*
+	 * Registered again under a new key and at an address of the
+	 * consumer's choosing: xprtrdma (frwr_map) puts its RPC's xid in the
+	 * upper 32 bits of the iova ib_map_mr_sg set, keeping the low ones
+	 * (the offset into the first page); its peer then addresses the MR
+	 * there. Then invalidated locally.
+	 */
 	ib_update_fast_reg_key(t->mr, ib_inc_rkey(t->mr->rkey) & 0xff);
+	t->mr->iova = (t->mr->iova & 0xffffffffULL) | (0x5a5a0001ULL << 32);
 	reg.key = t->mr->rkey;
 	reg.wr.wr_id = 7;
 	ret = dt_send(t->b, t->bcq, &reg.wr, &wc);
-	check(ret == 0 && wc.status == IB_WC_SUCCESS, "REG_MR again under a new key (%d, %d)",
+	check(ret == 0 && wc.status == IB_WC_SUCCESS,
+	      "REG_MR again under a new key, at an iova whose upper 32 bits the consumer chose "
+	      "(%d, %d)", ret, wc.status);
+	dt_pattern(t->abuf, DT_LEN, 4);
+	memset(t->bbuf, 0, DT_LEN);
+	rwr.wr.opcode = IB_WR_RDMA_WRITE;
+	rwr.wr.wr_id = 71;
+	rwr.remote_addr = t->mr->iova + 100;
+	rwr.rkey = t->mr->rkey;
+	asge.length = DT_LEN - 100;
+	ret = dt_send(t->a, t->acq, &rwr.wr, &wc);
+	check(ret == 0 && wc.status == IB_WC_SUCCESS &&
+	      !memcmp(t->abuf, t->bbuf + 100, DT_LEN - 100) && !t->bbuf[99],
+	      "RDMA WRITE at that iova + 100 lands at byte 100 of the buffer (%d, status %d)",
 	      ret, wc.status);
+	asge.length = DT_LEN;
 	inv.ex.invalidate_rkey = t->mr->rkey;
 	inv.wr_id = 8;
 	ret = dt_send(t->b, t->bcq, &inv, &wc);
 	check(ret == 0 && wc.status == IB_WC_SUCCESS && wc.opcode == IB_WC_LOCAL_INV,
 	      "LOCAL_INV completes (%d, status %d, opcode %d)", ret, wc.status, wc.opcode);
 
-	/* WRITE through the invalidated key: remote access error. */
+	/*
+	 * WRITE through the invalidated key, within the MR's range (so that
+	 * nothing but the invalidation can refuse it: the whole range is
+	 * checked at the first packet): remote access error.
+	 */
 	rwr.wr.opcode = IB_WR_RDMA_WRITE;
 	rwr.wr.wr_id = 9;
+	rwr.remote_addr = t->mr->iova;
 	rwr.rkey = t->mr->rkey;
 	ret = dt_send(t->a, t->acq, &rwr.wr, &wc);
 	check(ret == 0 && wc.status == IB_WC_REM_ACCESS_ERR,
@@ -565,6 +602,188 @@ static void data_steps(struct dt *t)
 	ret = ret ?: dt_send(t->a, t->acq, &swr, &wc);
 	check(ret == 0 && wc.wr_id == 10 && wc.status == IB_WC_WR_FLUSH_ERR,
 	      "a send posted in the error state is flushed (%d, status %d)", ret, wc.status);
+}
+
+/*
+ * A failed local operation fails its QP (IBTA 10.3.1; rxe does the same):
+ * a REG_MR of more bytes than its MR has mapped (a ULP's bad input)
+ * completes LOC_PROT_ERR, the QP is in the error state, and a SEND posted
+ * after it completes flushed.
+ */
+static void local_failure_checks(struct dt *t, const struct rdma_ah_attr *ah)
+{
+	struct ib_reg_wr reg = { .wr = { .opcode = IB_WR_REG_MR, .wr_id = 21,
+					 .send_flags = IB_SEND_SIGNALED } };
+	struct ib_sge sge = { .addr = t->adma, .length = 64, .lkey = t->pd->local_dma_lkey };
+	struct ib_send_wr swr = { .opcode = IB_WR_SEND, .wr_id = 22, .sg_list = &sge,
+				  .num_sge = 1, .send_flags = IB_SEND_SIGNALED };
+	struct ib_qp_init_attr init;
+	struct ib_qp_attr attr = {};
+	struct scatterlist sg;
+	struct ib_qp *q;
+	struct ib_mr *mr;
+	struct ib_wc wc;
+	int ret, n, mapped = 0;
+
+	q = dt_qp(t->pd, t->acq);
+	mr = ib_alloc_mr(t->pd, IB_MR_TYPE_MEM_REG, 2);
+	if (IS_ERR(q) || IS_ERR(mr)) {
+		check(false, "a QP and an MR for the local failure checks");
+		goto out;
+	}
+	sg_init_one(&sg, t->bbuf, PAGE_SIZE);
+	mapped = ib_dma_map_sg(q->device, &sg, 1, DMA_BIDIRECTIONAL);
+	n = mapped == 1 ? ib_map_mr_sg(mr, &sg, 1, NULL, PAGE_SIZE) : -EIO;
+	ret = n == 1 ? dt_connect(q, q->qp_num, ah) : -EIO;
+	/* One page mapped; the registration claims two. */
+	mr->length = 2 * PAGE_SIZE;
+	reg.mr = mr;
+	reg.key = mr->rkey;
+	reg.access = IB_ACCESS_LOCAL_WRITE;
+	ret = ret ?: dt_send(q, t->acq, &reg.wr, &wc);
+	check(ret == 0 && wc.wr_id == 21 && wc.status == IB_WC_LOC_PROT_ERR,
+	      "local failure: REG_MR past the pages its MR has mapped fails LOC_PROT_ERR (%d, status %d)", ret,
+	      wc.status);
+	ret = ret ?: ib_query_qp(q, &attr, IB_QP_STATE, &init);
+	check(ret == 0 && attr.qp_state == IB_QPS_ERR,
+	      "local failure: the failed REG_MR put its QP in the error state (%d, state %d)", ret,
+	      attr.qp_state);
+	ret = ret ?: dt_send(q, t->acq, &swr, &wc);
+	check(ret == 0 && wc.wr_id == 22 && wc.status == IB_WC_WR_FLUSH_ERR,
+	      "local failure: a SEND posted after it completes flushed (%d, status %d)", ret, wc.status);
+	if (mapped == 1)
+		ib_dma_unmap_sg(q->device, &sg, 1, DMA_BIDIRECTIONAL);
+out:
+	if (!IS_ERR(q))
+		ib_destroy_qp(q);
+	if (!IS_ERR(mr))
+		ib_dereg_mr(mr);
+}
+
+/*
+ * A ULP's bad input gets the IBTA status and writes nothing: an RDMA WRITE
+ * of two pages through a fast-registration MR of one (its first page in
+ * bounds) fails REM_ACCESS_ERR with not a byte of the target changed (the
+ * responder checks the RETH's whole range at the first packet); a
+ * LOCAL_INV of another PD's MR fails LOC_PROT_ERR.
+ */
+static void bad_input_checks(struct dt *t, const struct rdma_ah_attr *ah)
+{
+	struct ib_reg_wr reg = { .wr = { .opcode = IB_WR_REG_MR, .wr_id = 31,
+					 .send_flags = IB_SEND_SIGNALED } };
+	struct ib_sge sge = { .addr = t->adma, .length = 2 * PAGE_SIZE,
+			      .lkey = t->pd->local_dma_lkey };
+	struct ib_rdma_wr wr = { .wr = { .opcode = IB_WR_RDMA_WRITE, .wr_id = 32, .sg_list = &sge,
+					 .num_sge = 1, .send_flags = IB_SEND_SIGNALED } };
+	struct ib_send_wr inv = { .opcode = IB_WR_LOCAL_INV, .wr_id = 33,
+				  .send_flags = IB_SEND_SIGNALED };
+	struct ib_pd *pd2 = ib_alloc_pd(t->pd->device, 0);
+	struct ib_mr *mr = NULL, *mr2 = NULL;
+	struct ib_qp *q = NULL, *qb = NULL, *q2 = NULL;
+	struct scatterlist sg;
+	struct ib_wc wc;
+	int ret, n, mapped = 0;
+
+	if (IS_ERR(pd2)) {
+		check(false, "a second PD for the bad input checks");
+		return;
+	}
+	/* A writes, B's MR is the target. */
+	q = dt_qp(t->pd, t->acq);
+	qb = dt_qp(t->pd, t->bcq);
+	mr = ib_alloc_mr(t->pd, IB_MR_TYPE_MEM_REG, 1);
+	mr2 = ib_alloc_mr(pd2, IB_MR_TYPE_MEM_REG, 1);
+	if (IS_ERR(q) || IS_ERR(qb) || IS_ERR(mr) || IS_ERR(mr2)) {
+		check(false, "QPs and MRs for the bad input checks");
+		goto out;
+	}
+	sg_init_one(&sg, t->bbuf, PAGE_SIZE);
+	mapped = ib_dma_map_sg(q->device, &sg, 1, DMA_BIDIRECTIONAL);
+	n = mapped == 1 ? ib_map_mr_sg(mr, &sg, 1, NULL, PAGE_SIZE) : -EIO;
+	ret = n == 1 ? dt_connect(q, qb->qp_num, ah) : -EIO;
+	ret = ret ?: dt_connect(qb, q->qp_num, ah);
+	reg.mr = mr;
+	reg.key = mr->rkey;
+	reg.access = IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE;
+	ret = ret ?: dt_send(qb, t->bcq, &reg.wr, &wc);
+	check(ret == 0 && wc.status == IB_WC_SUCCESS,
+	      "bad input: REG_MR of one page for remote writes (%d, status %d)", ret, wc.status);
+	dt_pattern(t->abuf, 2 * PAGE_SIZE, 9);
+	memset(t->bbuf, 0, DT_LEN);
+	wr.remote_addr = mr->iova;
+	wr.rkey = mr->rkey;
+	ret = ret ?: dt_send(q, t->acq, &wr.wr, &wc);
+	check(ret == 0 && wc.wr_id == 32 && wc.status == IB_WC_REM_ACCESS_ERR &&
+	      !memchr_inv(t->bbuf, 0, DT_LEN),
+	      "bad input: an RDMA WRITE of 2 pages through a 1-page MR fails REM_ACCESS_ERR, "
+	      "nothing written (%d, status %d, first byte changed at %td)", ret, wc.status,
+	      memchr_inv(t->bbuf, 0, DT_LEN) ? (u8 *)memchr_inv(t->bbuf, 0, DT_LEN) - t->bbuf : -1);
+	q2 = dt_qp(t->pd, t->acq);
+	ret = IS_ERR(q2) ? PTR_ERR(q2) : dt_connect(q2, q2->qp_num, ah);
+	inv.ex.invalidate_rkey = mr2->rkey;
+	ret = ret ?: dt_send(q2, t->acq, &inv, &wc);
+	check(ret == 0 && wc.wr_id == 33 && wc.status == IB_WC_LOC_PROT_ERR,
+	      "bad input: LOCAL_INV of another PD's MR fails LOC_PROT_ERR (%d, status %d)", ret,
+	      wc.status);
+	if (mapped == 1)
+		ib_dma_unmap_sg(q->device, &sg, 1, DMA_BIDIRECTIONAL);
+out:
+	if (!IS_ERR_OR_NULL(q2))
+		ib_destroy_qp(q2);
+	if (!IS_ERR_OR_NULL(qb))
+		ib_destroy_qp(qb);
+	if (!IS_ERR_OR_NULL(q))
+		ib_destroy_qp(q);
+	if (!IS_ERR_OR_NULL(mr))
+		ib_dereg_mr(mr);
+	if (!IS_ERR_OR_NULL(mr2))
+		ib_dereg_mr(mr2);
+	ib_dealloc_pd(pd2);
+}
+
+/*
+ * ib_drain_qp of a QP that reached RTR but not RTS (rdma_cm's accept
+ * moves it to RTR, then RTS, and a ULP drains it if the second step
+ * fails): in the error state the drain's WR must complete flushed, though
+ * the QP never had a send side.
+ */
+static void rtr_error_checks(struct dt *t, const struct rdma_ah_attr *ah)
+{
+	struct ib_sge sge = { .addr = t->adma, .length = 64, .lkey = t->pd->local_dma_lkey };
+	struct ib_send_wr swr = { .opcode = IB_WR_SEND, .wr_id = 31, .sg_list = &sge,
+				  .num_sge = 1, .send_flags = IB_SEND_SIGNALED };
+	struct ib_qp_attr a = {};
+	struct ib_qp *q = dt_qp(t->pd, t->acq);
+	struct ib_wc wc;
+	int ret;
+
+	if (IS_ERR(q)) {
+		check(false, "a QP for the RTR-to-error check");
+		return;
+	}
+	a.qp_state = IB_QPS_INIT;
+	a.port_num = 1;
+	ret = ib_modify_qp(q, &a, IB_QP_STATE | IB_QP_PKEY_INDEX | IB_QP_PORT |
+			   IB_QP_ACCESS_FLAGS);
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IB_QPS_RTR;
+	a.path_mtu = IB_MTU_1024;
+	a.dest_qp_num = q->qp_num;
+	a.rq_psn = 1;
+	a.max_dest_rd_atomic = 1;
+	a.min_rnr_timer = 1;
+	a.ah_attr = *ah;
+	ret = ret ?: ib_modify_qp(q, &a, IB_QP_STATE | IB_QP_AV | IB_QP_PATH_MTU |
+				  IB_QP_DEST_QPN | IB_QP_RQ_PSN | IB_QP_MAX_DEST_RD_ATOMIC |
+				  IB_QP_MIN_RNR_TIMER);
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IB_QPS_ERR;
+	ret = ret ?: ib_modify_qp(q, &a, IB_QP_STATE);
+	ret = ret ?: dt_send(q, t->acq, &swr, &wc);
+	check(ret == 0 && wc.wr_id == 31 && wc.status == IB_WC_WR_FLUSH_ERR,
+	      "a SEND posted to a QP moved from RTR to error completes flushed (ib_drain_qp) "
+	      "(%d, status %d)", ret, wc.status);
+	ib_destroy_qp(q);
 }
 
 static void data_checks(struct ib_device *ibdev)
@@ -600,6 +819,9 @@ static void data_checks(struct ib_device *ibdev)
 	t.adma = ib_dma_map_single(ibdev, t.abuf, DT_LEN, DMA_BIDIRECTIONAL);
 	t.bdma = ib_dma_map_single(ibdev, t.bbuf, DT_LEN, DMA_BIDIRECTIONAL);
 	data_steps(&t);
+	local_failure_checks(&t, &ah);
+	bad_input_checks(&t, &ah);
+	rtr_error_checks(&t, &ah);
 	if (t.mr) {
 		ib_dma_unmap_sg(ibdev, &t.sg, 1, DMA_BIDIRECTIONAL);
 		ib_dereg_mr(t.mr);
@@ -939,6 +1161,446 @@ out:
 	ib_dealloc_pd(pd);
 }
 
+/* --- Completion handlers that poll and post (krping-style) --------------- */
+
+/*
+ * A kernel consumer's completion handler (ib_create_cq's, as krping's) may
+ * re-arm its CQ, poll it and post to the same QP from inside the handler,
+ * in whatever context the driver calls it. rxud must therefore call
+ * handlers with none of its own locks held: under the QP's lock the post
+ * takes it again and the CPU spins for good. A spinning CPU is the whole
+ * one-vCPU test guest, so each handler first looks at the locks lockdep
+ * says its context holds (those taken in the handler's own irq context: a
+ * softirq run on a process's stack does not hold the process's mutexes): a
+ * lock of rxud's (lock classes named "rxud:...") is recorded and the
+ * handler returns without polling or posting, so that the check fails
+ * cleanly, by name, instead of freezing the guest (lockdep must still be
+ * on: after its first report it tracks no more locks, which is why the
+ * mutant lane runs its lockdep mutants first, and why handler_checks
+ * refuses to run without it). lockcheck=0 skips that
+ * look, to see the deadlock itself. rxud only: rxe (6.12) calls handlers
+ * under its CQ lock, which its poll_cq and req_notify_cq take.
+ *
+ * Handlers arm first, then poll (as krping does), so a completion written
+ * while one polls raises another event, run nested when it comes from the
+ * handler's own post. The checks: ping-pongs of HP_ROUNDS round trips
+ * driven entirely from handlers, RC, UD and XUD (receive completions post
+ * the answer, the doorbell path and ACKs complete the sends); an RC QP
+ * moved to the error state whose handler posts more while flushing
+ * (each post flushed at once, from the doorbell); an RC QP whose peer does
+ * not exist, failed by its retransmit timer (softirq), whose handler posts
+ * again to the failed QP.
+ */
+#define HP_ROUNDS 32
+#define HP_LEN 256
+/* The receive buffer (a UD or XUD receive starts with 40 bytes of GRH). */
+#define HP_RECV_LEN (HP_LEN + 40)
+#define HP_SEND_OFF 1024
+#define HP_QKEY 0x22222222
+#define HP_FLUSH_POSTS 4
+#define HP_WAIT (10 * HZ)
+
+static bool lockcheck = true;
+module_param(lockcheck, bool, 0444);
+MODULE_PARM_DESC(lockcheck, "Handler checks: a handler called under an rxud lock returns at once "
+		 "(0: it polls and posts anyway, and deadlocks)");
+
+enum hp_phase { HP_PINGPONG, HP_FLUSH, HP_TIMEOUT, HP_STOP };
+
+struct hp;
+
+struct hp_end {
+	struct hp *t;
+	struct ib_cq *cq;
+	struct ib_qp *qp;
+	u8 *buf;
+	u64 dma;
+	/* The other end's QP number (UD and XUD address each send). */
+	u32 peer_qpn;
+};
+
+struct hp {
+	struct ib_device *ibdev;
+	struct ib_pd *pd;
+	struct ib_ah *ah;
+	enum ib_qp_type type;
+	struct hp_end a, b;
+	enum hp_phase phase;
+	atomic_t rounds, sends, events, flushed, flush_posts, timeouts, errors;
+	/* The first completion status nothing expected, or a post's error. */
+	int bad;
+	/* The first rxud lock a handler found held. */
+	const char *under_lock;
+	struct completion done;
+};
+
+/* An rxud lock the caller's context holds (see above), or NULL. */
+static const char *hp_rxud_lock_held(void)
+{
+#ifdef CONFIG_LOCKDEP
+	unsigned int ctx = (in_serving_softirq() ? 1 : 0) | (in_hardirq() ? 2 : 0);
+	int i;
+
+	for (i = 0; i < current->lockdep_depth; i++) {
+		struct held_lock *hl = &current->held_locks[i];
+		const char *name = hl->instance ? hl->instance->name : NULL;
+
+		if (hl->irq_context == ctx && name && !strncmp(name, "rxud:", 5))
+			return name;
+	}
+#endif
+	return NULL;
+}
+
+static void hp_fail(struct hp *t, int why)
+{
+	cmpxchg(&t->bad, 0, why);
+	complete(&t->done);
+}
+
+static void hp_post_recv(struct hp_end *e, u64 wr_id)
+{
+	struct ib_sge sge = { .addr = e->dma, .length = HP_RECV_LEN,
+			      .lkey = e->t->pd->local_dma_lkey };
+	struct ib_recv_wr wr = { .wr_id = wr_id, .sg_list = &sge, .num_sge = 1 };
+	int ret = ib_post_recv(e->qp, &wr, NULL);
+
+	if (ret)
+		hp_fail(e->t, ret);
+}
+
+static void hp_post_send(struct hp_end *e, u64 wr_id)
+{
+	struct hp *t = e->t;
+	struct ib_sge sge = { .addr = e->dma + HP_SEND_OFF, .length = HP_LEN,
+			      .lkey = t->pd->local_dma_lkey };
+	struct ib_ud_wr wr = {
+		.wr = { .wr_id = wr_id, .opcode = IB_WR_SEND, .send_flags = IB_SEND_SIGNALED,
+			.sg_list = &sge, .num_sge = 1 },
+		.ah = t->ah, .remote_qpn = e->peer_qpn, .remote_qkey = HP_QKEY,
+	};
+	int ret = ib_post_send(e->qp, &wr.wr, NULL);
+
+	if (ret)
+		hp_fail(t, ret);
+}
+
+static void hp_completion(struct hp_end *e, const struct ib_wc *wc)
+{
+	struct hp *t = e->t;
+	u32 len = t->type == IB_QPT_RC ? HP_LEN : HP_RECV_LEN;
+
+	switch (t->phase) {
+	case HP_PINGPONG:
+		if (wc->status != IB_WC_SUCCESS) {
+			hp_fail(t, 1000 + wc->status);
+		} else if (wc->opcode == IB_WC_SEND) {
+			atomic_inc(&t->sends);
+		} else if (wc->opcode != IB_WC_RECV || wc->byte_len != len) {
+			hp_fail(t, 2000 + wc->opcode);
+		} else if (e == &t->b) {
+			/* The pong: the next receive first, then the answer. */
+			hp_post_recv(e, wc->wr_id + 1);
+			hp_post_send(e, wc->wr_id + 1);
+		} else if (atomic_inc_return(&t->rounds) < HP_ROUNDS) {
+			hp_post_recv(e, wc->wr_id + 1);
+			hp_post_send(e, wc->wr_id + 1);
+		} else {
+			complete(&t->done);
+		}
+		break;
+	case HP_FLUSH:
+		if (wc->status != IB_WC_WR_FLUSH_ERR) {
+			hp_fail(t, 3000 + wc->status);
+			break;
+		}
+		/* Each of the first flushes posts a send and a receive, which
+		 * must come back flushed too. */
+		if (atomic_inc_return(&t->flush_posts) <= HP_FLUSH_POSTS) {
+			hp_post_send(e, 100);
+			hp_post_recv(e, 101);
+		}
+		if (atomic_inc_return(&t->flushed) == 1 + 2 * HP_FLUSH_POSTS)
+			complete(&t->done);
+		break;
+	case HP_TIMEOUT:
+		if (wc->status == IB_WC_RETRY_EXC_ERR) {
+			/* From the retransmit timer; the QP has failed: what
+			 * is posted now flushes. */
+			atomic_inc(&t->timeouts);
+			hp_post_send(e, 200);
+		} else if (wc->status == IB_WC_WR_FLUSH_ERR && wc->wr_id == 200) {
+			atomic_inc(&t->flushed);
+			complete(&t->done);
+		} else {
+			hp_fail(t, 4000 + wc->status);
+		}
+		break;
+	case HP_STOP:
+		break;
+	}
+}
+
+static void hp_handler(struct ib_cq *cq, void *ctx)
+{
+	struct hp_end *e = ctx;
+	struct hp *t = e->t;
+	const char *lock = lockcheck ? hp_rxud_lock_held() : NULL;
+	struct ib_wc wc;
+
+	atomic_inc(&t->events);
+	if (lock) {
+		cmpxchg(&t->under_lock, NULL, lock);
+		complete(&t->done);
+		return;
+	}
+	ib_req_notify_cq(cq, IB_CQ_NEXT_COMP);
+	while (ib_poll_cq(cq, 1, &wc) == 1)
+		hp_completion(e, &wc);
+}
+
+/* A UD or XUD QP through INIT and RTR to RTS. */
+static int hp_datagram_rts(struct ib_qp *qp, bool xud)
+{
+	struct ib_qp_attr a = { .qp_state = IB_QPS_INIT, .port_num = 1, .qkey = HP_QKEY };
+	int ret;
+
+	ret = ib_modify_qp(qp, &a, IB_QP_STATE | IB_QP_PKEY_INDEX | IB_QP_PORT | IB_QP_QKEY);
+	if (ret)
+		return ret;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IB_QPS_RTR;
+	ret = ib_modify_qp(qp, &a, IB_QP_STATE);
+	if (ret)
+		return ret;
+	a.qp_state = IB_QPS_RTS;
+	a.sq_psn = 0;
+	a.timeout = 16;
+	return ib_modify_qp(qp, &a, IB_QP_STATE | IB_QP_SQ_PSN | (xud ? IB_QP_TIMEOUT : 0));
+}
+
+static int hp_end_make(struct hp *t, struct hp_end *e, bool xud)
+{
+	struct ib_cq_init_attr ca = { .cqe = 64 };
+	struct ib_qp_init_attr qa = {
+		.qp_type = xud ? IB_QPT_DRIVER : t->type,
+		.create_flags = xud ? RXUD_QP_CREATE_XUD : 0,
+		.sq_sig_type = IB_SIGNAL_REQ_WR,
+		.cap = { .max_send_wr = 16, .max_recv_wr = 16, .max_send_sge = 1,
+			 .max_recv_sge = 1 },
+	};
+
+	e->t = t;
+	e->buf = kzalloc(PAGE_SIZE, GFP_KERNEL);
+	if (!e->buf)
+		return -ENOMEM;
+	e->dma = ib_dma_map_single(t->ibdev, e->buf, PAGE_SIZE, DMA_BIDIRECTIONAL);
+	e->cq = ib_create_cq(t->ibdev, hp_handler, NULL, e, &ca);
+	if (IS_ERR(e->cq)) {
+		int ret = PTR_ERR(e->cq);
+
+		e->cq = NULL;
+		return ret;
+	}
+	qa.send_cq = e->cq;
+	qa.recv_cq = e->cq;
+	e->qp = ib_create_qp(t->pd, &qa);
+	if (IS_ERR(e->qp)) {
+		int ret = PTR_ERR(e->qp);
+
+		e->qp = NULL;
+		return ret;
+	}
+	return 0;
+}
+
+static void hp_end_free(struct hp *t, struct hp_end *e)
+{
+	if (e->qp)
+		ib_destroy_qp(e->qp);
+	if (e->cq)
+		ib_destroy_cq(e->cq);
+	if (e->buf) {
+		ib_dma_unmap_single(t->ibdev, e->dma, PAGE_SIZE, DMA_BIDIRECTIONAL);
+		kfree(e->buf);
+	}
+}
+
+/* Waits for the phase to end; false if it did not within HP_WAIT. */
+static bool hp_wait(struct hp *t)
+{
+	return wait_for_completion_timeout(&t->done, HP_WAIT) != 0;
+}
+
+static const char *hp_lock_seen(struct hp *t)
+{
+	return t->under_lock ?: "none";
+}
+
+/*
+ * Ping-pong between two QPs of @type (IB_QPT_DRIVER: XUD), driven from
+ * the handlers; for RC, then the flush of B with more posted from its
+ * handler.
+ */
+static void hp_pingpong(struct ib_device *ibdev, enum ib_qp_type type, const char *what)
+{
+	bool xud = type == IB_QPT_DRIVER;
+	struct ib_qp_attr err = { .qp_state = IB_QPS_ERR };
+	struct rdma_ah_attr ah_attr;
+	struct hp *t;
+	int ret;
+
+	t = kzalloc(sizeof(*t), GFP_KERNEL);
+	if (!t) {
+		check(false, "%s: allocation", what);
+		return;
+	}
+	init_completion(&t->done);
+	t->ibdev = ibdev;
+	t->type = xud ? IB_QPT_UD : type;
+	t->pd = ib_alloc_pd(ibdev, 0);
+	if (IS_ERR(t->pd)) {
+		check(false, "%s: ib_alloc_pd (%ld)", what, PTR_ERR(t->pd));
+		kfree(t);
+		return;
+	}
+	ret = roce_v2_ah_attr(ibdev, &ah_attr);
+	ret = ret ?: hp_end_make(t, &t->a, xud);
+	ret = ret ?: hp_end_make(t, &t->b, xud);
+	if (ret)
+		goto out;
+	t->a.peer_qpn = t->b.qp->qp_num;
+	t->b.peer_qpn = t->a.qp->qp_num;
+	if (type == IB_QPT_RC) {
+		ret = dt_connect(t->a.qp, t->b.qp->qp_num, &ah_attr);
+		ret = ret ?: dt_connect(t->b.qp, t->a.qp->qp_num, &ah_attr);
+	} else {
+		t->ah = rdma_create_ah(t->pd, &ah_attr, RDMA_CREATE_AH_SLEEPABLE);
+		ret = IS_ERR(t->ah) ? PTR_ERR(t->ah) : 0;
+		if (ret)
+			t->ah = NULL;
+		ret = ret ?: hp_datagram_rts(t->a.qp, xud);
+		ret = ret ?: hp_datagram_rts(t->b.qp, xud);
+	}
+	if (ret)
+		goto out;
+
+	hp_post_recv(&t->a, 0);
+	hp_post_recv(&t->b, 0);
+	ib_req_notify_cq(t->a.cq, IB_CQ_NEXT_COMP);
+	ib_req_notify_cq(t->b.cq, IB_CQ_NEXT_COMP);
+	hp_post_send(&t->a, 0);
+	hp_wait(t);
+	/* B's last SEND completes on its ACK, after the last round. */
+	for (int i = 0; i < 200 && atomic_read(&t->sends) < 2 * HP_ROUNDS; i++)
+		msleep(10);
+	check(!t->under_lock && !t->bad && atomic_read(&t->rounds) == HP_ROUNDS &&
+	      atomic_read(&t->sends) == 2 * HP_ROUNDS,
+	      "%s: %d round trips driven from completion handlers that re-arm, poll and post "
+	      "(rounds %d, sends %d, events %d, error %d; a handler under an rxud lock: %s)",
+	      what, HP_ROUNDS, atomic_read(&t->rounds), atomic_read(&t->sends),
+	      atomic_read(&t->events), t->bad, hp_lock_seen(t));
+	if (type != IB_QPT_RC || t->under_lock || t->bad)
+		goto out;
+
+	/* B's receive posted for a next ping is flushed; each of the first
+	 * flushes posts more from the handler. */
+	reinit_completion(&t->done);
+	t->phase = HP_FLUSH;
+	ret = ib_modify_qp(t->b.qp, &err, IB_QP_STATE);
+	if (!ret)
+		hp_wait(t);
+	check(!ret && !t->under_lock && !t->bad &&
+	      atomic_read(&t->flushed) == 1 + 2 * HP_FLUSH_POSTS,
+	      "%s: the QP to ERROR: its handler posts %d sends and %d receives while flushing, "
+	      "all flushed (%d, flushed %d of %d, error %d; a handler under an rxud lock: %s)",
+	      what, HP_FLUSH_POSTS, HP_FLUSH_POSTS, ret, atomic_read(&t->flushed),
+	      1 + 2 * HP_FLUSH_POSTS, t->bad, hp_lock_seen(t));
+out:
+	if (ret)
+		check(false, "%s: setup (%d)", what, ret);
+	t->phase = HP_STOP;
+	hp_end_free(t, &t->a);
+	hp_end_free(t, &t->b);
+	if (t->ah)
+		rdma_destroy_ah(t->ah, RDMA_DESTROY_AH_SLEEPABLE);
+	ib_dealloc_pd(t->pd);
+	kfree(t);
+}
+
+/*
+ * An RC QP connected to a QP number nobody has: its SEND fails with
+ * RETRY_EXC_ERR from the retransmit timer (softirq); the handler posts
+ * another SEND to the failed QP, which completes flushed.
+ */
+static void hp_timeout(struct ib_device *ibdev)
+{
+	struct rdma_ah_attr ah_attr;
+	struct hp *t;
+	int ret;
+
+	t = kzalloc(sizeof(*t), GFP_KERNEL);
+	if (!t) {
+		check(false, "handlers, RC timeout: allocation");
+		return;
+	}
+	init_completion(&t->done);
+	t->ibdev = ibdev;
+	t->type = IB_QPT_RC;
+	t->pd = ib_alloc_pd(ibdev, 0);
+	if (IS_ERR(t->pd)) {
+		check(false, "handlers, RC timeout: ib_alloc_pd (%ld)", PTR_ERR(t->pd));
+		kfree(t);
+		return;
+	}
+	ret = roce_v2_ah_attr(ibdev, &ah_attr);
+	ret = ret ?: hp_end_make(t, &t->a, false);
+	/* 4.096 us * 2^14, about 67 ms; one retry. */
+	ret = ret ?: dt_connect_timed(t->a.qp, 0xfffff0, &ah_attr, 14, 1);
+	if (ret) {
+		check(false, "handlers, RC timeout: setup (%d)", ret);
+		goto out;
+	}
+	t->phase = HP_TIMEOUT;
+	ib_req_notify_cq(t->a.cq, IB_CQ_NEXT_COMP);
+	hp_post_send(&t->a, 1);
+	hp_wait(t);
+	check(!t->under_lock && !t->bad && atomic_read(&t->timeouts) == 1 &&
+	      atomic_read(&t->flushed) == 1,
+	      "handlers, RC: a SEND to no peer fails RETRY_EXC_ERR from the retransmit timer; "
+	      "the handler's next post is flushed (timeouts %d, flushed %d, error %d; a handler "
+	      "under an rxud lock: %s)", atomic_read(&t->timeouts), atomic_read(&t->flushed),
+	      t->bad, hp_lock_seen(t));
+out:
+	t->phase = HP_STOP;
+	hp_end_free(t, &t->a);
+	ib_dealloc_pd(t->pd);
+	kfree(t);
+}
+
+static void handler_checks(struct ib_device *ibdev)
+{
+	/*
+	 * The handlers name a held rxud lock only while lockdep tracks locks:
+	 * after its first report, or a taint such as an oops, it tracks none,
+	 * and a driver that calls handlers under its lock would freeze the
+	 * guest here instead of failing by name (in a mutant lane an earlier
+	 * mutant's report can do that). Fail, do not run.
+	 */
+	if (lockcheck && (!IS_ENABLED(CONFIG_LOCKDEP) || !debug_locks)) {
+		check(false, "handlers: lockdep tracks no locks (%s), so a handler under an rxud "
+		      "lock could not be named; not run",
+		      IS_ENABLED(CONFIG_LOCKDEP) ? "off after an earlier report or taint" :
+		      "not built in");
+		return;
+	}
+	hp_pingpong(ibdev, IB_QPT_RC, "handlers, RC");
+	hp_timeout(ibdev);
+	hp_pingpong(ibdev, IB_QPT_UD, "handlers, UD");
+	if (xud)
+		hp_pingpong(ibdev, IB_QPT_DRIVER, "handlers, XUD");
+}
+
 static int __init rxud_ktest_init(void)
 {
 	struct ib_device *ibdev = ib_device_get_by_name(dev, RDMA_DRIVER_UNKNOWN);
@@ -954,6 +1616,8 @@ static int __init rxud_ktest_init(void)
 			context_checks(ibdev);
 		if (xud)
 			xud_checks(ibdev);
+		if (handlers)
+			handler_checks(ibdev);
 		ib_device_put(ibdev);
 	}
 	pr_info("rxud_ktest: 1..%d\n", n_checks);

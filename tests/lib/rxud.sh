@@ -1,7 +1,9 @@
 # Helpers for tests that drive rxud in a guest. Source after tap.sh.
 # shellcheck shell=bash
 
-RXUD_TOP=${RXUD_TOP:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+# -P: the kselftest runner runs a test from a symlink to its directory
+# (tests/lib/ksft.mk); the tree is where the link points.
+RXUD_TOP=${RXUD_TOP:-$(cd -P "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
 RXUD_KO=${RXUD_KO:-$RXUD_TOP/rxud.ko}
 
 rxud_loaded() { [ -d /sys/module/rxud ]; }
@@ -79,6 +81,22 @@ rxud_beside_rxe() {
 		modprobe rdma_rxe &&
 		rdma link add rxe0 type rxe netdev rxudv0 &&
 		inns rxudns rdma link add rxud0 type rxud netdev rxudv1
+}
+
+# rxud_beside_rxe_looped: rxud_beside_rxe for tests between two QPs of
+# one device (or rxe0 talking to rxud0). rxud_beside_rxe gives both veth
+# ends one MAC, but rxe takes any packet to its own MAC for loopback
+# (rxe_prepare: RXE_LOOPBACK_MASK) and would keep what it sends to rxud0
+# to itself: rxe0's end gets a MAC of its own. Then checks that both
+# devices have a RoCE v2 GID (two TAP checks) and sets g_rxe and g_rxud
+# to their indices.
+rxud_beside_rxe_looped() {
+	rxud_beside_rxe
+	ip link set rxudv0 address 02:52:58:55:44:02
+	check "rxe0 has a RoCE v2 GID" wait_for 10 v2_gid_index rxe0
+	check "rxud0 has a RoCE v2 GID" wait_for 10 v2_gid_index rxud0
+	g_rxe=$(v2_gid_index rxe0)
+	g_rxud=$(v2_gid_index rxud0)
 }
 
 # rxud_beside_rxe_end: undoes rxud_beside_rxe.

@@ -1,17 +1,62 @@
-# TAP helpers for rxud's in-guest tests. Source it; each test script is one
-# TAP producer (kselftest style) and exits 0 only if every check passed.
+# TAP helpers for rxud's in-guest tests, over the kernel's own
+# ktap_helpers.sh (tools/testing/selftests/kselftest). Source it; each test
+# script is one KTAP producer (kselftest style) and exits 0 (KSFT_PASS) only
+# if every planned check passed or was skipped, 4 (KSFT_SKIP) if it skipped
+# as a whole (tap_skip_all). Result lines read "ok N - DESCRIPTION", the
+# form tests/run.sh and tests/mutation.sh match.
 # shellcheck shell=bash
 
-TAP_N=0
-TAP_FAIL=0
+# The kernel's selftests directory: KSFT_DIR (tests/lib/ksft.mk exports
+# it), else that of the booted kernel's tree (qemu/vm.sh exports RXUD_KDIR).
+KSFT_DIR=${KSFT_DIR:-${RXUD_KDIR:?neither KSFT_DIR nor RXUD_KDIR is set: tests/lib/ksft.mk says how to run the tests}/tools/testing/selftests}
+# shellcheck source=/dev/null
+. "$KSFT_DIR/kselftest/ktap_helpers.sh"
+# For the closing line: how long the test took.
+TAP_T0=$SECONDS
 
 tap_begin() { # tap_begin PLANNED
-	echo "TAP version 13"
-	echo "1..$1"
+	ktap_print_header
+	ktap_set_plan "$1"
 }
 
-tap_ok() { TAP_N=$((TAP_N + 1)); echo "ok $TAP_N - $*"; }
-tap_not_ok() { TAP_N=$((TAP_N + 1)); TAP_FAIL=$((TAP_FAIL + 1)); echo "not ok $TAP_N - $*"; }
+# tap_result ok|fail|skip DESCRIPTION [REASON]: one result line. ktap's
+# helpers echo it from unquoted words: a * or ? in a description must not
+# be expanded against the working directory's files.
+tap_result() {
+	local opts=$-
+	set -f
+	case $1 in
+	ok) ktap_test_pass "- $2" ;;
+	fail) ktap_test_fail "- $2" ;;
+	skip)
+		# ktap_test_skip has no reason; its own line builder has.
+		__ktap_test ok "- $2" "SKIP $3"
+		KTAP_CNT_SKIP=$((KTAP_CNT_SKIP + 1))
+		;;
+	esac
+	case $opts in *f*) ;; *) set +f ;; esac
+}
+# RXUD_CHECK_TIMES=1: each result is followed by the seconds since the one
+# before it (where a test's time goes, to trim make check).
+if [ "${RXUD_CHECK_TIMES:-0}" = 1 ]; then
+	TAP_LAST=$SECONDS
+	eval "$(declare -f tap_result | sed '1s/tap_result/tap_result_untimed/')"
+	tap_result() {
+		tap_result_untimed "$@"
+		echo "# +$((SECONDS - TAP_LAST)) s"
+		TAP_LAST=$SECONDS
+	}
+fi
+tap_ok() { tap_result ok "$*"; }
+tap_not_ok() { tap_result fail "$*"; }
+tap_skip() { tap_result skip "$1" "$2"; } # tap_skip DESCRIPTION REASON
+# tap_skip_all REASON: the whole test cannot run here (a kernel option or a
+# package it needs is missing); the runner reports it as skipped.
+tap_skip_all() {
+	ktap_skip_all "$*"
+	exit "$KSFT_SKIP"
+}
+
 # tap_diag: stdin as TAP comments, each line ended (also a last line
 # without its newline, which would otherwise glue the next result line to
 # it, and run.sh would not count that result). Builtins only: a process
@@ -82,7 +127,11 @@ wait_for() {
 	done
 }
 
+# tap_end: the totals, and the test's exit: KSFT_PASS if every planned
+# check passed or was skipped, else KSFT_FAIL (ktap_finished).
 tap_end() {
-	[ "$TAP_N" -eq "${TAP_PLANNED:-$TAP_N}" ] || echo "# planned ${TAP_PLANNED} checks, ran $TAP_N"
-	[ $TAP_FAIL -eq 0 ]
+	local ran=$((KTAP_TESTNO - 1))
+	[ "$ran" -eq "$KSFT_NUM_TESTS" ] || echo "# planned $KSFT_NUM_TESTS checks, ran $ran"
+	echo "# $(basename "$0"): $((SECONDS - TAP_T0)) s"
+	ktap_finished
 }

@@ -3,7 +3,8 @@
  * rc-test: RC semantics on one RDMA device through libibverbs, in TAP. Two
  * RC QPs of the device, A (the requester of every check) and B (the
  * responder), are connected to each other (loopback over the device's own
- * GID) and exchange SENDs, RDMA WRITEs and READs and atomics; errors (bad
+ * GID) and exchange SENDs, RDMA WRITEs and READs, atomics and ATOMIC
+ * WRITE (the ibv_wr_* interface: the one A is made with); errors (bad
  * rkey, out-of-bounds access, missing access rights, receive too small, RNR)
  * must complete with the statuses the IB spec sets and leave the QP in
  * error, where later work requests flush. Run against rxud and against rxe,
@@ -236,6 +237,7 @@ struct pair_opts {
 	struct ibv_srq *srq;	/* B's receives come from it, if set */
 	int b_no_rd_atomic;	/* B's max_dest_rd_atomic is 0 (else 4) */
 	int timeout, retry_cnt;	/* of A (0: 17 and 7) */
+	uint64_t send_ops;	/* A made by ibv_create_qp_ex with these, if set */
 };
 
 /* Work requests of the checks retry RNR a little, with the shortest wait. */
@@ -334,7 +336,18 @@ static int pair_make(struct pair *p, const struct pair_opts *o, const char *name
 			ia.srq = o->srq;
 
 		errno = 0;
-		p->qp[i] = ibv_create_qp(pd[i], &ia);
+		if (i == 0 && o->send_ops) {
+			struct ibv_qp_init_attr_ex iax = {
+				.send_cq = ia.send_cq, .recv_cq = ia.recv_cq,
+				.qp_type = IBV_QPT_RC, .cap = ia.cap, .pd = pd[0],
+				.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+				.send_ops_flags = o->send_ops,
+			};
+
+			p->qp[i] = ibv_create_qp_ex(ctx[0], &iax);
+		} else {
+			p->qp[i] = ibv_create_qp(pd[i], &ia);
+		}
 		if (!p->qp[i]) {
 			err = errno ? errno : -1;
 			goto out;
@@ -575,6 +588,38 @@ static void atomic_checks(struct pair *p)
 	check(*lv == 0x700000007ULL && *rv == 0x700000007ULL,
 	      "CMP_AND_SWP, different: returns the old value, memory unchanged (got %#llx, %#llx)",
 	      (unsigned long long)*lv, (unsigned long long)*rv);
+}
+
+/*
+ * ATOMIC WRITE (ibv_wr_atomic_write): B's 8 aligned bytes take A's value
+ * whole, and A's work request completes as IBV_WC_ATOMIC_WRITE: between
+ * rxe and rxud, that both speak its wire format (a RETH naming 8 bytes,
+ * the bytes as payload, an empty READ response as the answer).
+ */
+static void atomic_write_checks(void)
+{
+	struct pair_opts o = default_opts;
+	volatile uint64_t *rv = (uint64_t *)(buf_b + ATOMIC_OFF + 8);
+	const uint64_t value = 0x0123456789abcdefULL;
+	struct ibv_qp_ex *qpx;
+	struct pair p;
+	int es;
+
+	o.send_ops = IBV_QP_EX_WITH_ATOMIC_WRITE;
+	if (!pair_make(&p, &o, "ATOMIC_WRITE"))
+		return;
+	*rv = 0;
+	qpx = ibv_qp_to_qp_ex(p.qp[0]);
+	ibv_wr_start(qpx);
+	qpx->wr_id = 40;
+	qpx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_atomic_write(qpx, mr_b->rkey, (uintptr_t)rv, &value);
+	es = ibv_wr_complete(qpx);
+	expect_wc(p.cq[0], es, 40, IBV_WC_SUCCESS, IBV_WC_ATOMIC_WRITE, NULL,
+		  "ATOMIC_WRITE: A completes");
+	check(*rv == value, "ATOMIC_WRITE: B's 8 bytes hold A's value (got %#llx)",
+	      (unsigned long long)*rv);
+	pair_destroy(&p);
 }
 
 /*
@@ -1112,6 +1157,79 @@ static void srq_limit_checks(void)
 	ibv_destroy_srq(o.srq);
 }
 
+/*
+ * SRQ resize (IBV_SRQ_MAX_WR): a full SRQ grows with its receives
+ * waiting, takes more, and SENDs land in all of them, the older first; a
+ * resize below the receives waiting fails and leaves the SRQ as it was.
+ */
+static void srq_resize_checks(void)
+{
+	struct ibv_srq_init_attr sia = { .attr = { .max_wr = 4, .max_sge = 1 } };
+	struct pair_opts o = default_opts;
+	struct ibv_srq_attr a = {};
+	struct ibv_send_wr wr;
+	struct ibv_recv_wr rwr, *bad;
+	struct ibv_sge sa, sb;
+	struct ibv_wc wc;
+	struct pair p;
+	int err = 0, n0, n, landed = 0;
+
+	o.srq = ibv_create_srq(pd[1], &sia);
+	check(o.srq != NULL, "SRQ resize: SRQ of 4 WRs on B's device");
+	if (!o.srq)
+		return;
+	if (!pair_make(&p, &o, "SRQ resize")) {
+		ibv_destroy_srq(o.srq);
+		return;
+	}
+	sa = sge(mr_a, 0, 8);
+	sb = sge(mr_b, RECV_OFF, 8);
+	ibv_query_srq(o.srq, &a);
+	n0 = (int)a.max_wr;
+	for (n = 0; n < n0 && !err; n++) {
+		rwr = (struct ibv_recv_wr){ .wr_id = 600 + n, .sg_list = &sb, .num_sge = 1 };
+		err = ibv_post_srq_recv(o.srq, &rwr, &bad);
+	}
+	rwr.wr_id = 999;
+	check(!err && ibv_post_srq_recv(o.srq, &rwr, &bad) == ENOMEM,
+	      "SRQ resize: %d receives fill the SRQ, one more is ENOMEM", n0);
+	a.max_wr = 64;
+	check_err(ibv_modify_srq(o.srq, &a, IBV_SRQ_MAX_WR), 0,
+		  "SRQ resize: modify_srq max_wr 64 with %d receives waiting", n0);
+	memset(&a, 0, sizeof(a));
+	err = ibv_query_srq(o.srq, &a);
+	check(!err && a.max_wr >= 64, "SRQ resize: query_srq reports max_wr %u >= 64", a.max_wr);
+	for (n = n0; n < 64 && !err; n++) {
+		rwr = (struct ibv_recv_wr){ .wr_id = 600 + n, .sg_list = &sb, .num_sge = 1 };
+		err = ibv_post_srq_recv(o.srq, &rwr, &bad);
+	}
+	check_err(err, 0, "SRQ resize: %d more receives posted (64 in all)", 64 - n0);
+	for (n = 0; n < 64 && !err; n++) {
+		wr = send_wr(800 + n, IBV_WR_SEND, &sa, 1);
+		err = post_send(p.qp[0], &wr);
+		if (!err && poll_wc(p.cq[1], &wc, POLL_MS))
+			landed += wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_RECV &&
+				  wc.wr_id == 600u + n;
+		while (ibv_poll_cq(p.cq[0], 1, &wc) > 0)
+			;
+	}
+	check(landed == 64, "SRQ resize: 64 SENDs land in the 64 receives in order, the %d from "
+	      "before the resize first (%d did)", n0, landed);
+	for (n = 0; n < 10 && !err; n++) {
+		rwr = (struct ibv_recv_wr){ .wr_id = 700 + n, .sg_list = &sb, .num_sge = 1 };
+		err = ibv_post_srq_recv(o.srq, &rwr, &bad);
+	}
+	a.max_wr = 4;
+	err = err ? err : ibv_modify_srq(o.srq, &a, IBV_SRQ_MAX_WR);
+	check(err == EINVAL, "SRQ resize: to 4 with 10 receives waiting: EINVAL (got %s)",
+	      err ? strerror(err) : "success");
+	wr = send_wr(900, IBV_WR_SEND, &sa, 1);
+	expect_wc(p.cq[1], post_send(p.qp[0], &wr), 700, IBV_WC_SUCCESS, IBV_WC_RECV, NULL,
+		  "SRQ resize: after the refused resize the next SEND lands in the oldest receive");
+	pair_destroy(&p);
+	ibv_destroy_srq(o.srq);
+}
+
 static void unsignaled_checks(void)
 {
 	struct ibv_send_wr wr;
@@ -1326,6 +1444,7 @@ int main(int argc, char **argv)
 		fence_checks(&p);
 		pair_destroy(&p);
 	}
+	atomic_write_checks();
 	access_error_checks();
 	invalid_request_checks();
 	local_failure_order_checks();
@@ -1333,6 +1452,7 @@ int main(int argc, char **argv)
 	unsignaled_checks();
 	cq_overflow_checks();
 	srq_limit_checks();
+	srq_resize_checks();
 	length_error_checks();
 	psn_wrap_checks();
 

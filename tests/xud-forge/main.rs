@@ -37,14 +37,14 @@ use std::collections::BTreeMap;
 
 use rxud_proto::psn::Psn;
 use rxud_proto::wire::{
-    bth, deth, icrc, packet, reth, xck, xeth, Opcode, QPN_MASK, ROCE_V2_UDP_PORT,
+    bth, cnp, deth, icrc, packet, reth, xck, xeth, Opcode, QPN_MASK, ROCE_V2_UDP_PORT,
 };
 use rxud_proto::xud::cookie::Cookie;
 
 const USAGE: &str = "usage: xud-forge --src A.B.C.D --dst A.B.C.D --qpn DEST_QPN --qkey QKEY \
 [--rkey RKEY --va VA] [--len BYTES] [--peers N] [--first-src-qpn Q] [--stream S] [--psn P] \
 [--peer-inc I] [--send] [--repeat K] [--sport PORT] [--gap-us U] [--dma-len L --msgs M] \
-[--handshake [--save-cookies FILE] | --cookies FILE | --fake-cookie]";
+[--handshake [--save-cookies FILE] | --cookies FILE | --fake-cookie] [--cnp]";
 
 const IPV4_HEADER_LEN: usize = 20;
 const UDP_HEADER_LEN: usize = 8;
@@ -134,21 +134,7 @@ fn build(f: &Forged<'_>) -> Result<Vec<u8>, String> {
         )
     })?;
     let mut buf = vec![0u8; total];
-    // IPv4 header: TOS 0, checksum 0 (the kernel fills it in; the ICRC
-    // masks both, and TTL).
-    buf[0] = 0x45;
-    buf[2..4].copy_from_slice(&total16.to_be_bytes());
-    buf[4..6].copy_from_slice(&f.ip_id.to_be_bytes());
-    buf[6] = 0x40; // DF: RoCE packets are never fragmented
-    buf[8] = 64;
-    buf[9] = IPPROTO_UDP;
-    buf[12..16].copy_from_slice(&f.src.octets());
-    buf[16..20].copy_from_slice(&f.dst.octets());
-    // UDP header, checksum 0 (none: the ICRC protects the packet).
-    let udp = &mut buf[IPV4_HEADER_LEN..IPV4_HEADER_LEN + UDP_HEADER_LEN];
-    udp[0..2].copy_from_slice(&f.sport.to_be_bytes());
-    udp[2..4].copy_from_slice(&ROCE_V2_UDP_PORT.to_be_bytes());
-    udp[4..6].copy_from_slice(&(total16 - IPV4_HEADER_LEN as u16).to_be_bytes());
+    ip_udp(&mut buf, f.src, f.dst, f.sport, f.ip_id, total16);
     let mut p = repr
         .emit(
             &mut buf[IPV4_HEADER_LEN + UDP_HEADER_LEN..],
@@ -156,6 +142,49 @@ fn build(f: &Forged<'_>) -> Result<Vec<u8>, String> {
         )
         .map_err(|e| format!("headers: {e}"))?;
     p.payload_mut().copy_from_slice(f.payload);
+    icrc::icrc_fill(&mut buf).map_err(|e| format!("ICRC: {e}"))?;
+    Ok(buf)
+}
+
+/// Writes the IPv4 and UDP headers of a RoCEv2 datagram of `total` bytes
+/// at the start of `buf`.
+fn ip_udp(buf: &mut [u8], src: Ipv4Addr, dst: Ipv4Addr, sport: u16, ip_id: u16, total: u16) {
+    // IPv4 header: TOS 0, checksum 0 (the kernel fills it in; the ICRC
+    // masks both, and TTL).
+    buf[0] = 0x45;
+    buf[2..4].copy_from_slice(&total.to_be_bytes());
+    buf[4..6].copy_from_slice(&ip_id.to_be_bytes());
+    buf[6] = 0x40; // DF: RoCE packets are never fragmented
+    buf[8] = 64;
+    buf[9] = IPPROTO_UDP;
+    buf[12..16].copy_from_slice(&src.octets());
+    buf[16..20].copy_from_slice(&dst.octets());
+    // UDP header, checksum 0 (none: the ICRC protects the packet).
+    let udp = &mut buf[IPV4_HEADER_LEN..IPV4_HEADER_LEN + UDP_HEADER_LEN];
+    udp[0..2].copy_from_slice(&sport.to_be_bytes());
+    udp[2..4].copy_from_slice(&ROCE_V2_UDP_PORT.to_be_bytes());
+    udp[4..6].copy_from_slice(&(total - IPV4_HEADER_LEN as u16).to_be_bytes());
+}
+
+/// A RoCEv2 CNP (`rxud_proto::wire::cnp`) for QP `dest_qpn`, from `src`:
+/// what a receiver of CE-marked packets sends their sender, or what a
+/// forger sends to slow a flow down.
+fn build_cnp(
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
+    sport: u16,
+    ip_id: u16,
+    dest_qpn: u32,
+) -> Result<Vec<u8>, String> {
+    let total = IPV4_HEADER_LEN + UDP_HEADER_LEN + cnp::PACKET_LEN;
+    let mut buf = vec![0u8; total];
+    ip_udp(&mut buf, src, dst, sport, ip_id, total as u16);
+    cnp::emit(
+        &mut buf[IPV4_HEADER_LEN + UDP_HEADER_LEN..],
+        dest_qpn,
+        bth::DEFAULT_PKEY,
+    )
+    .map_err(|e| format!("CNP: {e}"))?;
     icrc::icrc_fill(&mut buf).map_err(|e| format!("ICRC: {e}"))?;
     Ok(buf)
 }
@@ -191,6 +220,8 @@ struct Args {
     dma_len: Option<u32>,
     /// Messages per source.
     msgs: u32,
+    /// Send CNPs to `qpn` (`repeat` of them) instead of XUD packets.
+    cnp: bool,
 }
 
 /// Parses the arguments after the program name. Numbers are decimal or
@@ -229,15 +260,20 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
         fake_cookie: false,
         dma_len: None,
         msgs: 1,
+        cnp: false,
     };
     while let Some(opt) = it.next() {
         match opt.as_str() {
             "--send" => a.send = true,
             "--handshake" => a.handshake = true,
             "--fake-cookie" => a.fake_cookie = true,
+            "--cnp" => a.cnp = true,
             _ => {}
         }
-        if matches!(opt.as_str(), "--send" | "--handshake" | "--fake-cookie") {
+        if matches!(
+            opt.as_str(),
+            "--send" | "--handshake" | "--fake-cookie" | "--cnp"
+        ) {
             continue;
         }
         let v = it.next().ok_or_else(|| format!("{opt}: value missing"))?;
@@ -376,8 +412,41 @@ enum Listener {
     Raw(c_int, Ipv4Addr),
 }
 
+/// Receive buffer of the listener: the challenges are read only once
+/// every first packet is sent, so it holds all of them (a raw socket
+/// also holds every other UDP datagram meanwhile). The default (208 KB)
+/// held some 300: `make bench`'s 10,000 sources lost the rest.
+const LISTEN_RCVBUF: c_int = 64 << 20;
+
 impl Listener {
     fn open(src: Ipv4Addr) -> Result<Self, String> {
+        let listener = Self::bind(src)?;
+        let fd = match &listener {
+            Self::Udp(s) => std::os::fd::AsRawFd::as_raw_fd(s),
+            Self::Raw(fd, _) => *fd,
+        };
+        // SAFETY: `fd` is a live socket; the value is a c_int of the
+        // length given. SOL_SOCKET 1, SO_RCVBUFFORCE 33 (root: beyond
+        // rmem_max).
+        let ret = unsafe {
+            setsockopt(
+                fd,
+                1,
+                33,
+                (&LISTEN_RCVBUF as *const c_int).cast(),
+                std::mem::size_of::<c_int>() as u32,
+            )
+        };
+        if ret != 0 {
+            return Err(format!(
+                "setsockopt(SO_RCVBUFFORCE): {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        Ok(listener)
+    }
+
+    fn bind(src: Ipv4Addr) -> Result<Self, String> {
         match std::net::UdpSocket::bind((src, ROCE_V2_UDP_PORT)) {
             Ok(s) => Ok(Self::Udp(s)),
             Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
@@ -404,11 +473,20 @@ impl Listener {
                 s.recv(buf).ok().map(|n| 0..n)
             }
             Self::Raw(fd, src) => {
-                let tv = [left.as_secs() as i64, i64::from(left.subsec_micros().max(1))];
+                let tv = [
+                    left.as_secs() as i64,
+                    i64::from(left.subsec_micros().max(1)),
+                ];
                 // SAFETY: `tv` is a live struct timeval (two longs) of the
                 // length given. SOL_SOCKET 1, SO_RCVTIMEO 20.
                 unsafe {
-                    setsockopt(*fd, 1, 20, tv.as_ptr().cast(), std::mem::size_of_val(&tv) as u32)
+                    setsockopt(
+                        *fd,
+                        1,
+                        20,
+                        tv.as_ptr().cast(),
+                        std::mem::size_of_val(&tv) as u32,
+                    )
                 };
                 // SAFETY: `buf` is live and writable for its length.
                 let n = unsafe { recv(*fd, buf.as_mut_ptr().cast(), buf.len(), 0) };
@@ -506,6 +584,17 @@ impl Drop for RawSocket {
 /// (round after round, so copies arrive as retransmissions would).
 /// Returns how many packets went out.
 fn run(a: &Args) -> Result<u64, String> {
+    if a.cnp {
+        let sock = RawSocket::open()?;
+        for i in 0..a.repeat {
+            if i > 0 && a.gap_us > 0 {
+                std::thread::sleep(Duration::from_micros(a.gap_us));
+            }
+            let d = build_cnp(a.src, a.dst, a.sport, (i % 0xffff) as u16 + 1, a.qpn)?;
+            sock.send_to(&d, a.dst)?;
+        }
+        return Ok(u64::from(a.repeat));
+    }
     let mut rng = Rng::from_time();
     let psn = Psn::new(a.psn.unwrap_or(rng.next() as u32));
     let (opcode, va, rkey) = if a.send {
@@ -559,9 +648,13 @@ fn run(a: &Args) -> Result<u64, String> {
     let mut sent = 0u64;
     if a.handshake {
         // Listen where the challenges go (the source address), then send
-        // each packet once without a cookie.
+        // each packet once without a cookie, paced as the packets after
+        // (the receiver challenges at most 64 a millisecond).
         let listen = Listener::open(a.src)?;
         for d in build_all(&cookies, &mut rng)? {
+            if sent > 0 && a.gap_us > 0 {
+                std::thread::sleep(Duration::from_micros(a.gap_us));
+            }
             sock.send_to(&d, a.dst)?;
             sent += 1;
         }
@@ -719,6 +812,26 @@ mod tests {
 
     /// What the driver reads back from a built packet is what was put in,
     /// and its ICRC checks.
+    #[test]
+    fn a_forged_cnp_is_one_rxud_takes_as_a_cnp() {
+        let src = Ipv4Addr::new(169, 254, 225, 3);
+        let dst = Ipv4Addr::new(169, 254, 225, 2);
+        let d = build_cnp(src, dst, 49152, 7, 0x12).unwrap();
+        assert_eq!(d.len(), IPV4_HEADER_LEN + UDP_HEADER_LEN + cnp::PACKET_LEN);
+        icrc_check(&d).unwrap();
+        let roce = &d[IPV4_HEADER_LEN + UDP_HEADER_LEN..];
+        assert_eq!(cnp::check(roce, roce.len()), Ok(0x12));
+        let a = parse_args(
+            [
+                "--src", "1.2.3.4", "--dst", "5.6.7.8", "--qpn", "9", "--qkey", "0", "--cnp",
+            ]
+            .iter()
+            .map(|s| s.to_string()),
+        )
+        .unwrap();
+        assert!(a.cnp);
+    }
+
     #[test]
     fn built_packets_parse_back() {
         let payload: Vec<u8> = (0..13u8).collect(); // odd: 3 pad bytes

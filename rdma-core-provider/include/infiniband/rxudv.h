@@ -27,6 +27,7 @@
 #ifndef RXUDV_H
 #define RXUDV_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <infiniband/verbs.h>
 
@@ -78,6 +79,35 @@ struct ibv_qp *rxudv_create_qp(struct ibv_context *ibvctx,
 				struct ibv_qp_init_attr_ex *attr_ex,
 				struct rxudv_qp_init_attr *xattr,
 				uint32_t inlen);
+
+/*
+ * FLUSH (IBTA 1.5, Annex A19) on an RC QP, for rdma-core 44, whose
+ * struct ibv_qp_ex has no wr_flush (rdma-core 45 added ibv_wr_flush, with
+ * these arguments and values). Create the QP with ibv_create_qp_ex and
+ * RXUDV_QP_EX_WITH_FLUSH in send_ops_flags, then, between ibv_wr_start
+ * and ibv_wr_complete, rxudv_wr_flush(qpx, ...) stages a FLUSH with the
+ * qp_ex's wr_id and wr_flags: make [remote_addr, remote_addr + len) under
+ * rkey (level RXUDV_FLUSH_RANGE) or the whole MR rkey names
+ * (RXUDV_FLUSH_MR) globally visible (type RXUDV_FLUSH_GLOBAL; rxud offers
+ * no persistent memory, so RXUDV_FLUSH_PERSISTENT is answered with a
+ * remote access error). The target's MR (and QP) must grant
+ * RXUDV_ACCESS_FLUSH_GLOBAL. It completes as IBV_WC_FLUSH (8) once the
+ * target has answered. A qpx of another provider: errno EOPNOTSUPP,
+ * nothing staged; len beyond 2^31: ibv_wr_complete fails with EINVAL.
+ * rxe 6.12 computes a FLUSH's ICRC over its headers twice: rxud drops
+ * rxe's FLUSH packets and rxe rxud's (Documentation/design.rst).
+ */
+#define RXUDV_QP_EX_WITH_FLUSH 2048u /* 1 << 11 */
+#define RXUDV_ACCESS_FLUSH_GLOBAL 256u /* 1 << 8 */
+#define RXUDV_FLUSH_GLOBAL 1u
+#define RXUDV_FLUSH_PERSISTENT 2u
+#define RXUDV_FLUSH_RANGE 0u
+#define RXUDV_FLUSH_MR 1u
+#define RXUDV_WC_FLUSH 8
+
+void rxudv_wr_flush(struct ibv_qp_ex *qpx, uint32_t rkey,
+		    uint64_t remote_addr, size_t len, uint8_t type,
+		    uint8_t level);
 
 #ifdef __cplusplus
 }

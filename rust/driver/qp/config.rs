@@ -15,11 +15,17 @@ use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use kernel::prelude::*;
 
 /// Remote rights a QP can grant; LOCAL_WRITE is allowed too, as
-/// everywhere in verbs.
+/// everywhere in verbs. FLUSH for persistence too, though the device does
+/// not offer it: ib_cm grants both FLUSH rights to every connected QP of a
+/// device that offers either (cm_init_qp_init_attr), and refusing them
+/// failed every rdma_cm connection; no MR can grant persistence, so a
+/// FLUSH asking for it still fails at the key.
 const QP_ACCESS_SUPPORTED: AccessFlags = AccessFlags::LOCAL_WRITE
     .union(AccessFlags::REMOTE_WRITE)
     .union(AccessFlags::REMOTE_READ)
-    .union(AccessFlags::REMOTE_ATOMIC);
+    .union(AccessFlags::REMOTE_ATOMIC)
+    .union(AccessFlags::FLUSH_GLOBAL)
+    .union(AccessFlags::FLUSH_PERSISTENT);
 /// Largest value of the IB spec's 5-bit timer fields (min_rnr_timer,
 /// timeout).
 const MAX_TIMER_CODE: u8 = 31;

@@ -6,6 +6,7 @@
 //! through one accessor that says so (`QpCore::rc`, `QpCore::xud`,
 //! `QpCore::datagram`).
 
+use super::HeldCqs;
 use crate::abi::XudParams;
 use crate::driver::flight::TxFlight;
 use crate::driver::rc::RcState;
@@ -37,8 +38,11 @@ impl<S> Queued<S> {
         })
     }
 
-    /// The state, locked. Context: process or softirq.
-    pub(crate) fn lock(&self) -> SpinLockBhGuard<'_, Option<KBox<S>>> {
+    /// The state, locked, while a [`HeldCqs`] holds the QP's CQs: the
+    /// guard borrows it, so the completions written under the lock are
+    /// published, and their events raised, only after the lock is
+    /// dropped. Context: process or softirq.
+    pub(crate) fn lock<'a>(&'a self, _cqs: &'a HeldCqs) -> SpinLockBhGuard<'a, Option<KBox<S>>> {
         self.state.lock()
     }
 

@@ -9,7 +9,8 @@
 use super::responder::ack_counter;
 use super::{now, RcAttrs, RcDrop, RcState, RxPacket, Store};
 use crate::abi::{
-    opcode, send_flags, status, wc_opcode, AtomicOp, Cqe, RdmaOp, SendWqe, SEND_WQE_HEADER_SIZE,
+    opcode, send_flags, status, wc_opcode, AtomicOp, Cqe, FlushOp, RdmaOp, SendWqe,
+    SEND_WQE_HEADER_SIZE,
 };
 use crate::driver::counters::RxCounter;
 use crate::driver::cq::CqFull;
@@ -18,17 +19,18 @@ use crate::driver::mr::MrMemo;
 use crate::driver::qp::QpCore;
 use crate::driver::ring::MAX_SEND_SLOT;
 use crate::driver::sgl::Sgl;
+use crate::ib::QpType;
 use crate::net::{skb::TxSkb, NetDevice};
 use crate::proto::{
     mtu::IbMtu,
     psn::Psn,
     rc::{
-        Completion, Incoming, Message, MsgKind, Outcome, PostError, Requester, Slot, Status,
-        TxPacket, WqeRef,
+        Completion, Flush, Incoming, Message, MsgKind, Outcome, PostError, Requester, Slot, Status,
+        TxPacket, WqeRef, MAX_MSG_LEN,
     },
     uc as proto_uc,
     wire::{
-        atomic, ieth, immdt,
+        atomic, feth, ieth, immdt,
         opcode::{ExtHeader, Opcode},
         packet, reth,
     },
@@ -135,6 +137,14 @@ pub(super) fn admit_wqes(qp: &QpCore, s: &mut Sender, mtu: IbMtu) {
                 local::execute(qp, &hdr)
             };
             local::complete(qp, &hdr, code);
+            if code != status::SUCCESS && !s.req.is_error() {
+                // A failed local operation fails the QP as a failed
+                // request does (IBTA 10.3.1; rxe too): what was posted
+                // after it completes flushed. Its consumer (xprtrdma,
+                // nvme-rdma) reconnects on that error anyway.
+                s.req.flush();
+                return;
+            }
             continue;
         }
         let checked = check_wqe(qp, &hdr, body, mtu);
@@ -192,17 +202,50 @@ pub(super) fn check_wqe(
         opcode::RDMA_READ => MsgKind::Read,
         opcode::ATOMIC_CMP_AND_SWP => MsgKind::CmpSwap,
         opcode::ATOMIC_FETCH_AND_ADD => MsgKind::FetchAdd,
+        opcode::ATOMIC_WRITE if qp.qp_type() == QpType::Rc => MsgKind::AtomicWrite,
+        opcode::FLUSH if qp.qp_type() == QpType::Rc => MsgKind::Flush,
         _ => return Err(Status::LocalQpOperation),
     };
     if w.send_flags & !send_flags::KNOWN != 0 {
         return Err(Status::LocalQpOperation);
     }
+    if kind == MsgKind::Flush {
+        // Nothing local: no SGE, no inline data; the range and what to
+        // make of it are the operands, checked as the responder checks
+        // the FETH (reserved values refused here, not sent).
+        let f = FlushOp::decode(&w.op);
+        let feth = feth::Repr {
+            placement_type: f.placement_type,
+            selectivity_level: f.selectivity_level,
+        };
+        if w.num_sge != 0
+            || w.send_flags & send_flags::INLINE != 0
+            || Flush::of(feth).is_none()
+            || f.length > MAX_MSG_LEN
+        {
+            return Err(Status::LocalQpOperation);
+        }
+        return Ok(Message {
+            id: 0,
+            kind,
+            len: f.length,
+            fence: w.send_flags & send_flags::FENCE != 0,
+        });
+    }
     let cap = qp.cap();
     let inline = w.send_flags & send_flags::INLINE != 0;
     let body = slot.get(SEND_WQE_HEADER_SIZE as usize..).unwrap_or(&[]);
+    if kind == MsgKind::AtomicWrite {
+        // Its 8 bytes ride in the WQE as inline data (rust/abi), whatever
+        // the QP's inline limit, to 8 aligned bytes.
+        let r = RdmaOp::decode(&w.op);
+        if !inline || w.inline_len != 8 || body.len() < 8 || r.remote_addr % 8 != 0 {
+            return Err(Status::LocalQpOperation);
+        }
+    }
     let len = if inline {
-        if !kind.carries_payload()
-            || w.inline_len > cap.max_inline_data
+        if !(kind.carries_payload() || kind == MsgKind::AtomicWrite)
+            || (w.inline_len > cap.max_inline_data && kind != MsgKind::AtomicWrite)
             || w.inline_len as usize > body.len()
         {
             return Err(Status::LocalQpOperation);
@@ -288,6 +331,13 @@ pub(super) fn build_request(
             dma_len: p.dma_len,
         });
     }
+    if info.has(ExtHeader::Feth) {
+        let f = FlushOp::decode(&w.op);
+        repr.feth = Some(feth::Repr {
+            placement_type: f.placement_type,
+            selectivity_level: f.selectivity_level,
+        });
+    }
     if info.has(ExtHeader::ImmDt) {
         repr.immdt = Some(immdt::Repr {
             imm_data: w.imm_or_inv.to_ne_bytes(),
@@ -331,7 +381,9 @@ pub(super) fn build_request(
                 .map_err(|_| Some(Status::LocalProtection))?;
         }
     }
-    st.finish(qp, &mut skb).map_err(|_| None)?;
+    // RC's requests answer CNPs; UC's sender has no window to cut.
+    let ect = st.uc.is_none() && crate::kext::params::cc_enabled();
+    st.finish(qp, &mut skb, ect).map_err(|_| None)?;
     Ok(skb)
 }
 
@@ -381,6 +433,8 @@ fn wc_opcode_of(c: &Completion) -> u32 {
         MsgKind::Read => wc_opcode::RDMA_READ,
         MsgKind::CmpSwap => wc_opcode::COMP_SWAP,
         MsgKind::FetchAdd => wc_opcode::FETCH_ADD,
+        MsgKind::AtomicWrite => wc_opcode::ATOMIC_WRITE,
+        MsgKind::Flush => wc_opcode::FLUSH,
     }
 }
 

@@ -11,7 +11,7 @@ use super::{fail, RcDrop, RcState, RxPacket, Store};
 use crate::abi::{status, wc_flags, wc_opcode, Cqe, RecvWqe, RECV_WQE_HEADER_SIZE};
 use crate::driver::counters::RxCounter;
 use crate::driver::cq::CqFull;
-use crate::driver::mr::{self, MrError, MrMemo};
+use crate::driver::mr::{MrError, MrMemo, Remote};
 use crate::driver::qp::QpCore;
 use crate::driver::sgl::{Sgl, SglError};
 use crate::ib::{AccessFlags, QpEvent};
@@ -71,6 +71,7 @@ pub(super) fn on_request(
         ack_req: p.ack_req,
         payload_len: p.payload.len() as u32,
         reth: p.reth(),
+        feth: p.feth(),
     };
     let plan = match st.receiver.resp.on_request(&req) {
         Action::Execute(plan) => plan,
@@ -146,17 +147,21 @@ pub(super) fn execute(
         MsgKind::SendInv => {
             // The last packet of a SEND with invalidate: placed, then the
             // key its IETH names is invalidated (a fast-registration MR
-            // of the QP's PD; anything else is an invalid request).
+            // of the QP's PD, or a type 2 window bound through this QP;
+            // anything else is an invalid request).
             place_send(qp, st, p, mrs, plan.offset)?;
             let rkey = p.ieth().ok_or(Refuse::Nak(NakCode::InvalidRequest))?;
             mrs.get(rkey)
                 .ok_or(Refuse::Nak(NakCode::InvalidRequest))?
-                .invalidate(qp.pd, rkey)
+                .invalidate(qp.qpn(), qp.pd, rkey)
                 .map_err(|_| Refuse::Nak(NakCode::InvalidRequest))?;
             Ok(0)
         }
         MsgKind::Send | MsgKind::SendImm => place_send(qp, st, p, mrs, plan.offset).map(|()| 0),
         MsgKind::Write | MsgKind::WriteImm => {
+            if plan.position.starts_message() && plan.write_len() > plan.len {
+                check_write(qp, st, mrs, plan.rkey, plan.va, plan.write_len())?;
+            }
             place_write(qp, st, p, mrs, plan.va, plan.rkey).map(|()| 0)
         }
         MsgKind::Read => {
@@ -201,6 +206,63 @@ pub(super) fn execute(
             mr.write(off, &new.to_ne_bytes())
                 .map_err(|_| Refuse::Nak(NakCode::RemoteAccessError))?;
             Ok(orig)
+        }
+        MsgKind::AtomicWrite => {
+            // The proto checked its 8 bytes carried and named; the
+            // target is 8 aligned bytes of memory the peer may write.
+            let mut value = [0u8; 8];
+            if p.payload.len() != value.len()
+                || p.skb.copy_out(p.payload.start, &mut value).is_err()
+                || plan.va % 8 != 0
+            {
+                return Err(Refuse::Nak(NakCode::InvalidRequest));
+            }
+            let (mr, off) = remote_mr(
+                qp,
+                st,
+                mrs,
+                plan.rkey,
+                plan.va,
+                8,
+                AccessFlags::REMOTE_WRITE,
+            )?;
+            // Whole with respect to every atomic of the device.
+            let _g = atomics.lock();
+            mr.write(off, &value)
+                .map_err(|_| Refuse::Nak(NakCode::RemoteAccessError))?;
+            Ok(0)
+        }
+        MsgKind::Flush => {
+            // The proto checked the FETH; the key must grant what it
+            // asks for, over the RETH's range or (selectivity level 1)
+            // whatever the range, as rxe checks it. Persistence is never
+            // granted (no MR of rxud is persistent memory).
+            let f = plan.flush.ok_or(Refuse::Nak(NakCode::InvalidRequest))?;
+            let mut rights = AccessFlags::EMPTY;
+            if f.global {
+                rights = rights.union(AccessFlags::FLUSH_GLOBAL);
+            }
+            if f.persistent {
+                rights = rights.union(AccessFlags::FLUSH_PERSISTENT);
+            }
+            if f.whole_mr {
+                if !st.access.contains(rights) {
+                    return Err(Refuse::Nak(NakCode::RemoteAccessError));
+                }
+                let table = mrs.table();
+                mrs.get(plan.rkey)
+                    .ok_or(Refuse::Nak(NakCode::RemoteAccessError))?
+                    .check_remote_key(table, qp.qpn(), qp.pd, rights)
+                    .map_err(|_| Refuse::Nak(NakCode::RemoteAccessError))?;
+            } else {
+                remote_mr(qp, st, mrs, plan.rkey, plan.va, plan.len as usize, rights)?;
+            }
+            // What the QP placed before the FLUSH is in memory already
+            // (its packets were executed before this one, by CPU copies):
+            // the fence orders those stores before the response that
+            // says so.
+            core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
+            Ok(0)
         }
     }
 }
@@ -256,6 +318,29 @@ pub(super) fn place_send(
         })
 }
 
+/// Checks a WRITE's whole range, `len` bytes at `va` under `rkey`, at its
+/// first packet, as rxe's check_rkey does: a WRITE running past its MR
+/// then writes nothing, not its first packets.
+pub(super) fn check_write(
+    qp: &QpCore,
+    st: &RcState,
+    mrs: &mut MrMemo<'_>,
+    rkey: u32,
+    va: u64,
+    len: u32,
+) -> core::result::Result<(), Refuse> {
+    remote_mr(
+        qp,
+        st,
+        mrs,
+        rkey,
+        va,
+        len as usize,
+        AccessFlags::REMOTE_WRITE,
+    )
+    .map(|_| ())
+}
+
 /// Copies a WRITE packet's payload to `va` under `rkey`.
 pub(super) fn place_write(
     qp: &QpCore,
@@ -279,8 +364,9 @@ pub(super) fn place_write(
         .map_err(|_| Refuse::Nak(NakCode::RemoteAccessError))
 }
 
-/// The MR `rkey` names (looked up through `mrs`), checked for `len`
-/// bytes at `va` with `rights` (and the QP granting them); its offset.
+/// The memory `rkey` names (looked up through `mrs`: an MR, or the MR
+/// of a memory window), checked for `len` bytes at `va` with `rights`
+/// (and the QP granting them); its offset.
 fn remote_mr<'m>(
     qp: &QpCore,
     st: &RcState,
@@ -289,17 +375,16 @@ fn remote_mr<'m>(
     va: u64,
     len: usize,
     rights: AccessFlags,
-) -> core::result::Result<(&'m mr::MrCore, u64), Refuse> {
+) -> core::result::Result<(Remote<'m>, u64), Refuse> {
     if !st.access.contains(rights) {
         return Err(Refuse::Nak(NakCode::RemoteAccessError));
     }
+    let table = mrs.table();
     let mr = mrs
         .get(rkey)
         .ok_or(Refuse::Nak(NakCode::RemoteAccessError))?;
-    match mr.check(qp.pd, va, len, rights) {
-        Ok(off) => Ok((mr, off)),
-        Err(MrError::Protection | MrError::Bounds) => Err(Refuse::Nak(NakCode::RemoteAccessError)),
-    }
+    mr.check_remote(table, qp.qpn(), qp.pd, va, len, rights)
+        .map_err(|(MrError::Protection | MrError::Bounds)| Refuse::Nak(NakCode::RemoteAccessError))
 }
 
 /// The last packet of a SEND or WRITE with immediate: the receive WQE
@@ -408,23 +493,23 @@ fn build_response(qp: &QpCore, st: &RcState, r: &Response) -> Option<TxSkb> {
         } => {
             repr.aeth = aeth;
             let n = len as usize;
-            // The MR may have gone since the READ was accepted: then no
-            // answer, and the requester's retries run out.
-            let mut mrs = MrMemo::new(&qp.mrs);
-            let (mr, off) =
-                remote_mr(qp, st, &mut mrs, rkey, va, n, AccessFlags::REMOTE_READ).ok()?;
             let mut skb = new_packet(ndev, &repr, n)?;
-            {
+            // Without data (a zero-length READ, an ATOMIC WRITE's
+            // answer) no memory is named. Else the MR may have gone since
+            // the READ was accepted: then no answer, and the requester's
+            // retries run out.
+            if n > 0 {
+                let mut mrs = MrMemo::new(&qp.mrs);
+                let (mr, off) =
+                    remote_mr(qp, st, &mut mrs, rkey, va, n, AccessFlags::REMOTE_READ).ok()?;
                 let mut pkt = packet::Packet::new_checked(skb.payload_mut()).ok()?;
                 let data = pkt.payload_mut().get_mut(..n)?;
-                if n > 0 {
-                    mr.read(off, data).ok()?;
-                }
+                mr.read(off, data).ok()?;
             }
             skb
         }
     };
     let mut skb = skb;
-    st.finish(qp, &mut skb).ok()?;
+    st.finish(qp, &mut skb, false).ok()?;
     Some(skb)
 }

@@ -6,7 +6,9 @@
 //! Shares RC's connection state, packet layout and placement.
 
 use super::requester::{build_request, check_wqe, wc_status, Out};
-use super::responder::{fail_recv, finish_recv, place_send, place_write, take_recv, Refuse};
+use super::responder::{
+    check_write, fail_recv, finish_recv, place_send, place_write, take_recv, Refuse,
+};
 use super::{with_doorbell_flag, RcDrop, RcState, RxPacket};
 use crate::abi::{status, SendWqe};
 use crate::driver::counters::RxCounter;
@@ -153,7 +155,13 @@ pub(super) fn on_uc_packet(
         Ok(())
     }
     .and_then(|()| match plan.kind {
-        MsgKind::Write | MsgKind::WriteImm => place_write(qp, st, p, mrs, plan.va, plan.rkey),
+        MsgKind::Write | MsgKind::WriteImm => {
+            // As RC: the whole range at the first packet.
+            if plan.position.starts_message() && plan.write_len() > plan.len {
+                check_write(qp, st, mrs, plan.rkey, plan.va, plan.write_len())?;
+            }
+            place_write(qp, st, p, mrs, plan.va, plan.rkey)
+        }
         _ => place_send(qp, st, p, mrs, plan.offset),
     });
     let u = st.uc.as_mut().ok_or(RcDrop::NotConnected)?;

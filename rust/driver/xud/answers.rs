@@ -12,7 +12,11 @@
 use super::peers::{PeerKey, Side};
 use super::sender::complete_sends;
 use super::{now, RxPacket, XudState};
-use crate::driver::{counters::RxCounter, qp::QpCore, tx};
+use crate::driver::{
+    counters::RxCounter,
+    qp::{HeldCqs, QpCore},
+    tx,
+};
 use crate::ib::AddressVector;
 use crate::net::skb::TxSkb;
 use crate::proto::{
@@ -88,6 +92,7 @@ pub(super) fn build_answer(
         tx::source_port(qp.qpn()),
         None,
         qp.next_ip_id(),
+        false,
     )
     .ok()?;
     let which = if nak.is_some() {
@@ -135,10 +140,11 @@ pub(super) fn flush_owed_acks(qp: &QpCore, st: &mut XudState) {
 }
 
 pub(super) fn on_answer(
-    qp: &QpCore,
+    held: &HeldCqs,
     p: &RxPacket<'_>,
     key: PeerKey,
 ) -> core::result::Result<(), RxCounter> {
+    let qp = held.qp();
     use crate::proto::wire::opcode::ExtHeader as H;
     let x = p.ext(H::Xack).ok_or(RxCounter::DropMalformed)?;
     let x = xack::Repr::parse(&xack::Header::new_checked(x).map_err(|_| RxCounter::DropMalformed)?)
@@ -169,7 +175,7 @@ pub(super) fn on_answer(
         sack: x.sack,
         nak,
     };
-    let mut g = qp.xud().ok_or(RxCounter::DropNoQp)?.lock();
+    let mut g = qp.xud().ok_or(RxCounter::DropNoQp)?.lock(held);
     let st = g.as_deref_mut().ok_or(RxCounter::DropNoQp)?;
     let cfg = st.cfg;
     let XudState {
@@ -252,6 +258,7 @@ pub(super) fn build_challenge(
         tx::source_port(qp.qpn()),
         None,
         qp.next_ip_id(),
+        false,
     )
     .ok()?;
     qp.port.counters.add(RxCounter::XudChallengesSent, 1);
@@ -261,10 +268,11 @@ pub(super) fn build_challenge(
 /// A challenge received: the sending stream it names takes its cookie
 /// (if newer than its own) and sends again what it had in flight.
 pub(super) fn on_challenge(
-    qp: &QpCore,
+    held: &HeldCqs,
     p: &RxPacket<'_>,
     key: PeerKey,
 ) -> core::result::Result<(), RxCounter> {
+    let qp = held.qp();
     use crate::proto::wire::opcode::ExtHeader as H;
     let x = p.ext(H::Xack).ok_or(RxCounter::DropMalformed)?;
     let x = xack::Repr::parse(&xack::Header::new_checked(x).map_err(|_| RxCounter::DropMalformed)?)
@@ -272,7 +280,7 @@ pub(super) fn on_challenge(
     let c = p.ext(H::Xck).ok_or(RxCounter::DropMalformed)?;
     let c = xck::Repr::parse(&xck::Header::new_checked(c).map_err(|_| RxCounter::DropMalformed)?)
         .map_err(|_| RxCounter::DropMalformed)?;
-    let mut g = qp.xud().ok_or(RxCounter::DropNoQp)?.lock();
+    let mut g = qp.xud().ok_or(RxCounter::DropNoQp)?.lock(held);
     let st = g.as_deref_mut().ok_or(RxCounter::DropNoQp)?;
     let cfg = st.cfg;
     let XudState { peers, busy, .. } = st;

@@ -16,10 +16,12 @@ use super::pool::Pool;
 use super::{now, RxPacket, XudState};
 use crate::abi::{network, status, wc_flags, wc_opcode, Cqe, RecvWqe, RECV_WQE_HEADER_SIZE};
 use crate::driver::{
+    cnp,
     counters::RxCounter,
     mr::{MrError, MrMemo},
-    qp::QpCore,
+    qp::{HeldCqs, QpCore},
     sgl::Sgl,
+    tx,
 };
 use crate::ib::{AccessFlags, NetworkType};
 use crate::proto::{
@@ -43,12 +45,13 @@ use kernel::prelude::*;
 const DEFAULT_TTL: u8 = 64;
 
 pub(super) fn on_data(
-    qp: &QpCore,
+    held: &HeldCqs,
     p: &RxPacket<'_>,
     key: PeerKey,
     qkey: u32,
     mrs: &mut MrMemo<'_>,
 ) -> core::result::Result<(), RxCounter> {
+    let qp = held.qp();
     use crate::proto::wire::opcode::ExtHeader as H;
     let x = p.ext(H::Xeth).ok_or(RxCounter::DropMalformed)?;
     let x = xeth::Repr::parse(&xeth::Header::new_checked(x).map_err(|_| RxCounter::DropMalformed)?)
@@ -83,7 +86,7 @@ pub(super) fn on_data(
         return Err(RxCounter::DropMalformed);
     }
     let ndev = qp.ud_netdev();
-    let mut g = qp.xud().ok_or(RxCounter::DropNoQp)?.lock();
+    let mut g = qp.xud().ok_or(RxCounter::DropNoQp)?.lock(held);
     let st = g.as_deref_mut().ok_or(RxCounter::DropNoQp)?;
     let t = now();
     let inc = st.inc;
@@ -252,6 +255,10 @@ pub(super) fn on_data(
         rs.owe_ack(t);
         answer = None;
     }
+    // A packet that met a congested queue: its sender hears of it (a CNP
+    // to the QP that sent it, at most one per stream and interval), the
+    // data itself taken or refused as any other.
+    let cnp_due = p.ce && rs.cnp_due(t);
     if let (Some(nak), Some(nd)) = (answer, ndev.as_deref()) {
         let info = rs.ack();
         let to = ReplyTo {
@@ -262,6 +269,16 @@ pub(super) fn on_data(
         };
         if let Some(skb) = build_answer(qp, nd, &to, &info, nak) {
             txq.push(skb);
+        }
+    }
+    if cnp_due && !txq.is_full() {
+        if let Some(mut skb) = ndev.as_deref().and_then(|nd| cnp::build(nd, key.qpn)) {
+            let av = peer.reply.to(&key);
+            let sport = tx::source_port(qp.qpn());
+            if tx::finish(&mut skb, &av, sport, None, qp.next_ip_id(), false).is_ok() {
+                txq.push(skb);
+                qp.port.counters.add(RxCounter::CnpsSent, 1);
+            }
         }
     }
     if peer.is_busy() {
@@ -381,7 +398,7 @@ fn claim(
 fn recvs_posted(qp: &QpCore) -> u32 {
     match (&qp.rq, &qp.srq) {
         (Some(rq), _) => rq.len(),
-        (None, Some(srq)) => srq.queue.len(),
+        (None, Some(srq)) => srq.len(),
         (None, None) => 0,
     }
 }

@@ -414,6 +414,7 @@ fn build_data(
         tx::source_port(qp.qpn()),
         to.route.as_ref(),
         qp.next_ip_id(),
+        crate::kext::params::cc_enabled(),
     ) {
         Ok(()) => Ok(skb),
         Err(code) if code == status::LOC_QP_OP_ERR => Err(Some(SendStatus::LocalQpOperation)),

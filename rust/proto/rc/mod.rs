@@ -104,15 +104,14 @@
 //!
 //! End-to-end credits (the responder advertises none, as rxe, and the
 //! requester ignores them), fences and SQ drain (the caller can hold
-//! back posting), FLUSH and ATOMIC WRITE (rejected as invalid requests),
-//! and local operations in the send queue (they never reach the wire;
+//! back posting), and local operations in the send queue (they never reach the wire;
 //! the caller completes them in order around the wire ones).
 
 use super::mtu::IbMtu;
 use super::psn::Psn;
 use super::wire::aeth::{self, AckSyndrome, NakCode};
 use super::wire::opcode::{Direction, ExtHeader, Opcode, Operation, Position, Transport};
-use super::wire::reth;
+use super::wire::{feth, reth};
 
 pub mod requester;
 pub mod responder;
@@ -125,7 +124,7 @@ pub use requester::{
     TxPacket, WqeRef,
 };
 #[allow(unused_imports)]
-pub use responder::{Action, Plan, Request, Resource, Responder, Response, StalePlan};
+pub use responder::{Action, Flush, Plan, Request, Resource, Responder, Response, StalePlan};
 
 #[cfg(test)]
 mod model;
@@ -149,6 +148,18 @@ pub enum MsgKind {
     CmpSwap,
     /// Atomic fetch and add.
     FetchAdd,
+    /// ATOMIC WRITE (IBTA 1.5): 8 bytes in the request packet, written
+    /// whole at an aligned address. Like a READ it holds a responder
+    /// resource and is answered by a READ response (ONLY, no payload),
+    /// as rxe answers it, so a duplicate is replayed, not executed again.
+    AtomicWrite,
+    /// FLUSH (IBTA 1.5, A19): makes what was placed before it in a range
+    /// of an MR (or the whole MR) globally visible or persistent. One
+    /// request packet without payload (FETH and RETH), answered like an
+    /// ATOMIC WRITE by a READ response without data, from a responder
+    /// resource. The message length is the RETH's: the range's bytes,
+    /// none of them carried.
+    Flush,
 }
 
 /// The responder-side class of a message: packets of one message share
@@ -165,7 +176,20 @@ impl MsgKind {
     /// READ or atomic: needs a response with data, holds a responder
     /// resource, and is limited by `max_rd_atomic`.
     pub const fn is_read_or_atomic(self) -> bool {
-        matches!(self, MsgKind::Read | MsgKind::CmpSwap | MsgKind::FetchAdd)
+        matches!(
+            self,
+            MsgKind::Read
+                | MsgKind::CmpSwap
+                | MsgKind::FetchAdd
+                | MsgKind::AtomicWrite
+                | MsgKind::Flush
+        )
+    }
+
+    /// ATOMIC WRITE or FLUSH: answered by one READ response packet
+    /// without data.
+    pub const fn answered_without_data(self) -> bool {
+        matches!(self, MsgKind::AtomicWrite | MsgKind::Flush)
     }
 
     /// Compare and swap or fetch and add.
@@ -173,7 +197,19 @@ impl MsgKind {
         matches!(self, MsgKind::CmpSwap | MsgKind::FetchAdd)
     }
 
-    /// SEND or WRITE: the request packets carry the payload.
+    /// The bytes of one request packet, whatever the message length:
+    /// atomics and ATOMIC WRITE are 8 bytes in one packet (a FLUSH is
+    /// one packet too, but its length is the range it names).
+    pub const fn is_eight_bytes(self) -> bool {
+        matches!(
+            self,
+            MsgKind::CmpSwap | MsgKind::FetchAdd | MsgKind::AtomicWrite
+        )
+    }
+
+    /// SEND or WRITE: the request packets carry the payload (ATOMIC
+    /// WRITE's one packet carries its 8 bytes too, but is answered as a
+    /// READ).
     pub const fn carries_payload(self) -> bool {
         !self.is_read_or_atomic()
     }
@@ -183,7 +219,9 @@ impl MsgKind {
             MsgKind::Send | MsgKind::SendImm | MsgKind::SendInv => Class::Send,
             MsgKind::Write | MsgKind::WriteImm => Class::Write,
             MsgKind::Read => Class::Read,
-            MsgKind::CmpSwap | MsgKind::FetchAdd => Class::Atomic,
+            MsgKind::CmpSwap | MsgKind::FetchAdd | MsgKind::AtomicWrite | MsgKind::Flush => {
+                Class::Atomic
+            }
         }
     }
 
@@ -210,12 +248,13 @@ impl MsgKind {
             (MsgKind::Read, _) => Opcode::RC_RDMA_READ_REQUEST,
             (MsgKind::CmpSwap, _) => Opcode::RC_COMPARE_SWAP,
             (MsgKind::FetchAdd, _) => Opcode::RC_FETCH_ADD,
+            (MsgKind::AtomicWrite, _) => Opcode::RC_ATOMIC_WRITE,
+            (MsgKind::Flush, _) => Opcode::RC_FLUSH,
         }
     }
 
     /// The kind and position of an RC request packet, from the opcode
-    /// table. `None` for anything else, including the RC requests this
-    /// core does not implement yet (FLUSH, ATOMIC WRITE). FIRST and
+    /// table. `None` for anything else. FIRST and
     /// MIDDLE SEND/WRITE packets report plain `Send`/`Write`: whether the
     /// message has immediate data or invalidates shows on its last packet.
     pub fn of_request(op: Opcode) -> Option<(MsgKind, Position)> {
@@ -232,6 +271,8 @@ impl MsgKind {
             Operation::RdmaReadRequest => MsgKind::Read,
             Operation::CompareSwap => MsgKind::CmpSwap,
             Operation::FetchAdd => MsgKind::FetchAdd,
+            Operation::AtomicWrite => MsgKind::AtomicWrite,
+            Operation::Flush => MsgKind::Flush,
             _ => return None,
         };
         Some((kind, info.position))
@@ -318,7 +359,7 @@ pub const fn rnr_timeout_ns(code: u8) -> u64 {
 /// least one (zero-length messages are one empty packet). READs use the
 /// same count for their responses; atomics are one packet.
 pub const fn packets(kind: MsgKind, len: u32, mtu: u32) -> u32 {
-    if kind.is_atomic() || len == 0 || mtu == 0 {
+    if kind.is_eight_bytes() || matches!(kind, MsgKind::Flush) || len == 0 || mtu == 0 {
         1
     } else {
         (len - 1) / mtu + 1
@@ -446,6 +487,7 @@ mod tests {
         assert_eq!(packets(MsgKind::Write, 257, 256), 2);
         assert_eq!(packets(MsgKind::Read, 1 << 31, 4096), 1 << 19);
         assert_eq!(packets(MsgKind::FetchAdd, 8, 256), 1);
+        assert_eq!(packets(MsgKind::AtomicWrite, 8, 4), 1);
         assert_eq!(chunk(600, 256, 0), (0, 256));
         assert_eq!(chunk(600, 256, 2), (512, 88));
         assert_eq!(chunk(0, 256, 0), (0, 0));
@@ -489,14 +531,20 @@ mod tests {
                 );
             }
         }
-        for kind in [MsgKind::Read, MsgKind::CmpSwap, MsgKind::FetchAdd] {
+        for kind in [
+            MsgKind::Read,
+            MsgKind::CmpSwap,
+            MsgKind::FetchAdd,
+            MsgKind::AtomicWrite,
+            MsgKind::Flush,
+        ] {
             assert_eq!(
                 MsgKind::of_request(kind.opcode(Position::Only)),
                 Some((kind, Position::Only))
             );
         }
+        assert_eq!(packets(MsgKind::Flush, 1 << 20, 1024), 1);
         assert_eq!(MsgKind::of_request(Opcode::RC_ACKNOWLEDGE), None);
-        assert_eq!(MsgKind::of_request(Opcode::RC_FLUSH), None);
         assert_eq!(MsgKind::of_request(Opcode::UC_SEND_ONLY), None);
     }
 

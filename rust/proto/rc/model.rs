@@ -25,7 +25,7 @@
 
 use super::requester::{Incoming, Message, Outcome, PostError, Requester, Slot, TxPacket};
 use super::responder::{Action, Request, Resource, Responder, Response};
-use super::{reth, AckSyndrome, Config, IbMtu, MsgKind, NakCode, Opcode, Psn, Status};
+use super::{feth, reth, AckSyndrome, Config, IbMtu, MsgKind, NakCode, Opcode, Psn, Status};
 use std::collections::{BTreeSet, BinaryHeap, VecDeque};
 use std::vec;
 use std::vec::Vec;
@@ -371,8 +371,12 @@ impl Sim {
                 psn: tx.psn,
                 opcode: tx.opcode,
                 ack_req: tx.ack_req,
-                payload_len: tx.len * u32::from(m.kind.carries_payload()),
+                payload_len: tx.len * u32::from(info.operation.carries_payload()),
                 reth,
+                feth: info.has(super::ExtHeader::Feth).then_some(feth::Repr {
+                    placement_type: 1,
+                    selectivity_level: 0,
+                }),
             };
             if self.drop_once == Some(tx.psn) {
                 self.drop_once = None;
@@ -435,7 +439,8 @@ impl Sim {
                     rkey,
                     offset,
                 } => {
-                    assert_eq!(rkey, 0x1234);
+                    // An ATOMIC WRITE's answer names no memory.
+                    assert!(rkey == 0x1234 || len == 0);
                     (
                         Incoming {
                             psn,
@@ -618,7 +623,7 @@ impl Sim {
             let l = &mut self.local[self.completed];
             assert_eq!(
                 (c.kind, c.len),
-                (m.kind, if m.kind.is_atomic() { 8 } else { m.len })
+                (m.kind, if m.kind.is_eight_bytes() { 8 } else { m.len })
             );
             assert_eq!(l.completed, None);
             l.completed = Some(c.status);
@@ -640,6 +645,10 @@ impl Sim {
                     MsgKind::Read => assert_eq!(l.read_placed, m.len, "READ {} whole", c.id),
                     MsgKind::CmpSwap | MsgKind::FetchAdd => {
                         assert_eq!(l.atomic, Some(m.expect_orig), "atomic {}", c.id)
+                    }
+                    MsgKind::AtomicWrite | MsgKind::Flush => {
+                        let i = self.completed;
+                        assert_eq!(self.target.executed[i], 1, "{:?} {}", m.kind, c.id)
                     }
                     _ => assert_eq!(self.target.placed[self.completed], m.len),
                 }
@@ -789,7 +798,9 @@ fn messages(rng: &mut Rng, n: usize, mtu: u32) -> Vec<Msg> {
                 40..=59 => MsgKind::Write,
                 60..=64 => MsgKind::WriteImm,
                 65..=84 => MsgKind::Read,
-                85..=94 => MsgKind::FetchAdd,
+                85..=92 => MsgKind::FetchAdd,
+                93..=94 => MsgKind::AtomicWrite,
+                95..=96 => MsgKind::Flush,
                 _ => MsgKind::CmpSwap,
             };
             let len = match rng.below(10) {
@@ -818,7 +829,7 @@ fn messages(rng: &mut Rng, n: usize, mtu: u32) -> Vec<Msg> {
             };
             Msg {
                 kind,
-                len: if kind.is_atomic() { 8 } else { len },
+                len: if kind.is_eight_bytes() { 8 } else { len },
                 remote_va,
                 rkey: 0x1234,
                 add_or_swap,

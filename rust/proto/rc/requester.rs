@@ -50,6 +50,7 @@
 //! may re-request data that was merely late; the duplicate answers are
 //! ignored.
 
+use super::super::congestion::{Loss, Window};
 use super::{
     aeth, chunk, local_ack_timeout_ns, packets, position, psn_in, ring_capacity, rnr_timeout_ns,
     AckSyndrome, Class, Config, Direction, MsgKind, NakCode, Opcode, Operation, Position, Psn,
@@ -75,7 +76,8 @@ pub struct Message {
     pub id: u32,
     /// The operation.
     pub kind: MsgKind,
-    /// Bytes to send, write or read (atomics: 8).
+    /// Bytes to send, write or read (atomics: 8); FLUSH: the bytes of
+    /// the range it names (none of them sent).
     pub len: u32,
     /// IBV_SEND_FENCE: not transmitted until every READ and atomic
     /// posted before it is answered (its data or result has arrived).
@@ -146,11 +148,12 @@ pub struct TxPacket {
     /// or of the first byte requested (READ; the RETH VA is the remote
     /// address plus this offset).
     pub offset: u32,
-    /// Payload bytes (SEND, WRITE); bytes requested (READ); 0 (atomics).
+    /// Payload bytes (SEND, WRITE); bytes requested (READ); 0 (atomics,
+    /// FLUSH).
     pub len: u32,
     /// RETH DMA length when the opcode carries a RETH: the whole message
     /// for a WRITE (its FIRST or ONLY packet), the bytes requested for a
-    /// READ. 0 otherwise.
+    /// READ, the range's for a FLUSH. 0 otherwise.
     pub dma_len: u32,
     /// Sent before (a retransmission), for counters.
     pub retransmit: bool,
@@ -249,23 +252,18 @@ pub struct Requester<S> {
 
     mtu: u32,
     window: u32,
-    /// The window in use, at most `window` (see [`Self::shrink_window`]
-    /// and [`Self::grow_window`]). A retransmit timeout (the path or the
-    /// peer stopped taking packets) restarts it small; a sequence NAK or
-    /// an implied NAK halves it for the go-back-N pass, and it grows back
-    /// to where it was by one per PSN answered (about a round trip).
-    /// Losses here are bursts (a host socket buffer overflowing), not a
-    /// path's capacity: TCP Reno's regrowth, one per round trip, never got
-    /// back between them (64 KB and 1 MB SENDs lost a quarter of their
-    /// bandwidth in `make bench`), and not shrinking at all made the next
-    /// burst the whole window again (4 KB WRITEs fell to 0.85 of rxe).
-    cwnd: u32,
-    /// Slow-start threshold: below it the window grows by one per PSN
-    /// answered (doubling each round trip), at and above it by one per
-    /// window's worth answered.
-    ssthresh: u32,
-    /// PSNs answered since the window last grew above `ssthresh`.
-    ca_credit: u32,
+    /// The congestion window in use, at most `window`, in PSNs
+    /// (`congestion::Window`: a CNP cuts it by its congestion estimate; a
+    /// retransmit timeout restarts it at [`RESTART_WINDOW`]; a sequence
+    /// NAK or an implied NAK halves it for the go-back-N pass, and it
+    /// slow-starts back toward where it was, all the way after quiet
+    /// rounds). Losses here are mostly bursts (a host socket buffer
+    /// overflowing), not a path's capacity: TCP Reno's regrowth, one per
+    /// round trip, never got back between them (64 KB and 1 MB SENDs lost
+    /// a quarter of their bandwidth in `make bench`), and not shrinking at
+    /// all made the next burst the whole window again (4 KB WRITEs fell to
+    /// 0.85 of rxe).
+    cc: Window,
     ack_every: u32,
     max_rd_atomic: u32,
     retry_cnt: u8,
@@ -327,9 +325,7 @@ impl<S: AsRef<[Slot]> + AsMut<[Slot]>> Requester<S> {
             cap,
             mtu: cfg.mtu.bytes(),
             window: cfg.window_clamped(),
-            cwnd: cfg.window_clamped(),
-            ssthresh: cfg.window_clamped(),
-            ca_credit: 0,
+            cc: Window::new(RESTART_WINDOW, cfg.window_clamped()),
             ack_every: cfg.ack_every_clamped(),
             max_rd_atomic: u32::from(cfg.max_rd_atomic),
             retry_cnt: cfg.retry_cnt,
@@ -421,7 +417,11 @@ impl<S: AsRef<[Slot]> + AsMut<[Slot]>> Requester<S> {
         if msg.kind.is_read_or_atomic() && self.max_rd_atomic == 0 {
             return Err(PostError::NoRdAtomic);
         }
-        let len = if msg.kind.is_atomic() { 8 } else { msg.len };
+        let len = if msg.kind.is_eight_bytes() {
+            8
+        } else {
+            msg.len
+        };
         if len > MAX_MSG_LEN {
             return Err(PostError::TooLong);
         }
@@ -476,7 +476,7 @@ impl<S: AsRef<[Slot]> + AsMut<[Slot]>> Requester<S> {
             }
         }
         let ahead = self.cur_psn.diff(self.una);
-        if ahead < 0 || ahead as u32 >= self.cwnd {
+        if ahead < 0 || !self.cc.allows(ahead as u32) {
             return None;
         }
         let fresh = self.cur_idx == self.high_idx;
@@ -525,8 +525,8 @@ impl<S: AsRef<[Slot]> + AsMut<[Slot]>> Requester<S> {
             // unanswered. Asking on every window-filling packet would
             // make each ACK that opens a few PSNs bring back an ACK for
             // those few: one ACK per handful of packets, for good.
-            let spacing = self.ack_every.min((self.cwnd / 2).max(1));
-            let fills = next.diff(self.una) as u32 >= self.cwnd;
+            let spacing = self.ack_every.min((self.cc.cwnd() / 2).max(1));
+            let fills = next.diff(self.una) as u32 >= self.cc.cwnd();
             let ack_req = last
                 || self.since_ack_req.saturating_add(1) >= spacing
                 || (fills && !self.una.before(self.ack_req_end));
@@ -558,12 +558,19 @@ impl<S: AsRef<[Slot]> + AsMut<[Slot]>> Requester<S> {
             } else {
                 w.npkts
             };
-            let (offset, len) = if w.kind == MsgKind::Read {
-                let (offset, _) = chunk(w.len, self.mtu, k);
-                let end = seg_end.saturating_mul(self.mtu).min(w.len);
-                (offset, end.saturating_sub(offset))
-            } else {
-                (0, 0)
+            // READ: the bytes asked for; ATOMIC WRITE: its 8 bytes,
+            // carried; FLUSH: none carried, its range's length named
+            // (dma_len); atomics: none (operands in the AtomicETH).
+            let (offset, len, dma_len) = match w.kind {
+                MsgKind::Read => {
+                    let (offset, _) = chunk(w.len, self.mtu, k);
+                    let end = seg_end.saturating_mul(self.mtu).min(w.len);
+                    let len = end.saturating_sub(offset);
+                    (offset, len, len)
+                }
+                MsgKind::AtomicWrite => (0, w.len, w.len),
+                MsgKind::Flush => (0, 0, w.len),
+                _ => (0, 0, 0),
             };
             let pkt = TxPacket {
                 psn,
@@ -573,7 +580,7 @@ impl<S: AsRef<[Slot]> + AsMut<[Slot]>> Requester<S> {
                 wqe,
                 offset,
                 len,
-                dma_len: len,
+                dma_len,
                 retransmit,
             };
             if seg_end >= w.npkts {
@@ -702,44 +709,26 @@ impl<S: AsRef<[Slot]> + AsMut<[Slot]>> Requester<S> {
         self.deadline = self.timeout_ns.map(|t| now.saturating_add(t));
     }
 
-    /// A loss was detected. After a timeout (the path or the peer stopped
-    /// taking packets) the threshold becomes half the window in use (at
-    /// least [`RESTART_WINDOW`]), and the window restarts at
-    /// [`RESTART_WINDOW`] and slow-starts back to the threshold. After a
-    /// sequence NAK or an implied NAK (a packet lost while later ones
-    /// arrive: the path still works) the go-back-N pass goes out with half
-    /// the window, and the threshold is the window as it was: it
-    /// slow-starts back there.
-    fn shrink_window(&mut self, why: Retry) {
-        let (ssthresh, cwnd) = match why {
-            Retry::Timeout => ((self.cwnd / 2).max(RESTART_WINDOW), RESTART_WINDOW),
-            Retry::Nak | Retry::Implied => (self.cwnd, (self.cwnd / 2).max(RESTART_WINDOW)),
-        };
-        self.ssthresh = ssthresh.min(self.window);
-        self.cwnd = cwnd.min(self.window);
-        self.ca_credit = 0;
+    /// A CNP for this QP came: its packets met a congested queue. Returns
+    /// whether it cut the window (the first of a round does).
+    pub fn congestion_notified(&mut self) -> bool {
+        self.cc.on_cnp()
     }
 
-    /// `answered` more PSNs were answered: below `ssthresh` the window
-    /// grows by one per PSN, then by one per window's worth.
-    fn grow_window(&mut self, answered: u32) {
-        let mut left = answered;
-        if self.cwnd < self.ssthresh {
-            let step = left.min(self.ssthresh - self.cwnd);
-            self.cwnd += step;
-            left -= step;
-        }
-        self.ca_credit = self.ca_credit.saturating_add(left);
-        // Bounded: each round takes at least one PSN of credit, and there
-        // are at most `window` rounds before the window is full.
-        while self.cwnd < self.window && self.ca_credit >= self.cwnd {
-            self.ca_credit -= self.cwnd;
-            self.cwnd += 1;
-        }
-        if self.cwnd >= self.window {
-            self.cwnd = self.window;
-            self.ca_credit = 0;
-        }
+    /// The congestion window, for counters and resource dumps.
+    pub fn congestion(&self) -> &Window {
+        &self.cc
+    }
+
+    /// A loss was detected: a timeout (the path or the peer stopped taking
+    /// packets) or a sequence NAK or implied NAK (a packet lost while
+    /// later ones arrive: the path still works). `congestion::Window`
+    /// says what each does to the window.
+    fn shrink_window(&mut self, why: Retry) {
+        self.cc.on_loss(match why {
+            Retry::Timeout => Loss::Timeout,
+            Retry::Nak | Retry::Implied => Loss::Gap(1),
+        });
     }
 
     fn enter_error(&mut self, at: u32, status: Status) {
@@ -812,7 +801,7 @@ impl<S: AsRef<[Slot]> + AsMut<[Slot]>> Requester<S> {
         }
         if (self.una, self.acked) != before {
             let answered = self.una.diff(before.0).max(0) as u32;
-            self.grow_window(answered);
+            self.cc.on_answered(answered);
             self.retry_left = self.retry_cnt;
             // The RNR budget is per PSN: answers to earlier READs do not
             // restore it.
@@ -951,6 +940,18 @@ impl<S: AsRef<[Slot]> + AsMut<[Slot]>> Requester<S> {
         self.ack_before_response(x);
         self.advance_una();
         let w = self.slot(self.una_idx);
+        if self.una_idx != self.high_idx
+            && x == self.una
+            && w.kind.answered_without_data()
+            && pos == Position::Only
+            && payload_len == 0
+        {
+            // An ATOMIC WRITE's or FLUSH's answer: a READ response
+            // without data.
+            self.answered_rd_atomic(w);
+            self.settle(x, true, true, before, now);
+            return Outcome::Handled;
+        }
         if self.una_idx == self.high_idx || x != self.una || w.kind != MsgKind::Read {
             self.settle(x, false, true, before, now);
             return Outcome::Ignored;
@@ -1586,6 +1587,42 @@ mod tests {
         assert_eq!(completions(&mut r), [(1, Status::Success)]);
     }
 
+    /// ATOMIC WRITE (one packet with its 8 bytes and a RETH for them)
+    /// and FLUSH (one packet whatever the range, a RETH naming it and
+    /// nothing carried): held for their answer like a READ (a plain ACK
+    /// past them does not complete them), completed by a READ response
+    /// without data.
+    #[test]
+    fn atomic_write_and_flush_are_answered_by_an_empty_read_response() {
+        for (kind, len, opcode, carried) in [
+            (MsgKind::AtomicWrite, 8, Opcode::RC_ATOMIC_WRITE, 8),
+            (MsgKind::Flush, 40 * MTU, Opcode::RC_FLUSH, 0),
+        ] {
+            let mut r = req(0);
+            r.post(msg(1, kind, len)).unwrap();
+            r.post(msg(2, MsgKind::Send, 4)).unwrap();
+            let p = drain(&mut r, 0);
+            assert_eq!(p.len(), 2, "{kind:?}");
+            assert_eq!(p[0].opcode, opcode);
+            assert_eq!((p[0].offset, p[0].len, p[0].dma_len), (0, carried, len));
+            assert!(p[0].ack_req);
+            assert_eq!(p[1].psn, Psn::new(1));
+            r.on_response(&ack(Psn::new(1)), 1);
+            assert_eq!(completions(&mut r), []);
+            let data = |len| Incoming {
+                opcode: Opcode::RC_RDMA_READ_RESPONSE_ONLY,
+                payload_len: len,
+                ..ack(Psn::new(0))
+            };
+            assert_eq!(r.on_response(&data(8), 1), Outcome::Ignored);
+            assert_eq!(r.on_response(&data(0), 1), Outcome::Handled);
+            assert_eq!(
+                completions(&mut r),
+                [(1, Status::Success), (2, Status::Success)]
+            );
+        }
+    }
+
     #[test]
     fn window_limits_psns_in_flight() {
         let mut r = req(0);
@@ -1672,7 +1709,7 @@ mod tests {
     /// grows back to where it was by one per PSN answered (not by one per
     /// window's worth, as after a timeout's threshold).
     #[test]
-    fn a_sequence_nak_halves_the_window_until_it_grows_back() {
+    fn a_sequence_nak_halves_the_window_and_it_grows_back_by_the_law() {
         let mut r = req(0);
         r.post(msg(1, MsgKind::Write, 200 * MTU)).unwrap();
         assert_eq!(drain(&mut r, 0).len(), 16);
@@ -1687,8 +1724,10 @@ mod tests {
         // A second NAK for the same point is the same loss: no new cut.
         r.on_response(&nak(Psn::new(4), seq), 2);
         assert!(drain(&mut r, 2).is_empty());
-        // Each PSN answered opens two: 16 in flight once 8 are answered,
-        // and no more after that.
+        // A fresh flow's congestion estimate is 1 (congestion::Window):
+        // its first loss sets the threshold at the halved window, and the
+        // window then grows by one per window's worth answered: 8 in
+        // flight, 9 once 8 are answered, 10 after 9 more, never 16.
         let mut high = 12;
         let mut in_flight = Vec::new();
         for t in 4..40 {
@@ -1698,9 +1737,9 @@ mod tests {
             }
             in_flight.push(high - (t + 1));
         }
-        assert_eq!(&in_flight[..9], [9, 10, 11, 12, 13, 14, 15, 16, 16]);
-        assert!(in_flight.iter().all(|&n| n <= 16));
-        assert_eq!(in_flight.last(), Some(&16));
+        assert_eq!(&in_flight[..10], [8, 8, 8, 8, 8, 8, 8, 9, 9, 9]);
+        assert!(in_flight.iter().all(|&n| n <= 12), "{in_flight:?}");
+        assert!(*in_flight.last().unwrap() >= 11, "{in_flight:?}");
         // A timeout still restarts from RESTART_WINDOW.
         let d = r.next_deadline().unwrap();
         assert_eq!(r.on_timeout(d), TimerOutcome::Retransmit);

@@ -59,7 +59,7 @@
 //! scan the resources: O(`max_dest_rd_atomic`), on duplicates only.
 
 use super::{
-    aeth, chunk, packets, position, psn_in, reth, ring_capacity, AckSyndrome, Class, Config,
+    aeth, chunk, feth, packets, position, psn_in, reth, ring_capacity, AckSyndrome, Class, Config,
     MsgKind, NakCode, Opcode, Position, Psn, Transport, MAX_MSG_LEN,
 };
 use super::{Direction, Operation};
@@ -77,13 +77,55 @@ pub struct Request {
     pub payload_len: u32,
     /// The RETH, if the opcode has one.
     pub reth: Option<reth::Repr>,
+    /// The FETH, if the opcode has one (FLUSH).
+    pub feth: Option<feth::Repr>,
+}
+
+/// What a FLUSH asks for, its FETH checked (IBTA 1.5 A19: the other
+/// values are reserved, and such a FLUSH is an invalid request).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Flush {
+    /// Make the data globally visible (placement type bit 0).
+    pub global: bool,
+    /// Make the data persistent (placement type bit 1).
+    pub persistent: bool,
+    /// The whole MR the R_Key names (selectivity level 1), not the
+    /// RETH's range (level 0).
+    pub whole_mr: bool,
+}
+
+impl Flush {
+    /// Placement type bits rxud knows.
+    const PLACEMENT_TYPES: u8 = 0b11;
+
+    /// The FLUSH a FETH asks for; `None` for reserved values.
+    pub fn of(f: feth::Repr) -> Option<Self> {
+        if f.placement_type & !Self::PLACEMENT_TYPES != 0 || f.selectivity_level > 1 {
+            return None;
+        }
+        Some(Self {
+            global: f.placement_type & 1 != 0,
+            persistent: f.placement_type & 2 != 0,
+            whole_mr: f.selectivity_level == 1,
+        })
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum ResKind {
     Empty,
-    Read { va: u64, rkey: u32, len: u32 },
-    Atomic { orig: u64 },
+    Read {
+        va: u64,
+        rkey: u32,
+        len: u32,
+    },
+    Atomic {
+        orig: u64,
+    },
+    /// An ATOMIC WRITE: answered by a READ response without data.
+    AtomicWrite,
+    /// A FLUSH: answered by a READ response without data.
+    Flush,
 }
 
 /// A saved READ or atomic, for answering it and replaying it. Storage for
@@ -127,13 +169,18 @@ pub struct Plan {
     /// SEND/WRITE: byte offset of the payload in the message (for a
     /// SEND, in the receive WQE's buffer). 0 for READ/atomic.
     pub offset: u32,
-    /// SEND/WRITE: payload bytes; READ: bytes to read; atomic: 8.
+    /// SEND/WRITE: payload bytes; READ: bytes to read; atomic and
+    /// ATOMIC WRITE: 8; FLUSH: the bytes of its range.
     pub len: u32,
-    /// WRITE: where this packet's payload goes (RETH VA + offset); READ:
-    /// the RETH VA. 0 for SEND; atomics take theirs from the AtomicETH.
+    /// WRITE: where this packet's payload goes (RETH VA + offset); READ
+    /// and ATOMIC WRITE: the RETH VA. 0 for SEND; atomics take theirs
+    /// from the AtomicETH.
     pub va: u64,
-    /// WRITE/READ: the R_Key to check `va..va + len` against.
+    /// WRITE/READ/ATOMIC WRITE/FLUSH: the R_Key to check `va..va + len`
+    /// against (a FLUSH of the whole MR: the R_Key alone).
     pub rkey: u32,
+    /// FLUSH: what it asks for (`va`, `len`: the RETH's range).
+    pub flush: Option<Flush>,
     /// Take a new receive WQE first (SEND FIRST/ONLY, WRITE with
     /// immediate LAST/ONLY); none available: call [`Responder::rnr`].
     pub needs_recv: bool,
@@ -146,6 +193,16 @@ impl Plan {
     /// The packet's PSN.
     pub fn psn(&self) -> Psn {
         self.psn
+    }
+
+    /// WRITE: the message's length, its RETH's DMA length (every packet
+    /// of it knows it); 0 for other requests.
+    pub fn write_len(&self) -> u32 {
+        if self.kind.class() == Class::Write {
+            self.dma_len
+        } else {
+            0
+        }
     }
 }
 
@@ -364,7 +421,7 @@ impl<S: AsRef<[Resource]> + AsMut<[Resource]>> Responder<S> {
                     && i.operation != Operation::Acknowledge
             });
             if rc_request && req.psn == self.epsn {
-                // An RC request we do not implement (FLUSH, ATOMIC WRITE).
+                // An RC request opcode this core does not know.
                 return self.fatal(NakCode::InvalidRequest);
             }
             return Action::Drop;
@@ -489,9 +546,15 @@ impl<S: AsRef<[Resource]> + AsMut<[Resource]>> Responder<S> {
                 Action::Duplicate
             }
             Class::Atomic => {
-                let Some((i, _)) =
-                    self.find(|r| matches!(r.kind, ResKind::Atomic { .. }) && r.first == psn)
-                else {
+                let Some((i, _)) = self.find(|r| {
+                    r.first == psn
+                        && match r.kind {
+                            ResKind::Atomic { .. } => kind.is_atomic(),
+                            ResKind::AtomicWrite => kind == MsgKind::AtomicWrite,
+                            ResKind::Flush => kind == MsgKind::Flush,
+                            _ => false,
+                        }
+                }) else {
                     return Action::Drop;
                 };
                 self.replay(i, psn);
@@ -526,6 +589,7 @@ impl<S: AsRef<[Resource]> + AsMut<[Resource]>> Responder<S> {
             len: req.payload_len,
             va: 0,
             rkey: 0,
+            flush: None,
             needs_recv: false,
             completes_recv: false,
         };
@@ -571,10 +635,31 @@ impl<S: AsRef<[Resource]> + AsMut<[Resource]>> Responder<S> {
                 }
             }
             Class::Read | Class::Atomic => {
-                if req.payload_len != 0 || !self.resource_free() {
+                // ATOMIC WRITE carries exactly its 8 bytes (IBTA oA19-28),
+                // READs and atomics nothing.
+                let carried = if kind == MsgKind::AtomicWrite { 8 } else { 0 };
+                if req.payload_len != carried || !self.resource_free() {
                     return Err(BAD);
                 }
-                if class == Class::Read {
+                if kind == MsgKind::AtomicWrite {
+                    let r = req.reth.ok_or(BAD)?;
+                    if r.dma_len != 8 {
+                        return Err(BAD);
+                    }
+                    plan.va = r.va;
+                    plan.rkey = r.rkey;
+                    plan.len = 8;
+                } else if kind == MsgKind::Flush {
+                    let r = req.reth.ok_or(BAD)?;
+                    let f = req.feth.and_then(Flush::of).ok_or(BAD)?;
+                    if r.dma_len > MAX_MSG_LEN {
+                        return Err(BAD);
+                    }
+                    plan.va = r.va;
+                    plan.rkey = r.rkey;
+                    plan.len = r.dma_len;
+                    plan.flush = Some(f);
+                } else if class == Class::Read {
                     let r = req.reth.ok_or(BAD)?;
                     if r.dma_len > MAX_MSG_LEN {
                         return Err(BAD);
@@ -644,7 +729,11 @@ impl<S: AsRef<[Resource]> + AsMut<[Resource]>> Responder<S> {
             Class::Atomic => self.alloc(Resource {
                 first: plan.psn,
                 npkts: 1,
-                kind: ResKind::Atomic { orig: atomic_orig },
+                kind: match plan.kind {
+                    MsgKind::AtomicWrite => ResKind::AtomicWrite,
+                    MsgKind::Flush => ResKind::Flush,
+                    _ => ResKind::Atomic { orig: atomic_orig },
+                },
                 replay: None,
             }),
         }
@@ -723,6 +812,7 @@ impl<S: AsRef<[Resource]> + AsMut<[Resource]>> Responder<S> {
                     orig,
                 })
             }
+            ResKind::AtomicWrite | ResKind::Flush => (0, 0, 0),
             ResKind::Read { va, rkey, len } => (va, rkey, len),
         };
         let k = p.diff(res.first) as u32;
@@ -876,6 +966,7 @@ mod tests {
             ack_req: false,
             payload_len,
             reth: None,
+            feth: None,
         }
     }
 
@@ -1091,11 +1182,6 @@ mod tests {
             "FIRST must be a full MTU"
         );
         let mut r = resp(0);
-        assert_eq!(
-            r.on_request(&rq(0, Opcode::RC_FLUSH, 0)),
-            Action::Error(NakCode::InvalidRequest)
-        );
-        let mut r = resp(0);
         assert_eq!(r.on_request(&rq(0, Opcode::UD_SEND_ONLY, 0)), Action::Drop);
         assert_eq!(
             r.on_request(&rq(0, Opcode::RC_ACKNOWLEDGE, 0)),
@@ -1250,6 +1336,111 @@ mod tests {
         r.commit(&p, 0).unwrap();
         responses(&mut r);
         assert_eq!(r.on_request(&rq(1, Opcode::RC_FETCH_ADD, 0)), Action::Drop);
+    }
+
+    /// ATOMIC WRITE: exactly 8 bytes named by its RETH and carried,
+    /// executed once, answered (and replayed) by an empty READ response.
+    #[test]
+    fn atomic_write_is_checked_answered_and_replayed() {
+        let aw =
+            |psn, len, dma_len| with_reth(rq(psn, Opcode::RC_ATOMIC_WRITE, len), 64, 7, dma_len);
+        for (len, dma_len) in [(4, 8), (8, 4), (0, 0), (16, 16)] {
+            assert_eq!(
+                resp(0).on_request(&aw(0, len, dma_len)),
+                Action::Error(NakCode::InvalidRequest),
+                "{len} bytes carried, {dma_len} named"
+            );
+        }
+        let mut r = resp(0);
+        let p = plan(r.on_request(&aw(0, 8, 8)));
+        assert_eq!(
+            (p.kind, p.va, p.rkey, p.len),
+            (MsgKind::AtomicWrite, 64, 7, 8)
+        );
+        r.commit(&p, 0).unwrap();
+        let out = responses(&mut r);
+        assert!(matches!(
+            out[..],
+            [Response::ReadData { opcode: Opcode::RC_RDMA_READ_RESPONSE_ONLY, len: 0, aeth: Some(_), psn, .. }]
+                if psn == Psn::new(0)
+        ));
+        assert_eq!(r.on_request(&aw(0, 8, 8)), Action::Duplicate);
+        assert_eq!(responses(&mut r), out);
+        // A duplicate atomic at its PSN is not it.
+        assert_eq!(r.on_request(&rq(0, Opcode::RC_FETCH_ADD, 0)), Action::Drop);
+    }
+
+    /// FLUSH: its FETH and RETH checked (reserved placement types and
+    /// selectivity levels are invalid requests, as is a payload), the
+    /// plan names the range and what to make of it, answered and
+    /// replayed (not executed again) by an empty READ response.
+    #[test]
+    fn flush_is_checked_answered_and_replayed() {
+        let fl = |psn, plt, sel, len| {
+            let mut r = with_reth(rq(psn, Opcode::RC_FLUSH, 0), 4096, 9, len);
+            r.feth = Some(feth::Repr {
+                placement_type: plt,
+                selectivity_level: sel,
+            });
+            r
+        };
+        for (plt, sel) in [(4, 0), (8, 0), (1, 2), (1, 3)] {
+            assert_eq!(
+                resp(0).on_request(&fl(0, plt, sel, 64)),
+                Action::Error(NakCode::InvalidRequest),
+                "placement type {plt}, selectivity level {sel}"
+            );
+        }
+        let mut no_feth = fl(0, 1, 0, 64);
+        no_feth.feth = None;
+        assert_eq!(
+            resp(0).on_request(&no_feth),
+            Action::Error(NakCode::InvalidRequest)
+        );
+        let mut carried = fl(0, 1, 0, 64);
+        carried.payload_len = 8;
+        assert_eq!(
+            resp(0).on_request(&carried),
+            Action::Error(NakCode::InvalidRequest)
+        );
+        let p = plan(resp(0).on_request(&fl(0, 3, 1, 0)));
+        assert_eq!(
+            p.flush,
+            Some(Flush {
+                global: true,
+                persistent: true,
+                whole_mr: true
+            })
+        );
+        let mut r = resp(0);
+        let p = plan(r.on_request(&fl(0, 1, 0, 64)));
+        assert_eq!(
+            (p.kind, p.va, p.rkey, p.len, p.flush),
+            (
+                MsgKind::Flush,
+                4096,
+                9,
+                64,
+                Some(Flush {
+                    global: true,
+                    persistent: false,
+                    whole_mr: false
+                })
+            )
+        );
+        r.commit(&p, 0).unwrap();
+        assert_eq!(r.expected_psn(), Psn::new(1));
+        let out = responses(&mut r);
+        assert!(matches!(
+            out[..],
+            [Response::ReadData { opcode: Opcode::RC_RDMA_READ_RESPONSE_ONLY, len: 0, aeth: Some(_), psn, .. }]
+                if psn == Psn::new(0)
+        ));
+        assert_eq!(r.on_request(&fl(0, 1, 0, 64)), Action::Duplicate);
+        assert_eq!(responses(&mut r), out);
+        // An ATOMIC WRITE at its PSN is not it.
+        let aw = with_reth(rq(0, Opcode::RC_ATOMIC_WRITE, 8), 64, 7, 8);
+        assert_eq!(r.on_request(&aw), Action::Drop);
     }
 
     #[test]

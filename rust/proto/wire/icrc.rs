@@ -415,6 +415,41 @@ pub(crate) mod tests {
         p
     }
 
+    /// rxe 6.12's ICRC of an RC FLUSH: its opcode table gives FLUSH no
+    /// payload offset, so `payload_addr()` is the BTH and
+    /// `rxe_icrc_generate()`/`rxe_icrc_check()` run the CRC over the BTH,
+    /// FETH and RETH a second time (unmasked) after the headers. rxud
+    /// follows IBTA A17.3.3 (each byte once): each refuses the other's
+    /// FLUSH packets as bad ICRC, so FLUSH does not cross between them
+    /// (design.rst, "FLUSH").
+    #[test]
+    fn rxes_flush_icrc_covers_the_headers_twice_and_is_refused() {
+        // BTH + FETH (global visibility, range) + RETH.
+        let mut p = ipv4_roce(1, 9, 4 + 16, 2);
+        p[28] = 0x1c; // RC FLUSH
+        p[29] &= !0x30; // no pad
+        p[40..44].copy_from_slice(&[0, 0, 0, 0x01]);
+        p[44..52].copy_from_slice(&0x7f00_0000_1000u64.to_be_bytes());
+        p[52..56].copy_from_slice(&0x0000_1234u32.to_be_bytes());
+        p[56..60].copy_from_slice(&4096u32.to_be_bytes());
+        let spec = icrc_fill(&mut p).unwrap();
+        assert_eq!(icrc_check(&p), Ok(()));
+        let (mut rxe, done) = Icrc::begin(&p).unwrap();
+        assert_eq!(done, 20 + 8 + 12);
+        rxe.update(&p[40..60]); // the headers after the BTH, once ...
+        rxe.update(&p[28..60]); // ... and BTH, FETH, RETH as "payload"
+        let rxe = rxe.finish();
+        assert_ne!(rxe, spec);
+        p[60..64].copy_from_slice(&rxe.to_le_bytes());
+        assert_eq!(
+            icrc_check(&p),
+            Err(Error::IcrcMismatch {
+                computed: spec,
+                received: rxe
+            })
+        );
+    }
+
     /// Computes an IPv4 header's checksum (`ip_send_check`).
     pub(crate) fn set_ipv4_checksum(d: &mut [u8]) {
         d[10] = 0;

@@ -83,6 +83,7 @@ macro_rules! header_view {
 pub mod aeth;
 pub mod atomic;
 pub mod bth;
+pub mod cnp;
 pub mod deth;
 pub mod feth;
 pub mod gro;

@@ -45,6 +45,22 @@ pub const WINDOW: u32 = 256;
 /// end while the hole is resent.
 pub const PIPE: u32 = 128;
 
+/// The congestion window a new stream starts at (then slow start to
+/// [`PIPE`]): eight senders' first windows fit a switch's queue of 200 KB,
+/// where full pipes made incast's first round drop a tenth of the run.
+pub const INITIAL_WINDOW: u32 = 16;
+
+/// The smallest congestion window of a stream (`congestion::Window`, at
+/// most [`PIPE`]): two packets, so that one answer never waits for a
+/// packet the window holds back.
+pub const MIN_WINDOW: u32 = 2;
+
+/// Losses a stream takes for a lossy link's noise rather than congestion:
+/// up to 5% of a round's packets (`congestion::Window::with_loss_tolerance`,
+/// per mille). Its model keeps nine tenths of its goodput at 1% and 2%
+/// random loss; a queue that overflows under many senders drops more.
+pub const LOSS_TOLERANCE: u32 = 50;
+
 /// Bytes of an XUD data packet besides its payload, IP header to ICRC:
 /// RC's allowance ([`super::mtu::ROCE_MAX_HDR_LEN`]: IPv6, UDP, BTH,
 /// RETH, ICRC) and the DETH, the XETH, the XCK and an ImmDt.
@@ -141,10 +157,14 @@ pub const UNANSWERED_MSGS: u32 = 2;
 pub const STALLED_SHARE: u32 = 2;
 
 /// Retransmit timeouts in a row without an answer that stall a
-/// destination: two, so that one lost probe exchange on a lossy link
-/// (the first timeout's probe answered) does not (67 + 134 ms with the
-/// default `timeout`).
-pub const STALL_TIMEOUTS: u8 = 2;
+/// destination: four, about a second with the default `timeout` (67 +
+/// 134 + 268 + 536 ms). A lost probe exchange on a lossy link (one
+/// timeout, its probe answered) does not stall it, nor a peer on a host
+/// too busy to answer for a few hundred milliseconds: with two (0.2 s) a
+/// live peer of `make run`'s pair beside a soak VM was taken for dead and
+/// its queue failed (session 23). A dead destination holds its share of
+/// the send queue for that second before the stall.
+pub const STALL_TIMEOUTS: u8 = 4;
 
 /// Bytes of GRH at the start of a SEND's receive buffer, as UD.
 pub const GRH_LEN: u32 = 40;

@@ -1482,7 +1482,12 @@ impl core::ops::Deref for Solo {
 /// Stream 42 from `first`, with one message (WQE 1) of `packets` MTUs
 /// posted.
 fn stream_of_one_message(first: Psn, packets: u32) -> Solo {
-    let mut s = Solo::new(42, first, sender::Config::DEFAULT, 0);
+    // The whole pipe at once: these tests look at what it holds.
+    let cfg = sender::Config {
+        initial_window: super::PIPE,
+        ..sender::Config::DEFAULT
+    };
+    let mut s = Solo::new(42, first, cfg, 0);
     s.post(
         Message {
             wqe: 1,

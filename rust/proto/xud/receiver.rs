@@ -12,6 +12,7 @@
 //! with [`RecvStream::refuse`] and stays new: its retransmission is
 //! placed. The driver holds the peer's lock from `check` to `commit`.
 
+use super::super::congestion::CnpPacer;
 use super::super::psn::Psn;
 use super::super::window::{Arrival, RecvWindow, RestingWindow};
 use super::super::wire::xeth;
@@ -230,6 +231,8 @@ pub struct RecvStream {
     unanswered: u32,
     /// Since when a packet waits for an ACK (the delayed ACK).
     ack_owed: Option<u64>,
+    /// CNPs to the sender for packets that arrived CE-marked.
+    cnps: CnpPacer,
     /// The highest AckReq PSN answered while a hole lay below it: when the
     /// base passes it, the sender's completion waits on an ACK.
     pending_req: Option<Psn>,
@@ -252,10 +255,18 @@ impl RecvStream {
             last_accepted: now,
             unanswered: 0,
             ack_owed: None,
+            cnps: CnpPacer::NEW,
             pending_req: None,
             proven: false,
             msgs: [RecvMsg::FREE; MAX_MSGS as usize],
         }
+    }
+
+    /// A packet of the stream arrived marked Congestion Experienced at
+    /// `now`: whether a CNP goes to its sender (one per
+    /// `congestion::CNP_INTERVAL_NS`).
+    pub fn cnp_due(&mut self, now: u64) -> bool {
+        self.cnps.due(now)
     }
 
     /// The sender's incarnation of the stream held.
@@ -641,6 +652,8 @@ impl ParkedRecv {
             last_accepted: self.last_accepted,
             unanswered: 0,
             ack_owed: None,
+            // Parked after a quiet spell longer than the CNP interval.
+            cnps: CnpPacer::NEW,
             pending_req: None,
             proven: self.proven,
             msgs: [RecvMsg::FREE; MAX_MSGS as usize],

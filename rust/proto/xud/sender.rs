@@ -25,14 +25,16 @@
 //! what it had in flight with. Until it holds one, a stream has one packet
 //! out.
 
+use super::super::congestion::{Loss, Window};
 use super::super::psn::Psn;
 use super::super::rc::{local_ack_timeout_ns, rnr_timeout_ns, RNR_RETRY_INFINITE};
 use super::super::window::{AckResult, SendWindow};
 use super::super::wire::{xack, xeth};
 use super::cookie::Cookie;
 use super::{
-    seq_before, SendStatus, MAX_MSGS, PIPE, REORDER, REORDER_DEEP, REORDER_DELAY_MIN_NS,
-    RETRY_SPAN_NS, SENDER_IDLE_NS, STALL_TIMEOUTS, UNANSWERED_MSGS, WINDOW_WORDS,
+    seq_before, SendStatus, INITIAL_WINDOW, LOSS_TOLERANCE, MAX_MSGS, MIN_WINDOW, PIPE, REORDER,
+    REORDER_DEEP, REORDER_DELAY_MIN_NS, RETRY_SPAN_NS, SENDER_IDLE_NS, STALL_TIMEOUTS,
+    UNANSWERED_MSGS, WINDOW_WORDS,
 };
 
 /// The QP attributes a sender uses.
@@ -51,6 +53,14 @@ pub struct Config {
     pub rnr_retry: u8,
     /// AckReq at least every this many packets (0 counts as 1).
     pub ack_every: u32,
+    /// Whether the stream follows the congestion law
+    /// (`congestion::Window`: CNPs and losses shrink its window); if
+    /// not, its window stays [`PIPE`] (rxud's `cc` module parameter off,
+    /// for comparisons).
+    pub congestion: bool,
+    /// The window a new stream starts at, under the law
+    /// ([`INITIAL_WINDOW`]; without it, the pipe).
+    pub initial_window: u32,
 }
 
 impl Config {
@@ -61,6 +71,8 @@ impl Config {
         retry_cnt: 7,
         rnr_retry: RNR_RETRY_INFINITE,
         ack_every: 16,
+        congestion: true,
+        initial_window: INITIAL_WINDOW,
     };
 
     fn rto_ns(&self) -> u64 {
@@ -311,6 +323,18 @@ pub struct SendStream {
     /// Packets since the last AckReq.
     since_req: u32,
     last_active: u64,
+    /// The congestion window, at most [`PIPE`] packets outstanding.
+    cc: Window,
+    /// The round trip (RFC 6298's smoothed estimate and its mean
+    /// deviation, in ns), measured from a first transmission that asked
+    /// for an ACK to the answer that acknowledges it; `srtt` is `None`
+    /// until one is. The delays of the reorder rule and the tail probe
+    /// scale with it, and the timeout does beyond the QP's.
+    srtt: Option<u64>,
+    rttvar: u64,
+    /// The packet being timed and when it left: one at a time, dropped
+    /// if it is resent (Karn: the answer could be either copy's).
+    timing: Option<(Psn, u64)>,
 }
 
 impl SendStream {
@@ -340,6 +364,37 @@ impl SendStream {
             rnr_until: None,
             since_req: 0,
             last_active: now,
+            // Without the law nothing grows a window: it is the pipe.
+            cc: Window::new(MIN_WINDOW, PIPE)
+                .with_initial(if cfg.congestion {
+                    cfg.initial_window
+                } else {
+                    PIPE
+                })
+                .with_loss_tolerance(LOSS_TOLERANCE),
+            srtt: None,
+            rttvar: 0,
+            timing: None,
+        }
+    }
+
+    /// The congestion window, for counters and resource dumps.
+    pub fn congestion(&self) -> &Window {
+        &self.cc
+    }
+
+    /// A CNP from this stream's destination came: its packets met a
+    /// congested queue. Returns whether it cut the window (the first of a
+    /// round does; none with the law off).
+    pub fn congestion_notified(&mut self) -> bool {
+        self.cfg.congestion && self.cc.on_cnp()
+    }
+
+    /// Packets were found lost (the law cuts the window at most once a
+    /// round, and not for losses within its tolerance).
+    fn lost(&mut self, loss: Loss) {
+        if self.cfg.congestion {
+            self.cc.on_loss(loss);
         }
     }
 
@@ -492,6 +547,9 @@ impl SendStream {
                 continue;
             };
             let last = self.rtx.is_empty();
+            if self.timing.is_some_and(|(timed, _)| timed == psn) {
+                self.timing = None;
+            }
             let pkt = self.packet(t, m, k, psn, self.probing || last, true)?;
             self.arm(t, now);
             return Some(pkt);
@@ -515,7 +573,7 @@ impl SendStream {
             break;
         }
         let m = (self.tx_msg % MAX_MSGS) as usize;
-        if self.window.outstanding() >= PIPE {
+        if !self.cc.allows(self.window.outstanding()) {
             return None;
         }
         if self.cookie.is_none() && self.window.in_flight() > 0 {
@@ -537,11 +595,15 @@ impl SendStream {
             self.tx_msg = self.tx_msg.wrapping_add(1);
         }
         self.since_req += 1;
-        // At least twice a pipe, so a full pipe always has an ACK coming
-        // that opens it.
-        let ack_req = last || self.since_req >= self.cfg.ack_every.clamp(1, PIPE / 2);
+        // At least twice a window, so a full window always has an ACK
+        // coming that opens it.
+        let spacing = (self.cc.cwnd() / 2).max(1);
+        let ack_req = last || self.since_req >= self.cfg.ack_every.clamp(1, spacing);
         if ack_req {
             self.since_req = 0;
+            if self.timing.is_none() {
+                self.timing = Some((psn, now));
+            }
         }
         let pkt = self.packet(t, m, k, psn, ack_req, false)?;
         self.arm(t, now);
@@ -620,7 +682,7 @@ impl SendStream {
     /// [`RETRY_SPAN_NS`] however the backoff grew).
     fn arm(&mut self, t: &MsgTable, now: u64) {
         if self.deadline.is_none() {
-            let rto = now.saturating_add(self.cfg.rto_ns() << self.retries.min(16));
+            let rto = now.saturating_add(self.rto() << self.retries.min(16));
             let span_end = self
                 .active(t)
                 .filter(|(_, m)| m.sent > 0)
@@ -690,10 +752,10 @@ impl SendStream {
         self.peer_inc = a.inc;
         self.last_active = now;
         self.stalled = false;
-        let mut progress = false;
+        let mut answered = 0u32;
         let mut p = oldest;
         while p.before(a.base) {
-            progress |= self.ack_psn(t, p);
+            answered += u32::from(self.ack_psn(t, p));
             p = p.next();
         }
         let mut highest = None;
@@ -706,9 +768,18 @@ impl SendStream {
                 break;
             }
             highest = Some(p);
-            progress |= self.ack_psn(t, p);
+            answered += u32::from(self.ack_psn(t, p));
         }
-        if progress {
+        if self.cfg.congestion {
+            self.cc.on_answered(answered);
+        }
+        if let Some((psn, sent)) = self.timing {
+            if self.window.is_acked(psn) {
+                self.timing = None;
+                self.take_rtt(now.saturating_sub(sent));
+            }
+        }
+        if answered > 0 {
             self.retries = 0;
             self.deadline = None;
             self.tail_probe = None;
@@ -825,16 +896,52 @@ impl SendStream {
         false
     }
 
+    /// Takes a round-trip sample (RFC 6298, 2.2 and 2.3).
+    fn take_rtt(&mut self, r: u64) {
+        match self.srtt {
+            None => {
+                self.srtt = Some(r);
+                self.rttvar = r / 2;
+            }
+            Some(srtt) => {
+                self.rttvar = self.rttvar - self.rttvar / 4 + srtt.abs_diff(r) / 4;
+                self.srtt = Some(srtt - srtt / 8 + r / 8);
+            }
+        }
+    }
+
+    /// The smoothed round trip, 0 before one was measured.
+    fn srtt(&self) -> u64 {
+        self.srtt.unwrap_or(0)
+    }
+
+    /// The retransmit timeout: the QP's (its `timeout` attribute), or
+    /// the measured round trip and four deviations if that is longer (a
+    /// queue or a loaded host made the path slower than the QP expects:
+    /// timing out before the answer can come only resends).
+    fn rto(&self) -> u64 {
+        let measured = self
+            .srtt
+            .map_or(0, |s| s.saturating_add(self.rttvar.saturating_mul(4)));
+        self.cfg.rto_ns().max(measured).min(RETRY_SPAN_NS)
+    }
+
     /// How long a hole may be reordering rather than lost: a
-    /// sixty-fourth of the timeout, at least [`REORDER_DELAY_MIN_NS`].
+    /// sixty-fourth of the QP's timeout, at least
+    /// [`REORDER_DELAY_MIN_NS`], and at least a quarter of the round trip
+    /// (RACK's reorder window, RFC 8985).
     fn reorder_delay(&self) -> u64 {
-        (self.cfg.rto_ns() / 64).max(REORDER_DELAY_MIN_NS)
+        (self.cfg.rto_ns() / 64)
+            .max(REORDER_DELAY_MIN_NS)
+            .max(self.srtt() / 4)
     }
 
     /// How long packets may be in flight with nothing acknowledged before
-    /// the oldest goes again (a tail probe): four reorder delays.
+    /// the oldest goes again (a tail probe): four reorder delays, and at
+    /// least two round trips (RFC 8985's probe timeout): sooner, the
+    /// answer to what is in flight cannot have come yet.
     fn tail_probe_delay(&self) -> u64 {
-        self.reorder_delay() * 4
+        (self.reorder_delay() * 4).max(self.srtt().saturating_mul(2))
     }
 
     /// Resends the holes before the reorder mark once it has waited the
@@ -855,9 +962,10 @@ impl SendStream {
         true
     }
 
-    /// Resends the holes in `from..end` by the reorder rule.
+    /// Resends the holes in `from..end` by the reorder rule: a loss.
     fn resend_range(&mut self, from: Psn, end: Psn) {
-        self.mark_unacked_range(from, end);
+        let n = self.mark_unacked_range(from, end);
+        self.lost(Loss::Gap(n));
         self.recovered = end;
         self.recovery_end = self.window.oldest_unacked().add(self.window.in_flight());
     }
@@ -917,14 +1025,19 @@ impl SendStream {
         self.mark_unacked_range(from, end);
     }
 
-    fn mark_unacked_range(&mut self, from: Psn, end: Psn) {
+    /// Marks the unacknowledged PSNs of `from..end` for resending; returns
+    /// how many.
+    fn mark_unacked_range(&mut self, from: Psn, end: Psn) -> u32 {
         let mut p = from;
+        let mut n = 0;
         while p.before(end) {
             if !self.window.is_acked(p) {
                 self.mark_resend(p);
+                n += 1;
             }
             p = p.next();
         }
+        n
     }
 
     /// Fails message `m`: its sent PSNs not acknowledged are given up
@@ -1027,6 +1140,7 @@ impl SendStream {
         }
         self.retries += 1;
         self.probing = true;
+        self.lost(Loss::Timeout);
         self.stalled |= self.retries >= STALL_TIMEOUTS;
         // Only the probe: its answer shows what else is missing.
         self.rtx = RtxSet::EMPTY;
@@ -1141,9 +1255,16 @@ impl ParkedSend {
 impl SendStream {
     /// The stream's parked form if nothing was sent or answered for
     /// `idle_ns` and it holds nothing: no message posted or unreported,
-    /// no PSN in flight, no timer. `None` otherwise.
+    /// no PSN in flight, no timer. `None` otherwise, and for a stalled
+    /// stream: its destination is silent, and taken back it must still
+    /// be held to the stalled share until it answers. (Parked, a dead
+    /// destination's stream that failed its messages and rested a second
+    /// came back with a fresh one's share of the send queue: in make
+    /// check's 21-xud-bounds one dead peer of twelve held 26 WQEs after
+    /// 12.5 s.) It goes when idle instead, as any stream.
     pub fn park(&self, now: u64, idle_ns: u64) -> Option<ParkedSend> {
-        let at_rest = now.saturating_sub(self.last_active) >= idle_ns
+        let at_rest = !self.stalled
+            && now.saturating_sub(self.last_active) >= idle_ns
             && self.in_use() == 0
             && self.window.in_flight() == 0
             && self.deadline.is_none()
@@ -1179,7 +1300,12 @@ mod tests {
     /// its message table.
     fn one_message(first: Psn, packets: u32) -> (SendStream, Vec<SendMsg>) {
         let mut t: Vec<SendMsg> = std::vec![SendMsg::FREE; 4];
-        let mut s = SendStream::new(42, first, Config::DEFAULT, 0);
+        // The whole pipe at once: these tests look at what it holds.
+        let cfg = Config {
+            initial_window: super::PIPE,
+            ..Config::DEFAULT
+        };
+        let mut s = SendStream::new(42, first, cfg, 0);
         s.cookie = super::Cookie::new(1, 1);
         let msg = Message {
             wqe: 1,
@@ -1203,6 +1329,52 @@ mod tests {
         s.on_answer(&mut t, &answer(first.add(100), 0), 10);
         assert_eq!(s.recovered, first.add(100));
         assert_eq!(s.recovery_end, first.add(100));
+    }
+
+    /// On a path whose round trip is 40 ms (a queue, a loaded host), the
+    /// tail probe waits two round trips (the QP's delays would send it
+    /// after 4 ms) and the timeout at least the round trip: an answer on
+    /// its way is not raced by resends (incast through RED resent a
+    /// quarter of its packets with the fixed delays).
+    #[test]
+    fn the_tail_probe_and_the_timeout_wait_for_the_measured_round_trip() {
+        const RTT: u64 = 40_000_000;
+        let first = Psn::new(0);
+        let (mut s, mut t) = one_message(first, 400);
+        // Round trips of 40 ms: each answer acknowledges what went a round
+        // trip before, the timed packet among them.
+        let mut now = 0;
+        let mut acked = first;
+        for _ in 0..8 {
+            for _ in 0..16 {
+                s.next_packet(&mut t, now).unwrap();
+            }
+            now += RTT;
+            acked = acked.add(16);
+            s.on_answer(&mut t, &answer(acked, 0), now);
+        }
+        let srtt = s.srtt.expect("a round trip measured");
+        assert!(srtt.abs_diff(RTT) < RTT / 10, "srtt {srtt} ns");
+        // Sixteen more, then silence: no resend before two round trips.
+        for _ in 0..16 {
+            s.next_packet(&mut t, now).unwrap();
+        }
+        // (Armed only if it comes before the timeout.)
+        if let Some(probe) = s.tail_probe {
+            assert!(
+                probe >= now + 2 * RTT - RTT / 10,
+                "tail probe {} ns after",
+                probe - now
+            );
+        }
+        let deadline = s.next_deadline().expect("a timeout armed");
+        assert!(deadline >= now + RTT, "timeout {} ns after", deadline - now);
+        assert_eq!(s.on_timer(&mut t, now + RTT), TimerOutcome::Idle);
+        // An answer in time: nothing was resent.
+        s.on_answer(&mut t, &answer(acked.add(16), 0), now + RTT);
+        assert!(s
+            .next_packet(&mut t, now + RTT)
+            .is_some_and(|p| !p.retransmit));
     }
 
     /// After a timeout, the probe's answer marks for resending only the
@@ -1273,10 +1445,10 @@ mod tests {
 
     /// A destination that has never answered holds
     /// [`super::super::UNANSWERED_MSGS`] messages in its stream; its first
-    /// answer opens the rest. Two retransmit timeouts in a row stall it
-    /// until it answers again (the driver's small share).
+    /// answer opens the rest. [`STALL_TIMEOUTS`] retransmit timeouts in a
+    /// row stall it until it answers again (the driver's small share).
     #[test]
-    fn an_unanswered_destination_holds_two_messages_and_two_timeouts_stall_it() {
+    fn an_unanswered_destination_holds_two_messages_and_timeouts_stall_it() {
         let mut t: Vec<SendMsg> = std::vec![SendMsg::FREE; 32];
         let first = Psn::new(100);
         let mut s = SendStream::new(42, first, Config::DEFAULT, 0);
@@ -1294,13 +1466,48 @@ mod tests {
         while s.next_packet(&mut t, 0).is_some() {}
         // No answer: the retransmit timer expires, the destination stalls.
         assert!(s.next_deadline().is_some());
-        // One timeout (67 ms) is not a stall; the second (134 ms later) is.
-        assert_eq!(s.on_timer(&mut t, 100_000_000), TimerOutcome::Probe);
-        assert!(!s.is_stalled());
-        let due = 1_000_000_000;
-        assert_eq!(s.on_timer(&mut t, due), TimerOutcome::Probe);
+        // Timeouts before the last (67, 134, 268 ms) are no stall; the
+        // last (536 ms later, about a second in all) is.
+        // (A tail probe before the first timeout is no timeout.)
+        let (mut due, mut timeouts) = (0, 0);
+        for _ in 0..16 {
+            if timeouts == super::STALL_TIMEOUTS {
+                break;
+            }
+            assert!(!s.is_stalled(), "stalled after {timeouts} timeouts");
+            due = s.next_deadline().expect("a retransmit deadline");
+            if s.on_timer(&mut t, due) == TimerOutcome::Probe {
+                timeouts += 1;
+            }
+            // What is due goes; nothing answers it.
+            while s.next_packet(&mut t, due).is_some() {}
+        }
+        assert_eq!(timeouts, super::STALL_TIMEOUTS);
         assert!(s.is_stalled());
+        assert!(
+            due >= 900_000_000,
+            "stalled after {due} ns, not about a second"
+        );
         assert!(!post(&mut s, &mut t, 9));
+        // Its messages fail at the end of the retry span; at rest a second
+        // later the stream still does not park: it stays stalled.
+        let mut end = due;
+        while let Some(d) = s.next_deadline() {
+            end = d;
+            if s.on_timer(&mut t, d) == TimerOutcome::DestinationFailed {
+                break;
+            }
+            while s.next_packet(&mut t, d).is_some() {}
+        }
+        while s.next_completion(&mut t).is_some() {}
+        assert!(s.is_stalled());
+        let rest = end.max(s.last_active) + 1_000_000_000;
+        assert!(
+            s.park(rest, 1_000_000_000).is_none(),
+            "a stalled stream parked: taken back it would be unstalled"
+        );
+        assert!(s.is_stalled());
+        let due = rest;
         // An answer (the first PSN placed) ends the stall and opens the
         // stream's sixteen messages.
         s.on_answer(&mut t, &answer(first.add(1), 0), due + 1);

@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# Incast (Documentation/xud.rst, "Congestion control"): N XUD senders,
+# each an rxud device in a namespace of its own, send 16 KB SENDs to one
+# XUD QP behind a router namespace (tests/lib/mesh.sh) whose link to the
+# receiver is the bottleneck: a token bucket of RATE Mbit/s whose queue is
+# RED's, marking ECN-capable packets Congestion Experienced. Measured over
+# 4 s after 2 s of warm-up: the payload the receiver got (its goodput, as
+# a share of what the link carries of payload), Jain's fairness index of
+# the senders' shares, and the share of the senders' packets that were
+# retransmissions; with congestion control on (rxud's `cc`, the default)
+# and off. make check runs N=8 at 10 Mbit/s; RXUD_INCAST_N and
+# RXUD_INCAST_RATE change them (make bench has no incast table yet).
+. "$(dirname "$0")/../lib/tap.sh"
+. "$(dirname "$0")/../lib/rxud.sh"
+. "$(dirname "$0")/../lib/mesh.sh"
+. "$(dirname "$0")/../lib/traffic.sh"
+TAP_PLANNED=6
+tap_begin $TAP_PLANNED
+export RDMAV_DRIVERS=$RXUD_TOP/rdma-core-provider/build/librxud
+INCAST=$RXUD_TOP/tests/verbs/xud-incast
+N=${RXUD_INCAST_N:-8}
+RATE=${RXUD_INCAST_RATE:-10}	# Mbit/s
+W=/tmp/27-incast
+declare -a gid
+rm -rf "$W"
+mkdir -p "$W"
+
+setup() {
+	mesh_router ir || return 1
+	mesh_host ir irv rv 10.78.0 || return 1
+	for i in $(seq 1 "$N"); do
+		mesh_host ir "is$i" "sv$i" "10.78.$i" || return 1
+	done
+	for d in rv $(seq -f 'sv%g' 1 "$N"); do
+		wait_for 10 v2_gid_index "rx$d" || return 1
+	done
+	# The bottleneck: the router's end of the receiver's link.
+	inns ir tc qdisc add dev rrv root handle 1: tbf rate "${RATE}mbit" burst 16k latency 500ms &&
+		inns ir tc qdisc add dev rrv parent 1:1 handle 10: red limit 200000 min 15000 \
+			max 45000 avpkt 1500 burst 15 bandwidth "${RATE}mbit" probability 0.1 ecn
+}
+# sum COUNTER: COUNTER added up over the senders' devices.
+sum() { local i s=0; for i in $(seq 1 "$N"); do s=$((s + $(hwc "rxsv$i" "$1"))); done; echo $s; }
+
+# The bottleneck's bytes and packets so far (tc counts each packet's
+# Ethernet, IP, UDP and RoCE headers).
+tbf_stat() { inns ir tc -s qdisc show dev rrv | sed -n "/qdisc tbf/,/Sent/s/.*Sent \([0-9]*\) bytes \([0-9]*\) pkt.*/\\$1/p" | head -n 1; }
+# Payload bytes of each full XUD packet on the veths' 1500-byte MTU
+# (xud::payload_per_packet: what xud::DATA_HEADERS, 124, leaves, in 64s).
+PAYLOAD=$(((1500 - 124) & ~63))
+SIZE=16384
+
+# incast LABEL: one run; sets use (the receiver's goodput over its window,
+# in percent of what the link carries of payload: RATE times a SEND's
+# share of the bytes its packets put on the link, the bottleneck's mean
+# packet size measured over the run), goodput (kbit/s), jain, rtx (per
+# mille of the senders' packets) and failed (SENDs). A loaded TCG guest
+# may run a shell command seconds late: nothing here is timed by the
+# script's own clock.
+incast() {
+	local label=$1 i qpn tx0 rtx0 at b0 p0 b1 p1 pids=()
+	bg_in irv "$INCAST" -d rxrv -x "$(v2_gid_index rxrv)" -r -n "$N" -w 2000 -m 4000 \
+		>"$W/$label.recv" 2>&1
+	local recv=$!
+	wait_for 10 grep -q '^qpn ' "$W/$label.recv" || return 1
+	qpn=$(sed -n 's/^qpn //p' "$W/$label.recv")
+	tx0=$(sum tx_packets) rtx0=$(sum xud_retransmits)
+	b0=$(tbf_stat 1) p0=$(tbf_stat 2)
+	# All start together, 5 s from now (each takes time to set up).
+	at=$(($(date +%s%3N) + 5000))
+	for i in $(seq 1 "$N"); do
+		bg_in "is$i" "$INCAST" -d "rxsv$i" -x "${gid[i]}" -t 8 -D 16 -a "$at" \
+			"10.78.0.1/$qpn" >"$W/$label.send$i" 2>&1
+		pids+=($!)
+	done
+	wait "${pids[@]}"
+	wait_for 20 grep -q '^goodput_kbit' "$W/$label.recv"
+	kill -TERM "$recv"
+	wait "$recv"
+	b1=$(tbf_stat 1) p1=$(tbf_stat 2)
+	goodput=$(sed -n 's/^goodput_kbit \([0-9]*\).*/\1/p' "$W/$label.recv")
+	jain=$(sed -n 's/.* jain \([0-9.]*\).*/\1/p' "$W/$label.recv")
+	# A SEND's packets: SIZE / PAYLOAD rounded up; its share of the link:
+	# SIZE over those packets at the mean size.
+	use=$(awk -v g="${goodput:-0}" -v r="$RATE" -v b=$((b1 - b0)) -v n=$((p1 - p0)) \
+		-v s="$SIZE" -v k=$(((SIZE + PAYLOAD - 1) / PAYLOAD)) \
+		'BEGIN { share = n > 0 ? s / (k * b / n) : 1; printf "%d %.3f", 100 * g / (r * 1000 * share), share }')
+	share=${use#* } use=${use% *}
+	local tx=$(($(sum tx_packets) - tx0)) resent=$(($(sum xud_retransmits) - rtx0))
+	rtx=$((tx > 0 ? 1000 * resent / tx : 1000))
+	failed=$(cat "$W/$label".send* | sed -n 's/.* failed \([0-9]*\)/\1/p' | awk '{ s += $1 } END { print s + 0 }')
+	echo "$label: N=$N, ${RATE} Mbit/s: goodput ${goodput:-?} kbit/s (${use}% of the payload the link carries: a SEND is $share of its bytes on the link), jain ${jain:-?}, retransmitted ${rtx} per mille of $tx packets, failed SENDs ${failed:-?}" | tap_diag
+	grep -h '^source\|^sent\|^late\|xud-incast' "$W/$label".* | tap_diag
+	inns ir tc -s qdisc show dev rrv | tap_diag
+}
+
+rxud_load
+# One skb per packet (no trains): RED marks and counts packets.
+rxud_trains off
+check "a receiver and $N senders routed through a router whose link to the receiver is a ${RATE} Mbit/s RED (ECN) bottleneck" setup
+# Looked up once (here: check runs setup in a subshell): each lookup costs
+# a loaded guest a fraction of a second, which would stagger the starts.
+for i in $(seq 1 "$N"); do
+	gid[i]=$(v2_gid_index "rxsv$i")
+done
+
+incast cc-on
+on_goodput=$goodput on_rtx=$rtx
+check "cc on: goodput at least 90% of the link's payload rate (${use}%), the senders share it fairly (Jain ${jain:-?} >= 0.9)" \
+	eval 'test "${use:-0}" -ge 90 && awk "BEGIN { exit !(${jain:-0} >= 0.9) }"'
+check "cc on: under 5% of the senders' packets retransmitted (${rtx} per mille), every SEND succeeded (${failed:-?} failed)" \
+	test "$rtx" -lt 50 -a "${failed:-1}" = 0
+
+echo 0 >/sys/module/rxud/parameters/cc
+incast cc-off
+echo 1 >/sys/module/rxud/parameters/cc
+# Without the law the streams' full pipes overflow RED's queue, which
+# drops what is not ECN-capable: most packets go more than once, and
+# SENDs may fail RETRY_EXC_ERR (Documentation/xud.rst, "Congestion
+# control", has the figures). The law must do better on both counts.
+check "cc off: less goodput and more resent than cc on (${goodput:-?} against $on_goodput kbit/s, ${rtx} against $on_rtx per mille; ${failed:-?} SENDs failed)" \
+	test "${goodput:-0}" -lt "${on_goodput:-0}" -a "$rtx" -gt "${on_rtx:-1000}"
+
+rxud_trains on
+# shellcheck disable=SC2046 # names without blanks
+check "no rxud device left" mesh_teardown ir irv $(seq -f 'is%g' 1 "$N")
+check "rmmod rxud" rmmod rxud
+tap_end

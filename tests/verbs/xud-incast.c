@@ -1,0 +1,298 @@
+// SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
+/*
+ * xud-incast: many XUD senders to one XUD QP (tests/guest/27-incast.sh,
+ * Documentation/xud.rst, "Congestion control").
+ *
+ *   receiver: xud-incast -d DEV -x GIDINDEX -r -n SOURCES [-s SIZE]
+ *                        [-w WARMUP_MS] [-m MEASURE_MS]
+ *   sender:   xud-incast -d DEV -x GIDINDEX -t SECONDS [-s SIZE]
+ *                        [-D DEPTH] [-a AT_MS] ADDRESS/QPN
+ *
+ * The receiver prints "qpn N" once at RTS and counts the bytes of the
+ * SENDs of SIZE bytes (default 16384) it receives, per source (its QP
+ * number and address). WARMUP_MS (2000) after the first arrives it notes
+ * each source's count, and MEASURE_MS (4000) later prints what each
+ * received in between and the whole:
+ *
+ *   source ADDRESS/QPN bytes B
+ *   goodput_kbit G sources K of SOURCES jain J
+ *
+ * (kbit = 1000 bits/s of payload; J: Jain's fairness index of the
+ * SOURCES sources' bytes, a source not seen counting 0), then goes on
+ * receiving until SIGTERM (or SIGINT), and prints "total B" (the
+ * payload of the whole run). The sender, once its QP is ready, waits
+ * until AT_MS (milliseconds since the epoch, CLOCK_REALTIME: the senders
+ * of a run start together however long each took to set up), then sends
+ * SENDs of SIZE bytes to ADDRESS/QPN for SECONDS, at most DEPTH (16) at
+ * once, and prints "sent N ok K failed F". Exit 1 on an error, or for a
+ * sender if a SEND failed.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <infiniband/verbs.h>
+#include <infiniband/rxudv.h>
+#include "util.h"
+#include "xud-tool.h"
+
+#define QKEY		0x1ca57ed
+#define GRH		40
+#define MAX_SIZE	(1 << 20)
+#define RECVS		128
+#define MAX_DEPTH	64
+#define MAX_SOURCES	256
+
+static struct xud_tool x;
+static int gid_idx = -1, size = 16384;
+static volatile sig_atomic_t stop;
+
+static void on_term(int sig)
+{
+	(void)sig;
+	stop = 1;
+}
+
+static void die(const char *what)
+{
+	fprintf(stderr, "xud-incast: %s: %s\n", what, strerror(errno));
+	exit(1);
+}
+
+static uint8_t *slot(int i) { return x.buf + (size_t)i * (GRH + size); }
+
+static void post_recv(int i)
+{
+	struct ibv_sge sge = { (uintptr_t)slot(i), GRH + size, x.mr->lkey };
+	struct ibv_recv_wr wr = { .wr_id = i, .sg_list = &sge, .num_sge = 1 }, *bad;
+
+	errno = ibv_post_recv(x.qp, &wr, &bad);
+	if (errno)
+		die("ibv_post_recv");
+}
+
+static void setup(const char *dev, int depth)
+{
+	const char *failed = xud_tool_open(&x, dev,
+					   (size_t)(depth > RECVS ? depth : RECVS) * (GRH + size),
+					   2 * (RECVS + MAX_DEPTH), MAX_DEPTH, RECVS, QKEY);
+
+	if (failed)
+		die(failed);
+}
+
+/* Waits on the completion channel at most @ms. */
+static void wait_cq(int ms)
+{
+	if (wait_cq_event(x.chan, x.cq, ms))
+		die("ibv_req_notify_cq");
+}
+
+/* --- receiver --- */
+
+struct source {
+	uint32_t qpn;
+	char addr[INET6_ADDRSTRLEN];
+	unsigned long long bytes, at_start;
+};
+
+static struct source sources[MAX_SOURCES];
+static int n_sources;
+
+/* The source of the SEND whose GRH is @grh from @qpn: the IPv4 header in
+ * the GRH's last 20 bytes (RoCEv2 over IPv4), else the GRH's SGID. */
+static struct source *source_of(const uint8_t *grh, uint32_t qpn)
+{
+	char addr[INET6_ADDRSTRLEN];
+
+	if ((grh[20] >> 4) == 4)
+		inet_ntop(AF_INET, grh + 20 + 12, addr, sizeof(addr));
+	else
+		inet_ntop(AF_INET6, grh + 8, addr, sizeof(addr));
+	for (int i = 0; i < n_sources; i++)
+		if (sources[i].qpn == qpn && !strcmp(sources[i].addr, addr))
+			return &sources[i];
+	if (n_sources == MAX_SOURCES)
+		return NULL;
+	sources[n_sources].qpn = qpn;
+	strcpy(sources[n_sources].addr, addr);
+	return &sources[n_sources++];
+}
+
+static int receive(int expected, int warmup_ms, int measure_ms)
+{
+	long long first = 0, from = 0, to = 0;
+	int reported = 0;
+
+	for (int i = 0; i < RECVS; i++)
+		post_recv(i);
+	printf("qpn %u\n", x.qp->qp_num);
+	fflush(stdout);
+	signal(SIGTERM, on_term);
+	signal(SIGINT, on_term);
+	while (!stop) {
+		struct ibv_wc wc[32];
+		int n;
+
+		while ((n = ibv_poll_cq(x.cq, 32, wc)) > 0) {
+			for (int k = 0; k < n; k++) {
+				if (wc[k].status == IBV_WC_SUCCESS &&
+				    wc[k].byte_len == (uint32_t)(GRH + size)) {
+					struct source *s = source_of(slot(wc[k].wr_id), wc[k].src_qp);
+
+					if (s)
+						s->bytes += size;
+					if (!first) {
+						first = now_ms();
+						from = first + warmup_ms;
+						to = from + measure_ms;
+					}
+				}
+				post_recv(wc[k].wr_id);
+			}
+		}
+		if (n < 0)
+			die("ibv_poll_cq");
+		long long t = now_ms();
+
+		if (first && from && t >= from) {
+			for (int i = 0; i < n_sources; i++)
+				sources[i].at_start = sources[i].bytes;
+			from = 0;
+		}
+		if (first && !from && !reported && t >= to) {
+			double sum = 0, sq = 0, kbit;
+			unsigned long long total = 0;
+
+			for (int i = 0; i < n_sources; i++) {
+				unsigned long long b = sources[i].bytes - sources[i].at_start;
+
+				printf("source %s/%u bytes %llu\n", sources[i].addr, sources[i].qpn, b);
+				total += b;
+				sum += b;
+				sq += (double)b * b;
+			}
+			kbit = total * 8.0 / measure_ms;
+			printf("goodput_kbit %.0f sources %d of %d jain %.3f\n", kbit, n_sources,
+			       expected, sq > 0 ? sum * sum / (expected * sq) : 0);
+			fflush(stdout);
+			reported = 1;
+		}
+		wait_cq(50);
+	}
+	unsigned long long total = 0;
+
+	for (int i = 0; i < n_sources; i++)
+		total += sources[i].bytes;
+	printf("total %llu\n", total);
+	return reported ? 0 : 1;
+}
+
+/* --- sender --- */
+
+static int send_for(const char *target, int seconds, int depth, long long at_ms)
+{
+	struct ibv_ah_attr ah_attr = { .is_global = 1, .port_num = 1,
+				       .grh = { .sgid_index = gid_idx, .hop_limit = 64 } };
+	uint32_t qpn;
+
+	if (parse_peer_arg(target, &ah_attr.grh.dgid, &qpn)) {
+		fprintf(stderr, "xud-incast: %s: not ADDRESS/QPN\n", target);
+		return 2;
+	}
+	struct ibv_ah *ah = ibv_create_ah(x.pd, &ah_attr);
+
+	if (!ah)
+		die("ibv_create_ah");
+	for (;;) {
+		struct timespec ts;
+		long long wall;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		wall = ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
+		if (wall >= at_ms) {
+			/* Ready after the start: the run is not the one asked. */
+			if (at_ms && wall - at_ms > 500)
+				printf("late: started %lld ms after the start time\n", wall - at_ms);
+			break;
+		}
+		usleep((at_ms - wall) * 1000 > 100000 ? 100000 : (at_ms - wall) * 1000);
+	}
+	long long end = now_ms() + seconds * 1000LL;
+	unsigned long long sent = 0, ok = 0, failed = 0;
+	int out = 0;
+
+	while (now_ms() < end || out > 0) {
+		while (out < depth && now_ms() < end) {
+			struct ibv_sge sge = { (uintptr_t)slot(out), size, x.mr->lkey };
+			struct ibv_send_wr wr = {
+				.wr_id = sent, .sg_list = &sge, .num_sge = 1,
+				.opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED,
+				.wr.ud = { .ah = ah, .remote_qpn = qpn, .remote_qkey = QKEY },
+			}, *bad;
+
+			if (ibv_post_send(x.qp, &wr, &bad))
+				break;
+			out++;
+			sent++;
+		}
+		struct ibv_wc wc[32];
+		int n = ibv_poll_cq(x.cq, 32, wc);
+
+		if (n < 0)
+			die("ibv_poll_cq");
+		for (int k = 0; k < n; k++) {
+			out--;
+			if (wc[k].status == IBV_WC_SUCCESS)
+				ok++;
+			else
+				failed++;
+		}
+		if (n == 0)
+			wait_cq(100);
+	}
+	printf("sent %llu ok %llu failed %llu\n", sent, ok, failed);
+	return failed ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+	const char *dev = NULL;
+	int recv = 0, expected = 0, warmup = 2000, measure = 4000, seconds = 0, depth = 16, c;
+	long long at_ms = 0;
+
+	while ((c = getopt(argc, argv, "d:x:rn:s:w:m:t:D:a:")) != -1) {
+		switch (c) {
+		case 'd': dev = optarg; break;
+		case 'x': gid_idx = atoi(optarg); break;
+		case 'r': recv = 1; break;
+		case 'n': expected = atoi(optarg); break;
+		case 's': size = atoi(optarg); break;
+		case 'w': warmup = atoi(optarg); break;
+		case 'm': measure = atoi(optarg); break;
+		case 't': seconds = atoi(optarg); break;
+		case 'D': depth = atoi(optarg); break;
+		case 'a': at_ms = atoll(optarg); break;
+		default: goto usage;
+		}
+	}
+	if (!dev || gid_idx < 0 || size < 1 || size > MAX_SIZE ||
+	    (recv ? expected < 1 || expected > MAX_SOURCES || warmup < 0 || measure < 1 ||
+		    optind != argc
+		  : seconds < 1 || depth < 1 || depth > MAX_DEPTH || optind != argc - 1))
+		goto usage;
+	setup(dev, depth);
+	return recv ? receive(expected, warmup, measure) : send_for(argv[optind], seconds, depth, at_ms);
+usage:
+	fprintf(stderr, "usage: %s -d DEV -x GIDINDEX -r -n SOURCES [-s SIZE] [-w WARMUP_MS] "
+		"[-m MEASURE_MS]\n"
+		"       %s -d DEV -x GIDINDEX -t SECONDS [-s SIZE] [-D DEPTH] [-a AT_MS] "
+		"ADDRESS/QPN\n",
+		argv[0], argv[0]);
+	return 2;
+}
