@@ -5,7 +5,9 @@
 # (RoCEv2 routed: one /24 per link), every 100 ms for 8 s with 512-byte
 # SENDs. After 3 s the router's link to the last peer goes down: the
 # prober must flag that peer dead, and only that one, while the other 15
-# keep answering, each with its RTT percentiles.
+# keep answering, each with its RTT percentiles. The prober and the
+# responders run in the initial namespace, where their devices are
+# (tests/lib/mesh.sh: ib_core's exclusive mode).
 . "$(dirname "$0")/../lib/tap.sh"
 . "$(dirname "$0")/../lib/rxud.sh"
 . "$(dirname "$0")/../lib/mesh.sh"
@@ -34,7 +36,7 @@ check "a prober and $N peers, each an rxud device in its namespace, routed throu
 # The responders: each prints its QP number, then answers until SIGTERM.
 pids=()
 for i in $(seq 1 $N); do
-	bg_in "pm$i" "$PM" -d "rxpp$i" -x "$(v2_gid_index "rxpp$i")" -R >"$W/r$i.out" 2>&1
+	bg_in - "$PM" -d "rxpp$i" -x "$(v2_gid_index "rxpp$i")" -R >"$W/r$i.out" 2>&1
 	pids+=($!)
 done
 ready() { for i in $(seq 1 $N); do grep -q '^qpn ' "$W/r$i.out" || return 1; done; }
@@ -43,7 +45,7 @@ targets=()
 for i in $(seq 1 $N); do
 	targets+=("10.77.$i.1/$(sed -n 's/^qpn //p' "$W/r$i.out")")
 done
-inns pm "$PM" -d rxpm0 -x "$(v2_gid_index rxpm0)" -i 100 -t 8 -w 1000 -k 1500 "${targets[@]}" \
+"$PM" -d rxpm0 -x "$(v2_gid_index rxpm0)" -i 100 -t 8 -w 1000 -k 1500 "${targets[@]}" \
 	>"$W/prober.out" 2>&1 &
 prober=$!
 sleep 3

@@ -9,7 +9,9 @@
 # the senders' shares, and the share of the senders' packets that were
 # retransmissions; with congestion control on (rxud's `cc`, the default)
 # and off. make check runs N=8 at 10 Mbit/s; RXUD_INCAST_N and
-# RXUD_INCAST_RATE change them (make bench has no incast table yet).
+# RXUD_INCAST_RATE change them (make bench has no incast table yet). The
+# receiver and the senders run in the initial namespace, where their
+# devices are (tests/lib/mesh.sh: ib_core's exclusive mode).
 . "$(dirname "$0")/../lib/tap.sh"
 . "$(dirname "$0")/../lib/rxud.sh"
 . "$(dirname "$0")/../lib/mesh.sh"
@@ -58,21 +60,29 @@ SIZE=16384
 # may run a shell command seconds late: nothing here is timed by the
 # script's own clock.
 incast() {
-	local label=$1 i qpn tx0 rtx0 at b0 p0 b1 p1 pids=()
-	bg_in irv "$INCAST" -d rxrv -x "$(v2_gid_index rxrv)" -r -n "$N" -w 2000 -m 4000 \
+	local label=$1 i qpn tx0 rtx0 b0 p0 b1 p1 pids=()
+	bg_in - "$INCAST" -d rxrv -x "$(v2_gid_index rxrv)" -r -n "$N" -w 2000 -m 4000 \
 		>"$W/$label.recv" 2>&1
 	local recv=$!
 	wait_for 10 grep -q '^qpn ' "$W/$label.recv" || return 1
 	qpn=$(sed -n 's/^qpn //p' "$W/$label.recv")
 	tx0=$(sum tx_packets) rtx0=$(sum xud_retransmits)
 	b0=$(tbf_stat 1) p0=$(tbf_stat 2)
-	# All start together, 5 s from now (each takes time to set up).
-	at=$(($(date +%s%3N) + 5000))
 	for i in $(seq 1 "$N"); do
-		bg_in "is$i" "$INCAST" -d "rxsv$i" -x "${gid[i]}" -t 8 -D 16 -a "$at" \
+		bg_in - "$INCAST" -d "rxsv$i" -x "${gid[i]}" -t 8 -D 16 -S \
 			"10.78.0.1/$qpn" >"$W/$label.send$i" 2>&1
 		pids+=($!)
 	done
+	# All start together, once each has its QP (a loaded guest takes
+	# seconds to set eight up, and a late starter would have the link to
+	# itself at the end).
+	ready() { for i in $(seq 1 "$N"); do grep -q '^ready' "$W/$label.send$i" || return 1; done; }
+	if ! wait_for 60 ready; then
+		kill -TERM "${pids[@]}" "$recv"
+		wait
+		return 1
+	fi
+	kill -USR1 "${pids[@]}"
 	wait "${pids[@]}"
 	wait_for 20 grep -q '^goodput_kbit' "$W/$label.recv"
 	kill -TERM "$recv"
@@ -90,7 +100,7 @@ incast() {
 	rtx=$((tx > 0 ? 1000 * resent / tx : 1000))
 	failed=$(cat "$W/$label".send* | sed -n 's/.* failed \([0-9]*\)/\1/p' | awk '{ s += $1 } END { print s + 0 }')
 	echo "$label: N=$N, ${RATE} Mbit/s: goodput ${goodput:-?} kbit/s (${use}% of the payload the link carries: a SEND is $share of its bytes on the link), jain ${jain:-?}, retransmitted ${rtx} per mille of $tx packets, failed SENDs ${failed:-?}" | tap_diag
-	grep -h '^source\|^sent\|^late\|xud-incast' "$W/$label".* | tap_diag
+	grep -h '^source\|^sent\|xud-incast' "$W/$label".* | tap_diag
 	inns ir tc -s qdisc show dev rrv | tap_diag
 }
 

@@ -6,7 +6,7 @@
  *   receiver: xud-incast -d DEV -x GIDINDEX -r -n SOURCES [-s SIZE]
  *                        [-w WARMUP_MS] [-m MEASURE_MS]
  *   sender:   xud-incast -d DEV -x GIDINDEX -t SECONDS [-s SIZE]
- *                        [-D DEPTH] [-a AT_MS] ADDRESS/QPN
+ *                        [-D DEPTH] [-S] ADDRESS/QPN
  *
  * The receiver prints "qpn N" once at RTS and counts the bytes of the
  * SENDs of SIZE bytes (default 16384) it receives, per source (its QP
@@ -20,11 +20,11 @@
  * (kbit = 1000 bits/s of payload; J: Jain's fairness index of the
  * SOURCES sources' bytes, a source not seen counting 0), then goes on
  * receiving until SIGTERM (or SIGINT), and prints "total B" (the
- * payload of the whole run). The sender, once its QP is ready, waits
- * until AT_MS (milliseconds since the epoch, CLOCK_REALTIME: the senders
- * of a run start together however long each took to set up), then sends
- * SENDs of SIZE bytes to ADDRESS/QPN for SECONDS, at most DEPTH (16) at
- * once, and prints "sent N ok K failed F". Exit 1 on an error, or for a
+ * payload of the whole run). The sender, once its QP is ready (with -S:
+ * prints "ready" and waits for SIGUSR1, so that the senders of a run
+ * start together however long each took to set up), sends SENDs of SIZE
+ * bytes to ADDRESS/QPN for SECONDS, at most DEPTH (16) at once, and
+ * prints "sent N ok K failed F". Exit 1 on an error, or for a
  * sender if a SEND failed.
  */
 #include <arpa/inet.h>
@@ -195,7 +195,7 @@ static int receive(int expected, int warmup_ms, int measure_ms)
 
 /* --- sender --- */
 
-static int send_for(const char *target, int seconds, int depth, long long at_ms)
+static int send_for(const char *target, int seconds, int depth, const sigset_t *start)
 {
 	struct ibv_ah_attr ah_attr = { .is_global = 1, .port_num = 1,
 				       .grh = { .sgid_index = gid_idx, .hop_limit = 64 } };
@@ -209,19 +209,16 @@ static int send_for(const char *target, int seconds, int depth, long long at_ms)
 
 	if (!ah)
 		die("ibv_create_ah");
-	for (;;) {
-		struct timespec ts;
-		long long wall;
+	if (start) {
+		int sig;
 
-		clock_gettime(CLOCK_REALTIME, &ts);
-		wall = ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
-		if (wall >= at_ms) {
-			/* Ready after the start: the run is not the one asked. */
-			if (at_ms && wall - at_ms > 500)
-				printf("late: started %lld ms after the start time\n", wall - at_ms);
-			break;
-		}
-		usleep((at_ms - wall) * 1000 > 100000 ? 100000 : (at_ms - wall) * 1000);
+		printf("ready\n");
+		fflush(stdout);
+		/* SIGUSR1 is blocked since main(): one sent before this wait
+		 * stays pending instead of killing the process. */
+		errno = sigwait(start, &sig);
+		if (errno)
+			die("sigwait");
 	}
 	long long end = now_ms() + seconds * 1000LL;
 	unsigned long long sent = 0, ok = 0, failed = 0;
@@ -264,9 +261,10 @@ int main(int argc, char **argv)
 {
 	const char *dev = NULL;
 	int recv = 0, expected = 0, warmup = 2000, measure = 4000, seconds = 0, depth = 16, c;
-	long long at_ms = 0;
+	int start_on_signal = 0;
+	sigset_t start;
 
-	while ((c = getopt(argc, argv, "d:x:rn:s:w:m:t:D:a:")) != -1) {
+	while ((c = getopt(argc, argv, "d:x:rn:s:w:m:t:D:S")) != -1) {
 		switch (c) {
 		case 'd': dev = optarg; break;
 		case 'x': gid_idx = atoi(optarg); break;
@@ -277,7 +275,7 @@ int main(int argc, char **argv)
 		case 'm': measure = atoi(optarg); break;
 		case 't': seconds = atoi(optarg); break;
 		case 'D': depth = atoi(optarg); break;
-		case 'a': at_ms = atoll(optarg); break;
+		case 'S': start_on_signal = 1; break;
 		default: goto usage;
 		}
 	}
@@ -286,12 +284,17 @@ int main(int argc, char **argv)
 		    optind != argc
 		  : seconds < 1 || depth < 1 || depth > MAX_DEPTH || optind != argc - 1))
 		goto usage;
+	sigemptyset(&start);
+	sigaddset(&start, SIGUSR1);
+	if (start_on_signal && sigprocmask(SIG_BLOCK, &start, NULL))
+		die("sigprocmask");
 	setup(dev, depth);
-	return recv ? receive(expected, warmup, measure) : send_for(argv[optind], seconds, depth, at_ms);
+	return recv ? receive(expected, warmup, measure)
+		    : send_for(argv[optind], seconds, depth, start_on_signal ? &start : NULL);
 usage:
 	fprintf(stderr, "usage: %s -d DEV -x GIDINDEX -r -n SOURCES [-s SIZE] [-w WARMUP_MS] "
 		"[-m MEASURE_MS]\n"
-		"       %s -d DEV -x GIDINDEX -t SECONDS [-s SIZE] [-D DEPTH] [-a AT_MS] "
+		"       %s -d DEV -x GIDINDEX -t SECONDS [-s SIZE] [-D DEPTH] [-S] "
 		"ADDRESS/QPN\n",
 		argv[0], argv[0]);
 	return 2;
