@@ -125,12 +125,14 @@ inns cb tc qdisc del dev cv1 root
 # rxud0's side that is not its peer's are stray: counted, nothing cut. The
 # same CNPs from the peer's own address (spoofed: an on-path forger can,
 # as with any RoCE packet) are taken. Its QP number from `rdma resource`.
+# The writes run 30 s: a loaded guest took more than 16 s for the checks
+# between (the QP was gone before the second forgery).
 FORGE=$RXUD_TOP/tests/xud-forge/target/release/xud-forge
 inns ca ip addr add 169.254.225.3/24 dev cv0
-inns ca timeout 60 ib_write_bw -d rxud0 -x "$g0" -s 65536 -D 16 -p 18526 >/tmp/25-bw.srv 2>&1 &
+inns ca timeout 90 ib_write_bw -d rxud0 -x "$g0" -s 65536 -D 30 -p 18526 >/tmp/25-bw.srv 2>&1 &
 bw_srv=$!
 sleep 1
-inns cb timeout 60 ib_write_bw -d rxud1 -x "$g1" -s 65536 -D 16 -p 18526 "$SIP" >/tmp/25-bw.cli 2>&1 &
+inns cb timeout 90 ib_write_bw -d rxud1 -x "$g1" -s 65536 -D 30 -p 18526 "$SIP" >/tmp/25-bw.cli 2>&1 &
 bw_cli=$!
 wait_for 20 rc_up
 qpn=$(rc_qpn)

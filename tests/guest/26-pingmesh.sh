@@ -48,8 +48,11 @@ done
 "$PM" -d rxpm0 -x "$(v2_gid_index rxpm0)" -i 100 -t 8 -w 1000 -k 1500 "${targets[@]}" \
 	>"$W/prober.out" 2>&1 &
 prober=$!
+# The cut comes 3 s into the probing (a loaded guest takes seconds to
+# start the prober).
+wait_for 60 grep -q '^probing' "$W/prober.out"
 sleep 3
-inns pmr ip link set "rpp$N" down
+ip -n pmr link set "rpp$N" down
 wait $prober
 prc=$?
 tap_diag <"$W/prober.out"
@@ -59,16 +62,20 @@ check_eq "the prober ran 8 s and reported" 0 $prc
 row() { grep "^peer 10\.77\.$1\.1/" "$W/prober.out"; }
 # field I NAME: the value after NAME in peer I's line.
 field() { row "$1" | sed -n "s/.* $2 \([^ ]*\).*/\1/p"; }
+rounds=$(sed -n 's/^rounds //p' "$W/prober.out")
 live_ok() {
 	local i sent lost
+	# A loaded guest's prober runs late, and sends fewer rounds than the
+	# 80 due; every round must probe every peer.
+	[ "${rounds:-0}" -ge 20 ] || return 1
 	for i in $(seq 1 $((N - 1))); do
 		sent=$(field "$i" sent) lost=$(field "$i" lost)
 		# At most one probe in twenty lost (a loaded host's late answers).
-		[ "$(field "$i" state)" = alive ] && [ "${sent:-0}" -ge 40 ] &&
+		[ "$(field "$i" state)" = alive ] && [ "${sent:-0}" = "$rounds" ] &&
 			[ $((20 * ${lost:-99})) -le "$sent" ] && [ "$(field "$i" p99.9)" != - ] || return 1
 	done
 }
-check "the 15 peers kept answering: alive, at least 40 probes each (80 due), 5% lost at most, RTT percentiles reported" live_ok
+check "the 15 peers kept answering: alive, probed in each of the prober's ${rounds:-?} rounds (80 due, 20 at least), 5% lost at most, RTT percentiles reported" live_ok
 check "peer $N answered before its link went down ($(field $N answered) of $(field $N sent))" \
 	test "$(field $N answered)" -gt 0
 check "peer $N was flagged dead, and is dead at the end" \

@@ -16,11 +16,13 @@
  * sends a SEND of SIZE bytes (512; 64 at least) to every peer each
  * INTERVAL_MS (100) for SECONDS (10), waiting on its CQ's completion
  * channel in between (a pingmesh runs beside the work it watches: it must
- * not spin). A probe carries its number and the time it left; its RTT is
+ * not spin), from a line "probing ..." printed as it starts. A probe carries its number and the time it left; its RTT is
  * the time to its answer, on the prober's clock. A probe without an
  * answer after WAIT_MS (1000) is lost; a peer that answered nothing for
  * DEAD_MS (2000) while probed is dead (a line then, and again when it
- * answers: "alive again"). At the end, one line per peer:
+ * answers: "alive again"). At the end, "rounds R" (the rounds of probes
+ * sent: fewer than SECONDS * 1000 / INTERVAL_MS when the prober ran late)
+ * and one line per peer:
  *
  *   peer ADDRESS/QPN: sent N answered A lost L late T rtt_us p50 X p99 Y p99.9 Z state alive|dead
  *
@@ -301,13 +303,20 @@ static void took_answer(const uint8_t *m, int64_t t, int64_t wait_ns, int64_t st
 static int probe(int interval_ms, int seconds, int wait_ms, int dead_ms)
 {
 	int free_slots[SQ_DEPTH], n_free = SQ_DEPTH;
-	int64_t start = now_ns(), end = start + seconds * 1000000000LL;
-	int64_t wait_ns = wait_ms * 1000000LL, next = start;
+	unsigned int rounds = 0;
 
 	for (int i = 0; i < SQ_DEPTH; i++)
 		free_slots[i] = i;
+	/* The AHs first (a routed peer's takes its neighbour's resolution):
+	 * the run's time is the probing's. */
 	for (int i = 0; i < n_peers; i++)
 		peers[i].ah = ah_to(&peers[i].gid);
+
+	int64_t start = now_ns(), end = start + seconds * 1000000000LL;
+	int64_t wait_ns = wait_ms * 1000000LL, next = start;
+
+	printf("probing %d peers every %d ms for %d s\n", n_peers, interval_ms, seconds);
+	fflush(stdout);
 	while (!stop) {
 		int64_t t = now_ns();
 
@@ -334,6 +343,7 @@ static int probe(int interval_ms, int seconds, int wait_ms, int dead_ms)
 					p->first_sent = t;
 			}
 			next += interval_ms * 1000000LL;
+			rounds++;
 		}
 		/* Dead: probed, and nothing answered for dead_ms. */
 		for (int i = 0; i < n_peers; i++) {
@@ -387,6 +397,7 @@ static int probe(int interval_ms, int seconds, int wait_ms, int dead_ms)
 				took_answer(recv_slot(wc[k].wr_id) + GRH, now_ns(), wait_ns, start);
 		wait_cq(10);
 	}
+	printf("rounds %u\n", rounds);
 	for (int i = 0; i < n_peers; i++) {
 		struct peer *p = &peers[i];
 		uint32_t lost = p->next_seq - p->answered;

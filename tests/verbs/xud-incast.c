@@ -5,8 +5,8 @@
  *
  *   receiver: xud-incast -d DEV -x GIDINDEX -r -n SOURCES [-s SIZE]
  *                        [-w WARMUP_MS] [-m MEASURE_MS]
- *   sender:   xud-incast -d DEV -x GIDINDEX -t SECONDS [-s SIZE]
- *                        [-D DEPTH] [-S] ADDRESS/QPN
+ *   senders:  xud-incast -d DEV -x GIDINDEX [-d DEV -x GIDINDEX]...
+ *                        -t SECONDS [-s SIZE] [-D DEPTH] ADDRESS/QPN
  *
  * The receiver prints "qpn N" once at RTS and counts the bytes of the
  * SENDs of SIZE bytes (default 16384) it receives, per source (its QP
@@ -20,15 +20,21 @@
  * (kbit = 1000 bits/s of payload; J: Jain's fairness index of the
  * SOURCES sources' bytes, a source not seen counting 0), then goes on
  * receiving until SIGTERM (or SIGINT), and prints "total B" (the
- * payload of the whole run). The sender, once its QP is ready (with -S:
- * prints "ready" and waits for SIGUSR1, so that the senders of a run
- * start together however long each took to set up), sends SENDs of SIZE
- * bytes to ADDRESS/QPN for SECONDS, at most DEPTH (16) at once, and
- * prints "sent N ok K failed F". Exit 1 on an error, or for a
- * sender if a SEND failed.
+ * payload of the whole run). Without -r, one sender per device (an XUD
+ * QP of its own), all in this process: once every QP is ready, each
+ * sends SENDs of SIZE bytes to ADDRESS/QPN for SECONDS, at most DEPTH
+ * (16) at once, the senders served in turn, then one line each:
+ *
+ *   sender DEV: sent N ok K failed F
+ *
+ * One process for all, so that they start together and the CPU is shared
+ * among them by this loop, not by a loaded guest's scheduler (which, with
+ * a process per sender on one vCPU, made the shares unfair by itself).
+ * Exit 1 on an error, or if a SEND failed.
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -47,6 +53,7 @@
 #define RECVS		128
 #define MAX_DEPTH	64
 #define MAX_SOURCES	256
+#define MAX_SENDERS	64
 
 static struct xud_tool x;
 static int gid_idx = -1, size = 16384;
@@ -193,81 +200,138 @@ static int receive(int expected, int warmup_ms, int measure_ms)
 	return reported ? 0 : 1;
 }
 
-/* --- sender --- */
+/* --- senders --- */
 
-static int send_for(const char *target, int seconds, int depth, const sigset_t *start)
+struct sender {
+	const char *dev;
+	int gid_idx;
+	struct xud_tool t;
+	struct ibv_ah *ah;
+	int out;
+	unsigned long long sent, ok, failed;
+};
+
+static struct sender senders[MAX_SENDERS];
+static int n_senders;
+
+/* Waits at most @ms for a completion event of any sender's CQ; takes the
+ * events that came and arms those CQs again. */
+static void wait_senders(int ms)
 {
-	struct ibv_ah_attr ah_attr = { .is_global = 1, .port_num = 1,
-				       .grh = { .sgid_index = gid_idx, .hop_limit = 64 } };
-	uint32_t qpn;
+	struct pollfd p[MAX_SENDERS];
 
-	if (parse_peer_arg(target, &ah_attr.grh.dgid, &qpn)) {
+	for (int i = 0; i < n_senders; i++)
+		p[i] = (struct pollfd){ .fd = senders[i].t.chan->fd, .events = POLLIN };
+	if (poll(p, n_senders, ms) <= 0)
+		return;
+	for (int i = 0; i < n_senders; i++)
+		if ((p[i].revents & POLLIN) &&
+		    wait_cq_event(senders[i].t.chan, senders[i].t.cq, 0))
+			die("ibv_req_notify_cq");
+}
+
+/* Posts @s's SENDs up to @depth (until @end) and takes its completions;
+ * whether it did anything. */
+static int serve(struct sender *s, int depth, uint32_t qpn, long long end)
+{
+	struct ibv_wc wc[32];
+	int did = 0, n;
+
+	while (s->out < depth && now_ms() < end) {
+		struct ibv_sge sge = { (uintptr_t)(s->t.buf + (size_t)s->out * size), size,
+				       s->t.mr->lkey };
+		struct ibv_send_wr wr = {
+			.wr_id = s->sent, .sg_list = &sge, .num_sge = 1,
+			.opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED,
+			.wr.ud = { .ah = s->ah, .remote_qpn = qpn, .remote_qkey = QKEY },
+		}, *bad;
+
+		if (ibv_post_send(s->t.qp, &wr, &bad))
+			break;
+		s->out++;
+		s->sent++;
+		did = 1;
+	}
+	n = ibv_poll_cq(s->t.cq, 32, wc);
+	if (n < 0)
+		die("ibv_poll_cq");
+	for (int k = 0; k < n; k++) {
+		s->out--;
+		if (wc[k].status == IBV_WC_SUCCESS)
+			s->ok++;
+		else
+			s->failed++;
+	}
+	return did || n > 0;
+}
+
+static int send_all(const char *target, int seconds, int depth)
+{
+	union ibv_gid dgid;
+	uint32_t qpn;
+	unsigned long long failed = 0;
+
+	if (parse_peer_arg(target, &dgid, &qpn)) {
 		fprintf(stderr, "xud-incast: %s: not ADDRESS/QPN\n", target);
 		return 2;
 	}
-	struct ibv_ah *ah = ibv_create_ah(x.pd, &ah_attr);
+	for (int i = 0; i < n_senders; i++) {
+		struct sender *s = &senders[i];
+		struct ibv_ah_attr ah_attr = { .is_global = 1, .port_num = 1,
+					       .grh = { .dgid = dgid, .sgid_index = s->gid_idx,
+							.hop_limit = 64 } };
+		const char *step = xud_tool_open(&s->t, s->dev, (size_t)depth * size,
+						 2 * MAX_DEPTH, MAX_DEPTH, 1, QKEY);
 
-	if (!ah)
-		die("ibv_create_ah");
-	if (start) {
-		int sig;
-
-		printf("ready\n");
-		fflush(stdout);
-		/* SIGUSR1 is blocked since main(): one sent before this wait
-		 * stays pending instead of killing the process. */
-		errno = sigwait(start, &sig);
-		if (errno)
-			die("sigwait");
+		if (step) {
+			fprintf(stderr, "xud-incast: %s: %s: %s\n", s->dev, step, strerror(errno));
+			return 1;
+		}
+		s->ah = ibv_create_ah(s->t.pd, &ah_attr);
+		if (!s->ah)
+			die("ibv_create_ah");
 	}
 	long long end = now_ms() + seconds * 1000LL;
-	unsigned long long sent = 0, ok = 0, failed = 0;
-	int out = 0;
+	int busy;
 
-	while (now_ms() < end || out > 0) {
-		while (out < depth && now_ms() < end) {
-			struct ibv_sge sge = { (uintptr_t)slot(out), size, x.mr->lkey };
-			struct ibv_send_wr wr = {
-				.wr_id = sent, .sg_list = &sge, .num_sge = 1,
-				.opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED,
-				.wr.ud = { .ah = ah, .remote_qpn = qpn, .remote_qkey = QKEY },
-			}, *bad;
+	do {
+		int did = 0;
 
-			if (ibv_post_send(x.qp, &wr, &bad))
-				break;
-			out++;
-			sent++;
+		busy = 0;
+		for (int i = 0; i < n_senders; i++) {
+			did |= serve(&senders[i], depth, qpn, end);
+			busy |= senders[i].out > 0;
 		}
-		struct ibv_wc wc[32];
-		int n = ibv_poll_cq(x.cq, 32, wc);
+		if (!did)
+			wait_senders(10);
+	} while (now_ms() < end || busy);
+	for (int i = 0; i < n_senders; i++) {
+		struct sender *s = &senders[i];
 
-		if (n < 0)
-			die("ibv_poll_cq");
-		for (int k = 0; k < n; k++) {
-			out--;
-			if (wc[k].status == IBV_WC_SUCCESS)
-				ok++;
-			else
-				failed++;
-		}
-		if (n == 0)
-			wait_cq(100);
+		printf("sender %s: sent %llu ok %llu failed %llu\n", s->dev, s->sent, s->ok,
+		       s->failed);
+		failed += s->failed;
 	}
-	printf("sent %llu ok %llu failed %llu\n", sent, ok, failed);
 	return failed ? 1 : 0;
 }
 
 int main(int argc, char **argv)
 {
-	const char *dev = NULL;
 	int recv = 0, expected = 0, warmup = 2000, measure = 4000, seconds = 0, depth = 16, c;
-	int start_on_signal = 0;
-	sigset_t start;
+	int n_gids = 0;
 
-	while ((c = getopt(argc, argv, "d:x:rn:s:w:m:t:D:S")) != -1) {
+	while ((c = getopt(argc, argv, "d:x:rn:s:w:m:t:D:")) != -1) {
 		switch (c) {
-		case 'd': dev = optarg; break;
-		case 'x': gid_idx = atoi(optarg); break;
+		case 'd':
+			if (n_senders == MAX_SENDERS)
+				goto usage;
+			senders[n_senders++].dev = optarg;
+			break;
+		case 'x':
+			if (n_gids == MAX_SENDERS)
+				goto usage;
+			senders[n_gids++].gid_idx = atoi(optarg);
+			break;
 		case 'r': recv = 1; break;
 		case 'n': expected = atoi(optarg); break;
 		case 's': size = atoi(optarg); break;
@@ -275,27 +339,30 @@ int main(int argc, char **argv)
 		case 'm': measure = atoi(optarg); break;
 		case 't': seconds = atoi(optarg); break;
 		case 'D': depth = atoi(optarg); break;
-		case 'S': start_on_signal = 1; break;
 		default: goto usage;
 		}
 	}
-	if (!dev || gid_idx < 0 || size < 1 || size > MAX_SIZE ||
-	    (recv ? expected < 1 || expected > MAX_SOURCES || warmup < 0 || measure < 1 ||
-		    optind != argc
-		  : seconds < 1 || depth < 1 || depth > MAX_DEPTH || optind != argc - 1))
+	if (n_senders < 1 || n_gids != n_senders || size < 1 || size > MAX_SIZE)
 		goto usage;
-	sigemptyset(&start);
-	sigaddset(&start, SIGUSR1);
-	if (start_on_signal && sigprocmask(SIG_BLOCK, &start, NULL))
-		die("sigprocmask");
-	setup(dev, depth);
-	return recv ? receive(expected, warmup, measure)
-		    : send_for(argv[optind], seconds, depth, start_on_signal ? &start : NULL);
+	for (int i = 0; i < n_gids; i++)
+		if (senders[i].gid_idx < 0)
+			goto usage;
+	if (recv) {
+		if (n_senders != 1 || expected < 1 || expected > MAX_SOURCES || warmup < 0 ||
+		    measure < 1 || optind != argc)
+			goto usage;
+		gid_idx = senders[0].gid_idx;
+		setup(senders[0].dev, RECVS);
+		return receive(expected, warmup, measure);
+	}
+	if (seconds < 1 || depth < 1 || depth > MAX_DEPTH || optind != argc - 1)
+		goto usage;
+	return send_all(argv[optind], seconds, depth);
 usage:
 	fprintf(stderr, "usage: %s -d DEV -x GIDINDEX -r -n SOURCES [-s SIZE] [-w WARMUP_MS] "
 		"[-m MEASURE_MS]\n"
-		"       %s -d DEV -x GIDINDEX -t SECONDS [-s SIZE] [-D DEPTH] [-S] "
-		"ADDRESS/QPN\n",
+		"       %s -d DEV -x GIDINDEX [-d DEV -x GIDINDEX]... -t SECONDS [-s SIZE] "
+		"[-D DEPTH] ADDRESS/QPN\n",
 		argv[0], argv[0]);
 	return 2;
 }
