@@ -2,9 +2,10 @@
 # RDMA pingmesh over one XUD QP (tests/verbs/rxud-pingmesh.c;
 # Documentation/xud.rst, "Pingmesh"): a prober's one QP probes 16 peers,
 # each an rxud device in a namespace of its own behind a router namespace
-# (RoCEv2 routed: one /24 per link), every 100 ms for 8 s with 512-byte
-# SENDs. After 3 s the router's link to the last peer goes down: the
-# prober must flag that peer dead, and only that one, while the other 15
+# (RoCEv2 routed: one /24 per link), every 100 ms with 512-byte SENDs.
+# After 3 s the router's link to the last peer goes down: the prober
+# must flag that peer dead (its run ends a second later), and only that
+# one, while the other 15
 # keep answering, each with its RTT percentiles. The prober and the
 # responders run in the initial namespace, where their devices are
 # (tests/lib/mesh.sh: ib_core's exclusive mode).
@@ -45,18 +46,24 @@ targets=()
 for i in $(seq 1 $N); do
 	targets+=("10.77.$i.1/$(sed -n 's/^qpn //p' "$W/r$i.out")")
 done
-"$PM" -d rxpm0 -x "$(v2_gid_index rxpm0)" -i 100 -t 8 -w 1000 -k 1500 "${targets[@]}" \
+# The prober's run ends on SIGTERM, once the cut-off peer is flagged
+# dead (60 s at most): a loaded guest's prober starts late and runs
+# slow, and a run of fixed length left the peer too little time after
+# the cut (make check: the cut came with 6 rounds of 54 left).
+"$PM" -d rxpm0 -x "$(v2_gid_index rxpm0)" -i 100 -t 60 -w 1000 -k 1500 "${targets[@]}" \
 	>"$W/prober.out" 2>&1 &
 prober=$!
-# The cut comes 3 s into the probing (a loaded guest takes seconds to
-# start the prober).
+# The cut comes 3 s into the probing.
 wait_for 60 grep -q '^probing' "$W/prober.out"
 sleep 3
 ip -n pmr link set "rpp$N" down
+wait_for 30 grep -q "^t=[0-9]* ms: peer 10\.77\.$N\.1/[0-9]* dead" "$W/prober.out"
+sleep 1
+kill -TERM $prober
 wait $prober
 prc=$?
 tap_diag <"$W/prober.out"
-check_eq "the prober ran 8 s and reported" 0 $prc
+check_eq "the prober ran and reported" 0 $prc
 
 # row I: the prober's report line of peer I.
 row() { grep "^peer 10\.77\.$1\.1/" "$W/prober.out"; }
@@ -65,8 +72,8 @@ field() { row "$1" | sed -n "s/.* $2 \([^ ]*\).*/\1/p"; }
 rounds=$(sed -n 's/^rounds //p' "$W/prober.out")
 live_ok() {
 	local i sent lost
-	# A loaded guest's prober runs late, and sends fewer rounds than the
-	# 80 due; every round must probe every peer.
+	# A loaded guest's prober runs late, and sends fewer rounds than
+	# are due (one each 100 ms); every round must probe every peer.
 	[ "${rounds:-0}" -ge 20 ] || return 1
 	for i in $(seq 1 $((N - 1))); do
 		sent=$(field "$i" sent) lost=$(field "$i" lost)
@@ -75,7 +82,7 @@ live_ok() {
 			[ $((20 * ${lost:-99})) -le "$sent" ] && [ "$(field "$i" p99.9)" != - ] || return 1
 	done
 }
-check "the 15 peers kept answering: alive, probed in each of the prober's ${rounds:-?} rounds (80 due, 20 at least), 5% lost at most, RTT percentiles reported" live_ok
+check "the 15 peers kept answering: alive, probed in each of the prober's ${rounds:-?} rounds (20 at least), 5% lost at most, RTT percentiles reported" live_ok
 check "peer $N answered before its link went down ($(field $N answered) of $(field $N sent))" \
 	test "$(field $N answered)" -gt 0
 check "peer $N was flagged dead, and is dead at the end" \
