@@ -196,9 +196,13 @@ pub(crate) enum RxCounter {
     /// address than an RC QP's peer, an XUD QP that sends nothing there,
     /// a UD QP): no flow of this port is slowed by it.
     DropCnpStray = 64,
+    /// REG_MRs of a kernel consumer's RC QP run ahead of the unanswered
+    /// requests before them (`local::execute_ahead`: unsignaled, of a
+    /// free MR); the others waited for those requests' answers.
+    RcRegMrAhead = 65,
 }
 
-const RX_COUNTERS: usize = 65;
+const RX_COUNTERS: usize = 66;
 
 /// Counter names, as `rdma statistic` shows them.
 pub(crate) static RX_COUNTER_DESCS: [CounterDesc; RX_COUNTERS] = [
@@ -267,6 +271,7 @@ pub(crate) static RX_COUNTER_DESCS: [CounterDesc; RX_COUNTERS] = [
     CounterDesc::new(c_str!("cnp_received")),
     CounterDesc::new(c_str!("cc_cnp_cuts")),
     CounterDesc::new(c_str!("rx_drop_cnp_stray")),
+    CounterDesc::new(c_str!("rc_reg_mr_ahead")),
 ];
 
 /// The receive counters of one port.

@@ -9,7 +9,7 @@
 
 use super::mr::{self, Registration};
 use super::qp::QpCore;
-use crate::abi::{opcode, status, BindMwOp, RegMrOp, SendWqe};
+use crate::abi::{opcode, send_flags, status, BindMwOp, RegMrOp, SendWqe};
 use crate::ib::{AccessFlags, QpType};
 
 /// Whether `opcode` is a local operation.
@@ -34,16 +34,9 @@ pub(crate) fn execute(qp: &QpCore, w: &SendWqe) -> u32 {
     match w.opcode {
         opcode::REG_MR => {
             let op = RegMrOp::decode(&w.op);
-            let reg = Registration {
-                key: op.key,
-                access: AccessFlags::from_stored(op.access),
-                iova: op.iova,
-                length: op.length,
-                page_size: u64::from(op.page_size),
-            };
             // No such MR, another PD's, not a fast-registration MR, or a
             // range outside its pages.
-            match mr::by_index(&qp.mrs, op.key).map(|m| m.register(qp.pd, &reg)) {
+            match mr::by_index(&qp.mrs, op.key).map(|m| m.register(qp.pd, &registration(&op))) {
                 Some(Ok(())) => status::SUCCESS,
                 _ => status::LOC_PROT_ERR,
             }
@@ -73,6 +66,42 @@ pub(crate) fn execute(qp: &QpCore, w: &SendWqe) -> u32 {
 
 /// Writes the send completion of local operation `w` (if signaled, or
 /// failed).
+/// What REG_MR `op` asks of its MR.
+fn registration(op: &RegMrOp) -> Registration {
+    Registration {
+        key: op.key,
+        access: AccessFlags::from_stored(op.access),
+        iova: op.iova,
+        length: op.length,
+        page_size: u64::from(op.page_size),
+    }
+}
+
+/// Runs `w`, a local operation behind requests of `qp` not yet answered,
+/// ahead of them if no one can tell it from running in its turn; whether
+/// it ran (then it is done: it has no completion). Only an unsignaled
+/// REG_MR (on a QP that does not signal all) that succeeds on a free MR
+/// does: with no completion there is no order to keep, and a request
+/// before it cannot be using an MR that is not valid. A kernel consumer
+/// posts REG_MR and the SEND that names the MR together (nvme-rdma,
+/// xprtrdma): made to wait for every request before it, each such pair
+/// waited a round trip for the previous one, and nvme-rdma's IOs went one
+/// at a time whatever the queue depth. A failure, a signaled REG_MR and
+/// the other local operations wait and run in their turn. Any context.
+pub(crate) fn execute_ahead(qp: &QpCore, w: &SendWqe) -> bool {
+    if w.opcode != opcode::REG_MR
+        || !qp.is_kernel()
+        || qp.sq_sig_all()
+        || w.send_flags & send_flags::SIGNALED != 0
+        || qp.live.in_error()
+    {
+        return false;
+    }
+    let op = RegMrOp::decode(&w.op);
+    mr::by_index(&qp.mrs, op.key)
+        .is_some_and(|m| m.register_free(qp.pd, &registration(&op)).is_ok())
+}
+
 pub(crate) fn complete(qp: &QpCore, w: &SendWqe, code: u32) {
     qp.complete_send(w, code, 0);
 }

@@ -449,10 +449,28 @@ impl MrCore {
     /// with `access` over `[iova, iova + length)` of its mapped pages.
     /// Any context.
     pub(crate) fn register(&self, pd: u32, reg: &Registration) -> Result<(), MrError> {
+        self.register_if(pd, reg, |_| true)
+    }
+
+    /// [`Self::register`], only if this MR is free (not valid): no
+    /// request can then be using it. Any context.
+    pub(crate) fn register_free(&self, pd: u32, reg: &Registration) -> Result<(), MrError> {
+        self.register_if(pd, reg, |valid| !valid)
+    }
+
+    fn register_if(
+        &self,
+        pd: u32,
+        reg: &Registration,
+        allowed: impl FnOnce(bool) -> bool,
+    ) -> Result<(), MrError> {
         let Backing::FastReg(st) = &self.backing else {
             return Err(MrError::Protection);
         };
         let mut st = st.lock();
+        if !allowed(st.valid) {
+            return Err(MrError::Protection);
+        }
         if self.pd != pd
             || (reg.key >> 8) != (self.key >> 8)
             || !reg.page_size.is_power_of_two()

@@ -17,7 +17,7 @@ ROUNDS=(rxud loss flap rxe-target rxe-host)
 # vm0: device, target, the port moved twice (interop), each round's end,
 # target down, unload. vm1: device; per round: target up, discover,
 # connect, fio, disconnect; the device swapped twice (rxe-host); unload.
-TAP_PLANNED=$([ "$RXUD_VM" = 0 ] && echo $((2 + 2 + 5 + 2)) || echo $((1 + 5 * 5 + 2 + 1)))
+TAP_PLANNED=$([ "$RXUD_VM" = 0 ] && echo $((2 + 2 + 5 + 2)) || echo $((1 + 5 * 5 + 1 + 2 + 1)))
 tap_begin $TAP_PLANNED
 NQN=nqn.2026-11.dev.rxud:test
 CFS=/sys/kernel/config/nvmet
@@ -109,6 +109,9 @@ flap() {
 	sleep 5
 	ip link set "$IF" up
 }
+# reg_mr_ahead: rxud0's REG_MRs run ahead of unanswered requests (0
+# without rxud0).
+reg_mr_ahead() { cat /sys/class/infiniband/rxud0/ports/1/hw_counters/rc_reg_mr_ahead 2>/dev/null || echo 0; }
 # ctrl_state: the controller's state, for the diagnostics.
 ctrl_state() { cat "/sys/class/nvme/$(ctrl)/state" 2>/dev/null; }
 
@@ -129,6 +132,8 @@ host_round() {
 	loss) tc qdisc add dev "$IF" root netem loss 1% ;;
 	flap) flap & ;;
 	esac
+	local ahead0
+	ahead0=$(reg_mr_ahead)
 	if [ $ok = 1 ] && fio_verify "$r"; then
 		tap_ok "$r: fio verify=crc32c, 4 KB random read/write, QD 32, 2 jobs: every block right"
 	else
@@ -138,6 +143,14 @@ host_round() {
 	wait
 	tc qdisc del dev "$IF" root 2>/dev/null
 	grep -E 'IOPS|err=' "$W/fio-$r.txt" | tap_diag
+	# nvme-rdma posts each IO's REG_MR with its command's SEND: a REG_MR
+	# that waited for the IOs before it to be answered made them go one
+	# at a time at any queue depth (measurements.rst, session 28).
+	if [ "$r" = rxud ]; then
+		local ahead=$(($(reg_mr_ahead) - ahead0))
+		check "$r: REG_MRs ran ahead of the unanswered IOs before them (rc_reg_mr_ahead +$ahead)" \
+			test "$ahead" -gt 0
+	fi
 	check "$r: nvme disconnect" nvme disconnect -n "$NQN"
 	barrier "nvme-$r-host" 300
 }

@@ -114,6 +114,8 @@ pub(super) fn transmit(qp: &QpCore, st: &mut RcState, t: u64) {
 /// until everything before it has completed, then runs and completes
 /// there: it keeps its place in the completion order, and a LOCAL_INV
 /// cannot pull an MR from under a request still being retransmitted.
+/// An unsignaled REG_MR of a free MR runs at once instead
+/// ([`local::execute_ahead`]).
 pub(super) fn admit_wqes(qp: &QpCore, s: &mut Sender, mtu: IbMtu) {
     while s.req.len() < s.req.capacity() {
         let mut slot = [0u8; MAX_SEND_SLOT];
@@ -124,7 +126,15 @@ pub(super) fn admit_wqes(qp: &QpCore, s: &mut Sender, mtu: IbMtu) {
         }
         let hdr = SendWqe::decode(body);
         if local::is_local(hdr.opcode) && !s.req.is_empty() {
-            return;
+            if s.req.is_error() || !local::execute_ahead(qp, &hdr) {
+                return;
+            }
+            // Done: taken off the ring, with no completion.
+            qp.port.counters.add(RxCounter::RcRegMrAhead, 1);
+            match qp.sq.pop(body) {
+                Ok(true) => continue,
+                _ => return,
+            }
         }
         match qp.sq.pop(body) {
             Ok(true) => {}
