@@ -64,8 +64,6 @@ pub(crate) fn execute(qp: &QpCore, w: &SendWqe) -> u32 {
     }
 }
 
-/// Writes the send completion of local operation `w` (if signaled, or
-/// failed).
 /// What REG_MR `op` asks of its MR.
 fn registration(op: &RegMrOp) -> Registration {
     Registration {
@@ -102,6 +100,8 @@ pub(crate) fn execute_ahead(qp: &QpCore, w: &SendWqe) -> bool {
         .is_some_and(|m| m.register_free(qp.pd, &registration(&op)).is_ok())
 }
 
+/// Writes the send completion of local operation `w` (if signaled, or
+/// failed).
 pub(crate) fn complete(qp: &QpCore, w: &SendWqe, code: u32) {
     qp.complete_send(w, code, 0);
 }
