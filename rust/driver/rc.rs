@@ -502,6 +502,12 @@ impl txq::Transmitter for RcState {
         self.armed = None;
         crate::kext::timer::Timer::arm(qp, 0);
     }
+
+    /// RC: no; its packets leave on answers, doorbells and its timer, all
+    /// of which kick. UC: yes (its sender has no answers to drive it).
+    fn regenerate_after_send(&self) -> bool {
+        self.uc.is_some()
+    }
 }
 
 /// Admits WQEs, builds packets into the queue, drains completions and

@@ -25,6 +25,14 @@ pub(crate) trait Transmitter {
     /// [`kick`]'s budget ran out: the QP's timer, armed for now, does the
     /// rest (the state must forget the deadline it was armed for).
     fn defer(&mut self, qp: &Arc<QpCore>);
+    /// Whether [`kick`] generates again after handing a batch to IP when
+    /// the generation before did not fill the queue. Not needed where
+    /// everything that makes work due kicks the QP itself (an answer, a
+    /// doorbell, the timer, the budget's wake-up): that kick generates
+    /// the work, finds this one sending, and leaves the packets to it.
+    fn regenerate_after_send(&self) -> bool {
+        true
+    }
 }
 
 /// Generates what is due, then sends the QP's queue unless another
@@ -38,6 +46,8 @@ pub(crate) fn kick<S: Transmitter>(held: &HeldCqs, queued: &Queued<S>) {
     let qp = held.qp();
     let mut batch: [Option<TxSkb>; TXQ_LEN] = core::array::from_fn(|_| None);
     let mut sent = 0;
+    // Whether this pass generates: the first always.
+    let mut due = true;
     loop {
         let n = {
             let mut g = queued.lock(held);
@@ -50,10 +60,12 @@ pub(crate) fn kick<S: Transmitter>(held: &HeldCqs, queued: &Queued<S>) {
                 st.defer(qp);
                 return;
             }
-            {
+            if due {
                 let _timed = qp.port.counters.span(RxCounter::TxBuildNs);
                 st.generate(qp);
             }
+            // A full queue may have left work undone.
+            due = st.txq().is_full() || st.regenerate_after_send();
             if *st.sending() {
                 return;
             }

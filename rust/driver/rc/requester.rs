@@ -165,6 +165,7 @@ pub(super) fn admit_wqes(qp: &QpCore, s: &mut Sender, mtu: IbMtu) {
                 kind: MsgKind::Send,
                 len: 0,
                 fence: false,
+                unsignaled: false,
             },
         };
         let w = match s.req.post(msg) {
@@ -178,6 +179,7 @@ pub(super) fn admit_wqes(qp: &QpCore, s: &mut Sender, mtu: IbMtu) {
                     kind: MsgKind::Send,
                     len: 0,
                     fence: false,
+                    unsignaled: false,
                 }) {
                     Ok(w) => {
                         let _ = s.req.fail_wqe(w, Status::LocalQpOperation);
@@ -240,6 +242,7 @@ pub(super) fn check_wqe(
             kind,
             len: f.length,
             fence: w.send_flags & send_flags::FENCE != 0,
+            unsignaled: !signaled(qp, w),
         });
     }
     let cap = qp.cap();
@@ -280,7 +283,13 @@ pub(super) fn check_wqe(
         kind,
         len,
         fence: w.send_flags & send_flags::FENCE != 0,
+        unsignaled: !signaled(qp, w),
     })
+}
+
+/// Whether `w` completes with a CQ entry on success.
+fn signaled(qp: &QpCore, w: &SendWqe) -> bool {
+    qp.sq_sig_all() || w.send_flags & send_flags::SIGNALED != 0
 }
 
 /// A request packet to build (from `rc::TxPacket` or `proto_uc::TxPacket`).
@@ -418,7 +427,7 @@ pub(super) fn complete_sends(qp: &QpCore, st: &mut RcState) -> core::result::Res
     while let Some(c) = s.req.next_completion() {
         let w = SendWqe::decode(s.wqe(c.wqe));
         let code = wc_status(c.status);
-        let signaled = qp.sq_sig_all() || w.send_flags & send_flags::SIGNALED != 0;
+        let signaled = signaled(qp, &w);
         if signaled || code != status::SUCCESS {
             let cqe = Cqe {
                 wr_id: w.wr_id,

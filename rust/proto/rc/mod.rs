@@ -50,11 +50,15 @@
 //!   packet, which ends the requester's RNR wait early. Here the
 //!   responder stays silent until the retry arrives, and the requester
 //!   ignores sequence NAKs for the PSN it is waiting to resend.
-//! - rxe ACKs every packet with AckReq. Here the requester asks for an
-//!   ACK at each message end, every `ack_every` packets and when its
-//!   window fills; the responder owes one then, and the kernel pulls
-//!   responses at the end of a receive batch, so a burst costs one ACK (a
-//!   batch of duplicates too).
+//! - rxe ACKs every packet with AckReq, and asks at each message end.
+//!   Here the requester asks at each message end but an unsignaled
+//!   message's with another posted right behind it (whose ACK covers it:
+//!   a WRITE of data then the SEND of a response, as nvme-rdma's target
+//!   posts them, costs one ACK, not two), every `ack_every` packets and
+//!   when its window fills; the responder owes an ACK then (and every
+//!   `ack_every` packets, for requesters that never ask), and the kernel
+//!   pulls responses at the end of a receive batch, so a burst costs one
+//!   ACK (a batch of duplicates too).
 //!
 //! # Counting retries
 //!
@@ -408,7 +412,7 @@ pub struct Config {
     /// Responder: READs and atomics it holds resources for.
     pub max_dest_rd_atomic: u8,
     /// ACK coalescing: the requester sets AckReq at least every this many
-    /// packets (and at each message end), the responder ACKs at least
+    /// packets (and at message ends), the responder ACKs at least
     /// every this many packets. 0 counts as 1.
     pub ack_every: u32,
     /// Requester: PSNs outstanding beyond the oldest unacknowledged one

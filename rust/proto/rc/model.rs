@@ -156,6 +156,9 @@ struct Msg {
     expect_orig: u64,
     /// IBV_SEND_FENCE.
     fence: bool,
+    /// Posted without IBV_SEND_SIGNALED: its end may leave its ACK to a
+    /// later message's.
+    unsignaled: bool,
 }
 
 /// The remote (responder) side's memory and receive queue.
@@ -671,6 +674,7 @@ impl Sim {
                         kind: m.kind,
                         len: m.len,
                         fence: m.fence,
+                        unsignaled: m.unsignaled,
                     };
                     match self.req.post(msg) {
                         Ok(_) => self.posted += 1,
@@ -836,6 +840,7 @@ fn messages(rng: &mut Rng, n: usize, mtu: u32) -> Vec<Msg> {
                 compare,
                 expect_orig,
                 fence: rng.chance(100_000),
+                unsignaled: rng.chance(500_000),
             }
         })
         .collect()
@@ -1149,6 +1154,7 @@ fn lost_send_before_a_local_failure_is_resent() {
         compare: 0,
         expect_orig: 0,
         fence: false,
+        unsignaled: false,
     };
     let msgs = vec![msg(MsgKind::Send), msg(MsgKind::Send)];
     let mut sim = Sim::new(1, cfg, start, 4, 4, msgs, NetCfg::lossy(0, 0, 0), target());
@@ -1171,6 +1177,7 @@ fn one_write(len_pkts: u32, cfg: Config, start: Psn) -> Sim {
         compare: 0,
         expect_orig: 0,
         fence: false,
+        unsignaled: false,
     }];
     let mut sim = Sim::new(1, cfg, start, 4, 4, msgs, NetCfg::lossy(0, 0, 0), target());
     sim.log = Some(Vec::new());
@@ -1271,6 +1278,7 @@ fn read_stream(seed: u64, n: usize, pkts: u32, loss_ppm: u32, burst: u64) -> Sim
             compare: 0,
             expect_orig: 0,
             fence: false,
+            unsignaled: false,
         })
         .collect();
     let net = NetCfg {

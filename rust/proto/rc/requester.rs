@@ -82,6 +82,10 @@ pub struct Message {
     /// IBV_SEND_FENCE: not transmitted until every READ and atomic
     /// posted before it is answered (its data or result has arrived).
     pub fence: bool,
+    /// Unsignaled (no IBV_SEND_SIGNALED, no sq_sig_all): a success
+    /// completes it silently, so its end need not ask for an ACK of its
+    /// own when a message after it will (see [`Requester::next_packet`]).
+    pub unsignaled: bool,
 }
 
 /// Per-work-request state in the requester's ring. Storage for it is the
@@ -96,6 +100,8 @@ pub struct Slot {
     first: Psn,
     /// [`Message::fence`].
     fence: bool,
+    /// [`Message::unsignaled`].
+    unsignaled: bool,
 }
 
 impl Slot {
@@ -107,6 +113,7 @@ impl Slot {
         npkts: 1,
         first: Psn::new(0),
         fence: false,
+        unsignaled: false,
     };
 
     fn end(&self) -> Psn {
@@ -441,6 +448,7 @@ impl<S: AsRef<[Slot]> + AsMut<[Slot]>> Requester<S> {
                 npkts,
                 first: self.high_psn,
                 fence: msg.fence,
+                unsignaled: msg.unsignaled,
             },
         );
         self.tail = at.wrapping_add(1);
@@ -519,7 +527,8 @@ impl<S: AsRef<[Slot]> + AsMut<[Slot]>> Requester<S> {
             let last = pos.ends_message();
             let next = psn.next();
             // AckReq at each message end (its completion waits for the
-            // ACK), every `ack_every` packets but at least twice a window
+            // ACK) unless the end can wait for a later one's (below),
+            // every `ack_every` packets but at least twice a window
             // (so a full window always holds a request for an ACK), and on
             // the packet that fills the window if no request is still
             // unanswered. Asking on every window-filling packet would
@@ -527,7 +536,7 @@ impl<S: AsRef<[Slot]> + AsMut<[Slot]>> Requester<S> {
             // those few: one ACK per handful of packets, for good.
             let spacing = self.ack_every.min((self.cc.cwnd() / 2).max(1));
             let fills = next.diff(self.una) as u32 >= self.cc.cwnd();
-            let ack_req = last
+            let ack_req = (last && !self.end_covered_later(&w, retransmit))
                 || self.since_ack_req.saturating_add(1) >= spacing
                 || (fills && !self.una.before(self.ack_req_end));
             let dma_len = if w.kind.class() == Class::Write && pos.starts_message() {
@@ -602,6 +611,33 @@ impl<S: AsRef<[Slot]> + AsMut<[Slot]>> Requester<S> {
             self.deadline = self.timeout_ns.map(|t| now.saturating_add(t));
         }
         Some(pkt)
+    }
+
+    /// Whether the end of `w`, the message at the cursor, may go without
+    /// AckReq because the ACK a later message asks for will cover it (an
+    /// ACK is cumulative): `w` is unsignaled, sent for the first time,
+    /// and the message after it is already posted and due at once, with
+    /// no error pending that could hold it back. nvme-rdma's target posts
+    /// an unsignaled WRITE of the data and the signaled SEND of the
+    /// response together: one ACK answers both, not one each. A
+    /// retransmission always asks, so a resent end can never wait on a
+    /// message that is not resent; a message after it that does not
+    /// leave at once (fenced, beyond the READ/atomic limit, or the window
+    /// full) waits on answers that come, or on the window-filling
+    /// packet's own request.
+    fn end_covered_later(&self, w: &Slot, retransmit: bool) -> bool {
+        if !w.unsignaled || retransmit || self.pending_error.is_some() || self.local_error.is_some()
+        {
+            return false;
+        }
+        let next = self.cur_idx.wrapping_add(1);
+        if next == self.tail {
+            return false;
+        }
+        let n = self.slot(next);
+        let fenced = n.fence && self.rd_atomic_out > 0;
+        let over_limit = n.kind.is_read_or_atomic() && self.rd_atomic_out >= self.max_rd_atomic;
+        !fenced && !over_limit
     }
 
     /// Moves the transmit cursor past what needs no transmission: PSNs
@@ -1141,6 +1177,7 @@ mod tests {
 
     fn msg(id: u32, kind: MsgKind, len: u32) -> Message {
         Message {
+            unsignaled: false,
             id,
             kind,
             len,
@@ -1188,6 +1225,70 @@ mod tests {
             }),
             payload_len: len,
         }
+    }
+
+    /// An unsignaled WRITE with a SEND posted behind it leaves its ACK to
+    /// the SEND's (nvme-rdma's target: data, then the response): one ACK
+    /// for both; alone, or resent, it asks for its own; a signaled one
+    /// always does.
+    #[test]
+    fn an_unsignaled_end_leaves_its_ack_to_the_next_message() {
+        let quiet = |id, kind, len| Message {
+            unsignaled: true,
+            ..msg(id, kind, len)
+        };
+        let asks = |p: &[TxPacket]| p.iter().map(|p| p.ack_req).collect::<Vec<_>>();
+        let mut r = req(100);
+        r.post(quiet(1, MsgKind::Write, 2 * MTU)).unwrap();
+        r.post(msg(2, MsgKind::Send, 10)).unwrap();
+        let p = drain(&mut r, 0);
+        assert_eq!(asks(&p), [false, false, true]);
+        // The SEND's ACK completes both.
+        r.on_response(&ack(Psn::new(102)), 1);
+        assert_eq!(
+            completions(&mut r),
+            [(1, Status::Success), (2, Status::Success)]
+        );
+
+        // Alone, it asks.
+        let mut r = req(100);
+        r.post(quiet(1, MsgKind::Write, 2 * MTU)).unwrap();
+        assert_eq!(asks(&drain(&mut r, 0)), [false, true]);
+
+        // Resent (a sequence NAK for it), it asks, although the SEND
+        // behind it is resent too and asks as well.
+        let mut r = req(100);
+        r.post(quiet(1, MsgKind::Write, 10)).unwrap();
+        r.post(msg(2, MsgKind::Send, 10)).unwrap();
+        assert_eq!(asks(&drain(&mut r, 0)), [false, true]);
+        r.on_response(
+            &nak(Psn::new(100), AckSyndrome::Nak(NakCode::PsnSequenceError)),
+            1,
+        );
+        let p = drain(&mut r, 1);
+        assert!(p.iter().all(|p| p.retransmit), "{p:?}");
+        assert_eq!(asks(&p), [true, true]);
+
+        // Signaled, it asks.
+        let mut r = req(100);
+        r.post(msg(1, MsgKind::Write, 2 * MTU)).unwrap();
+        r.post(msg(2, MsgKind::Send, 10)).unwrap();
+        assert_eq!(asks(&drain(&mut r, 0)), [false, true, true]);
+
+        // A READ behind it beyond the READ limit cannot leave at once:
+        // the WRITE asks.
+        let mut r = Req::new(
+            &Config {
+                max_rd_atomic: 1,
+                ..cfg()
+            },
+            Psn::new(100),
+            [Slot::EMPTY; 8],
+        );
+        r.post(msg(1, MsgKind::Read, 10)).unwrap();
+        r.post(quiet(2, MsgKind::Write, 10)).unwrap();
+        r.post(msg(3, MsgKind::Read, 10)).unwrap();
+        assert_eq!(asks(&drain(&mut r, 0)), [true, true]);
     }
 
     #[test]

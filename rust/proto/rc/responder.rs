@@ -712,7 +712,13 @@ impl<S: AsRef<[Resource]> + AsMut<[Resource]>> Responder<S> {
                         dma_len: plan.dma_len,
                     })
                 };
-                if plan.ack_req || ends || self.since_ack >= self.ack_every {
+                // ACKed when asked (AckReq), or every `ack_every` packets
+                // in case the requester never asks; a message end that
+                // does not ask needs no ACK of its own (its requester
+                // leaves it to a later request's, as rxud's does for an
+                // unsignaled message; rxe's responder, too, answers
+                // AckReq only).
+                if plan.ack_req || self.since_ack >= self.ack_every {
                     self.ack_owed = true;
                 }
             }
@@ -959,11 +965,12 @@ mod tests {
         Responder::new(&cfg(), Psn::new(start), [Resource::EMPTY; 4])
     }
 
+    /// A request as requesters send them: AckReq at each message end.
     fn rq(psn: u32, opcode: Opcode, payload_len: u32) -> Request {
         Request {
             psn: Psn::new(psn),
             opcode,
-            ack_req: false,
+            ack_req: opcode.info().is_ok_and(|i| i.position.ends_message()),
             payload_len,
             reth: None,
             feth: None,
@@ -1061,6 +1068,23 @@ mod tests {
         let p = plan(r.on_request(&x));
         r.commit(&p, 0).unwrap();
         assert_eq!(responses(&mut r), [ack(7, 0)], "AckReq");
+    }
+
+    /// A message end that does not ask for an ACK gets none of its own
+    /// (as rxe's responder): the next request that asks gets one ACK for
+    /// both (its MSN counts both messages).
+    #[test]
+    fn an_end_without_ack_req_leaves_its_ack_to_the_next_request() {
+        let mut r = resp(0);
+        let mut w = with_reth(rq(0, Opcode::RC_RDMA_WRITE_ONLY, 8), 0x1000, 9, 8);
+        w.ack_req = false;
+        let p = plan(r.on_request(&w));
+        r.commit(&p, 0).unwrap();
+        assert!(!r.has_response());
+        assert_eq!(responses(&mut r), []);
+        let p = plan(r.on_request(&rq(1, Opcode::RC_SEND_ONLY, 8)));
+        r.commit(&p, 0).unwrap();
+        assert_eq!(responses(&mut r), [ack(1, 2)]);
     }
 
     #[test]
