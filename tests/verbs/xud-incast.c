@@ -1,12 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
 /*
  * xud-incast: many XUD senders to one XUD QP (tests/guest/27-incast.sh,
- * Documentation/xud.rst, "Congestion control").
+ * Documentation/xud.rst, "Congestion control"), or with -c as many RC
+ * senders to as many RC QPs of one receiver, for comparison.
  *
- *   receiver: xud-incast -d DEV -x GIDINDEX -r -n SOURCES [-s SIZE]
+ *   receiver: xud-incast -d DEV -x GIDINDEX -r -n SOURCES [-c] [-s SIZE]
  *                        [-w WARMUP_MS] [-m MEASURE_MS]
  *   senders:  xud-incast -d DEV -x GIDINDEX [-d DEV -x GIDINDEX]...
  *                        -t SECONDS [-s SIZE] [-D DEPTH] ADDRESS/QPN
+ *             xud-incast -c -d DEV -x GIDINDEX [-d DEV -x GIDINDEX]...
+ *                        -t SECONDS [-s SIZE] [-D DEPTH] ADDRESS/QPN...
  *
  * The receiver prints "qpn N" once at RTS and counts the bytes of the
  * SENDs of SIZE bytes (default 16384) it receives, per source (its QP
@@ -30,6 +33,15 @@
  * One process for all, so that they start together and the CPU is shared
  * among them by this loop, not by a loaded guest's scheduler (which, with
  * a process per sender on one vCPU, made the shares unfair by itself).
+ *
+ * RC (-c): the receiver makes SOURCES RC QPs on one shared receive queue
+ * and prints "rcqpn QPN" for each, then reads one ADDRESS/QPN line per QP
+ * from its standard input (the sender it connects to), connects them
+ * (tests/verbs/util.h, rc_connect) and prints "ready"; a source is one of
+ * its QPs. The senders get one ADDRESS/QPN per device (the receiver's QP
+ * each connects to), print "rcqpn DEV QPN" for each once connected, and
+ * start sending when a line comes on their standard input.
+ *
  * Exit 1 on an error, or if a SEND failed.
  */
 #include <arpa/inet.h>
@@ -57,6 +69,16 @@
 
 static struct xud_tool x;
 static int gid_idx = -1, size = 16384;
+/* RC instead of XUD (-c). */
+static int rc;
+/* What precedes a receive's payload: XUD's GRH, nothing for RC. */
+static int hdr = GRH;
+/* RC receiver: its QPs (one a source) and their shared receive queue. */
+static struct ibv_qp *rc_qps[MAX_SENDERS];
+static struct ibv_srq *srq;
+/* Receives posted: RECVS, or for RC enough for every sender's default
+ * depth (RNR NAKs would otherwise pace the senders, not the network). */
+static int recvs = RECVS;
 static volatile sig_atomic_t stop;
 
 static void on_term(int sig)
@@ -71,26 +93,79 @@ static void die(const char *what)
 	exit(1);
 }
 
-static uint8_t *slot(int i) { return x.buf + (size_t)i * (GRH + size); }
+static uint8_t *slot(int i) { return x.buf + (size_t)i * (hdr + size); }
 
 static void post_recv(int i)
 {
-	struct ibv_sge sge = { (uintptr_t)slot(i), GRH + size, x.mr->lkey };
+	struct ibv_sge sge = { (uintptr_t)slot(i), hdr + size, x.mr->lkey };
 	struct ibv_recv_wr wr = { .wr_id = i, .sg_list = &sge, .num_sge = 1 }, *bad;
 
-	errno = ibv_post_recv(x.qp, &wr, &bad);
+	errno = srq ? ibv_post_srq_recv(srq, &wr, &bad) : ibv_post_recv(x.qp, &wr, &bad);
 	if (errno)
 		die("ibv_post_recv");
 }
 
-static void setup(const char *dev, int depth)
+/* An RC QP of @pd with both queues on @cq (and @srq's receives, if any). */
+static struct ibv_qp *rc_qp(struct ibv_pd *pd, struct ibv_cq *cq, struct ibv_srq *s, int send_wr)
 {
-	const char *failed = xud_tool_open(&x, dev,
-					   (size_t)(depth > RECVS ? depth : RECVS) * (GRH + size),
-					   2 * (RECVS + MAX_DEPTH), MAX_DEPTH, RECVS, QKEY);
+	struct ibv_qp_init_attr a = {
+		.qp_type = IBV_QPT_RC, .send_cq = cq, .recv_cq = cq, .srq = s,
+		.cap = { .max_send_wr = send_wr, .max_recv_wr = s ? 0 : 1, .max_send_sge = 1,
+			 .max_recv_sge = 1 },
+	};
+	struct ibv_qp *qp = ibv_create_qp(pd, &a);
 
+	if (!qp)
+		die("ibv_create_qp (RC)");
+	return qp;
+}
+
+/* Reads a line of ADDRESS/QPN from standard input and connects @qp of GID
+ * index @sgid to it. */
+static void rc_connect_line(struct ibv_qp *qp, int sgid)
+{
+	char line[128];
+	union ibv_gid dgid;
+	uint32_t qpn;
+
+	if (!fgets(line, sizeof(line), stdin)) {
+		errno = EPIPE;
+		die("reading a peer");
+	}
+	line[strcspn(line, "\n")] = 0;
+	if (parse_peer_arg(line, &dgid, &qpn)) {
+		errno = EINVAL;
+		die(line);
+	}
+	if (rc_connect(qp, sgid, &dgid, qpn))
+		die("rc_connect");
+}
+
+static void setup(const char *dev, int depth, int sources)
+{
+	const char *failed;
+
+	hdr = rc ? 0 : GRH;
+	if (rc && sources * 16 > recvs)
+		recvs = sources * 16;
+	failed = xud_tool_open(&x, dev, (size_t)(depth > recvs ? depth : recvs) * (hdr + size),
+			       2 * (recvs + MAX_DEPTH), rc ? 0 : MAX_DEPTH, rc ? 0 : RECVS, QKEY);
 	if (failed)
 		die(failed);
+	if (!rc)
+		return;
+	struct ibv_srq_init_attr sa = { .attr = { .max_wr = recvs, .max_sge = 1 } };
+
+	srq = ibv_create_srq(x.pd, &sa);
+	if (!srq)
+		die("ibv_create_srq");
+	for (int i = 0; i < sources; i++) {
+		rc_qps[i] = rc_qp(x.pd, x.cq, srq, 1);
+		printf("rcqpn %u\n", rc_qps[i]->qp_num);
+	}
+	fflush(stdout);
+	for (int i = 0; i < sources; i++)
+		rc_connect_line(rc_qps[i], gid_idx);
 }
 
 /* Waits on the completion channel at most @ms. */
@@ -112,12 +187,15 @@ static struct source sources[MAX_SOURCES];
 static int n_sources;
 
 /* The source of the SEND whose GRH is @grh from @qpn: the IPv4 header in
- * the GRH's last 20 bytes (RoCEv2 over IPv4), else the GRH's SGID. */
+ * the GRH's last 20 bytes (RoCEv2 over IPv4), else the GRH's SGID; for RC
+ * (no GRH) the receiver's own QP @qpn, named "rc". */
 static struct source *source_of(const uint8_t *grh, uint32_t qpn)
 {
 	char addr[INET6_ADDRSTRLEN];
 
-	if ((grh[20] >> 4) == 4)
+	if (rc)
+		strcpy(addr, "rc");
+	else if ((grh[20] >> 4) == 4)
 		inet_ntop(AF_INET, grh + 20 + 12, addr, sizeof(addr));
 	else
 		inet_ntop(AF_INET6, grh + 8, addr, sizeof(addr));
@@ -136,9 +214,12 @@ static int receive(int expected, int warmup_ms, int measure_ms)
 	long long first = 0, from = 0, to = 0;
 	int reported = 0;
 
-	for (int i = 0; i < RECVS; i++)
+	for (int i = 0; i < recvs; i++)
 		post_recv(i);
-	printf("qpn %u\n", x.qp->qp_num);
+	if (rc)
+		printf("ready\n");
+	else
+		printf("qpn %u\n", x.qp->qp_num);
 	fflush(stdout);
 	signal(SIGTERM, on_term);
 	signal(SIGINT, on_term);
@@ -149,8 +230,9 @@ static int receive(int expected, int warmup_ms, int measure_ms)
 		while ((n = ibv_poll_cq(x.cq, 32, wc)) > 0) {
 			for (int k = 0; k < n; k++) {
 				if (wc[k].status == IBV_WC_SUCCESS &&
-				    wc[k].byte_len == (uint32_t)(GRH + size)) {
-					struct source *s = source_of(slot(wc[k].wr_id), wc[k].src_qp);
+				    wc[k].byte_len == (uint32_t)(hdr + size)) {
+					struct source *s = source_of(slot(wc[k].wr_id),
+								     rc ? wc[k].qp_num : wc[k].src_qp);
 
 					if (s)
 						s->bytes += size;
@@ -207,6 +289,8 @@ struct sender {
 	int gid_idx;
 	struct xud_tool t;
 	struct ibv_ah *ah;
+	/* RC: its QP (t.qp is XUD's) and the receiver's it is connected to. */
+	struct ibv_qp *rc_qp;
 	int out;
 	unsigned long long sent, ok, failed;
 };
@@ -246,7 +330,7 @@ static int serve(struct sender *s, int depth, uint32_t qpn, long long end)
 			.wr.ud = { .ah = s->ah, .remote_qpn = qpn, .remote_qkey = QKEY },
 		}, *bad;
 
-		if (ibv_post_send(s->t.qp, &wr, &bad))
+		if (ibv_post_send(s->rc_qp ? s->rc_qp : s->t.qp, &wr, &bad))
 			break;
 		s->out++;
 		s->sent++;
@@ -265,31 +349,52 @@ static int serve(struct sender *s, int depth, uint32_t qpn, long long end)
 	return did || n > 0;
 }
 
-static int send_all(const char *target, int seconds, int depth)
+/* @targets: one ADDRESS/QPN, or for RC one per sender. */
+static int send_all(char **targets, int seconds, int depth)
 {
 	union ibv_gid dgid;
-	uint32_t qpn;
+	uint32_t qpn = 0;
 	unsigned long long failed = 0;
 
-	if (parse_peer_arg(target, &dgid, &qpn)) {
-		fprintf(stderr, "xud-incast: %s: not ADDRESS/QPN\n", target);
-		return 2;
-	}
 	for (int i = 0; i < n_senders; i++) {
 		struct sender *s = &senders[i];
-		struct ibv_ah_attr ah_attr = { .is_global = 1, .port_num = 1,
-					       .grh = { .dgid = dgid, .sgid_index = s->gid_idx,
-							.hop_limit = 64 } };
-		const char *step = xud_tool_open(&s->t, s->dev, (size_t)depth * size,
-						 2 * MAX_DEPTH, MAX_DEPTH, 1, QKEY);
+		const char *target = targets[rc ? i : 0];
+		const char *step;
 
+		if (parse_peer_arg(target, &dgid, &qpn)) {
+			fprintf(stderr, "xud-incast: %s: not ADDRESS/QPN\n", target);
+			return 2;
+		}
+		step = xud_tool_open(&s->t, s->dev, (size_t)depth * size, 2 * MAX_DEPTH,
+				     rc ? 0 : MAX_DEPTH, rc ? 0 : 1, QKEY);
 		if (step) {
 			fprintf(stderr, "xud-incast: %s: %s: %s\n", s->dev, step, strerror(errno));
 			return 1;
 		}
+		if (rc) {
+			s->rc_qp = rc_qp(s->t.pd, s->t.cq, NULL, MAX_DEPTH);
+			if (rc_connect(s->rc_qp, s->gid_idx, &dgid, qpn))
+				die("rc_connect");
+			printf("rcqpn %s %u\n", s->dev, s->rc_qp->qp_num);
+			continue;
+		}
+		struct ibv_ah_attr ah_attr = { .is_global = 1, .port_num = 1,
+					       .grh = { .dgid = dgid, .sgid_index = s->gid_idx,
+							.hop_limit = 64 } };
+
 		s->ah = ibv_create_ah(s->t.pd, &ah_attr);
 		if (!s->ah)
 			die("ibv_create_ah");
+	}
+	if (rc) {
+		char line[16];
+
+		/* The receiver connects its QPs to ours: go when told. */
+		fflush(stdout);
+		if (!fgets(line, sizeof(line), stdin)) {
+			errno = EPIPE;
+			die("waiting for the receiver");
+		}
 	}
 	long long end = now_ms() + seconds * 1000LL;
 	int busy;
@@ -320,7 +425,7 @@ int main(int argc, char **argv)
 	int recv = 0, expected = 0, warmup = 2000, measure = 4000, seconds = 0, depth = 16, c;
 	int n_gids = 0;
 
-	while ((c = getopt(argc, argv, "d:x:rn:s:w:m:t:D:")) != -1) {
+	while ((c = getopt(argc, argv, "d:x:rcn:s:w:m:t:D:")) != -1) {
 		switch (c) {
 		case 'd':
 			if (n_senders == MAX_SENDERS)
@@ -333,6 +438,7 @@ int main(int argc, char **argv)
 			senders[n_gids++].gid_idx = atoi(optarg);
 			break;
 		case 'r': recv = 1; break;
+		case 'c': rc = 1; break;
 		case 'n': expected = atoi(optarg); break;
 		case 's': size = atoi(optarg); break;
 		case 'w': warmup = atoi(optarg); break;
@@ -349,20 +455,23 @@ int main(int argc, char **argv)
 			goto usage;
 	if (recv) {
 		if (n_senders != 1 || expected < 1 || expected > MAX_SOURCES || warmup < 0 ||
-		    measure < 1 || optind != argc)
+		    measure < 1 || optind != argc || (rc && expected > MAX_SENDERS))
 			goto usage;
 		gid_idx = senders[0].gid_idx;
-		setup(senders[0].dev, RECVS);
+		setup(senders[0].dev, 0, expected);
 		return receive(expected, warmup, measure);
 	}
-	if (seconds < 1 || depth < 1 || depth > MAX_DEPTH || optind != argc - 1)
+	if (seconds < 1 || depth < 1 || depth > MAX_DEPTH ||
+	    argc - optind != (rc ? n_senders : 1))
 		goto usage;
-	return send_all(argv[optind], seconds, depth);
+	return send_all(argv + optind, seconds, depth);
 usage:
-	fprintf(stderr, "usage: %s -d DEV -x GIDINDEX -r -n SOURCES [-s SIZE] [-w WARMUP_MS] "
+	fprintf(stderr, "usage: %s -d DEV -x GIDINDEX -r -n SOURCES [-c] [-s SIZE] [-w WARMUP_MS] "
 		"[-m MEASURE_MS]\n"
 		"       %s -d DEV -x GIDINDEX [-d DEV -x GIDINDEX]... -t SECONDS [-s SIZE] "
-		"[-D DEPTH] ADDRESS/QPN\n",
-		argv[0], argv[0]);
+		"[-D DEPTH] ADDRESS/QPN\n"
+		"       %s -c -d DEV -x GIDINDEX [-d DEV -x GIDINDEX]... -t SECONDS [-s SIZE] "
+		"[-D DEPTH] ADDRESS/QPN...\n",
+		argv[0], argv[0], argv[0]);
 	return 2;
 }

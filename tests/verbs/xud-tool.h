@@ -65,8 +65,9 @@ struct xud_tool {
 /*
  * Opens device @dev and makes in @x a zeroed buffer of @len bytes
  * registered for local writes, a CQ of @cqe entries on a completion
- * channel, armed, and an XUD QP at RTS on it (xud_qp_rts). NULL, or the
- * step that failed (errno set).
+ * channel, armed, and an XUD QP at RTS on it (xud_qp_rts; none if
+ * @send_wr and @recv_wr are both 0: the caller makes its own QPs). NULL,
+ * or the step that failed (errno set).
  */
 static inline const char *xud_tool_open(struct xud_tool *x, const char *dev, size_t len,
 					int cqe, int send_wr, int recv_wr, uint32_t qkey)
@@ -90,9 +91,11 @@ static inline const char *xud_tool_open(struct xud_tool *x, const char *dev, siz
 	x->mr = ibv_reg_mr(x->pd, x->buf, len, IBV_ACCESS_LOCAL_WRITE);
 	if (!x->cq || !x->mr)
 		return "ibv_create_cq/ibv_reg_mr";
-	x->qp = xud_qp_rts(x->ctx, x->pd, x->cq, send_wr, recv_wr, qkey);
-	if (!x->qp)
-		return "an XUD QP at RTS";
+	if (send_wr || recv_wr) {
+		x->qp = xud_qp_rts(x->ctx, x->pd, x->cq, send_wr, recv_wr, qkey);
+		if (!x->qp)
+			return "an XUD QP at RTS";
+	}
 	if (ibv_req_notify_cq(x->cq, 0))
 		return "ibv_req_notify_cq";
 	return NULL;
