@@ -11,6 +11,8 @@
 #                 (LINK=tap: over tap devices and a host bridge instead of
 #                 QEMU's socket link; needs root)
 #   make bench-scaling  1 to 64 QPs and XUD peers, 1 and 2 vCPUs per VM
+#   make bench-incast   2, 8 and 32 XUD and RC senders to one receiver
+#                 through an ECN-marking bottleneck, congestion control on/off
 #   make soak     a million crafted RoCEv2 packets and a hostile ring writer
 #                 against rxud on the KASAN + UBSAN kernel, with live RC,
 #                 UD and XUD traffic; then rmmod, kmemleak, kernel reports
@@ -43,6 +45,8 @@ XUD_DATA := $(TOP)/tests/verbs/xud-data
 RXUD_PERF := $(TOP)/tests/verbs/rxud-perf
 RXUD_PINGMESH := $(TOP)/tests/verbs/rxud-pingmesh
 XUD_INCAST := $(TOP)/tests/verbs/xud-incast
+RXUD_MCAST := $(TOP)/tests/verbs/rxud-mcast
+RDMC_LIB := $(PROVIDER)/build/librdmc.a
 XUD_SINK := $(TOP)/tests/verbs/xud-sink
 XUD_RECREATE := $(TOP)/tests/verbs/xud-recreate
 XUD_BOUNDS := $(TOP)/tests/verbs/xud-bounds
@@ -56,11 +60,11 @@ QP_MEM := $(TOP)/tests/verbs/qp-mem
 UDP_LAT := $(TOP)/tests/verbs/udp-lat
 KTEST := $(TOP)/tests/kmod
 
-.PHONY: all modules provider ktest install setup run bench bench-scaling soak check check-host check-vm check-mutants clean help \
+.PHONY: all modules provider ktest install setup run bench bench-scaling bench-incast soak check check-host check-vm check-mutants clean help \
 	fmt lint fmt-check clippy clippy-module clippy-host
 
 all: modules provider $(VERBS_TEST) $(RC_TEST) $(DATA_TEST) $(EX_TEST) $(FLUSH_TEST) $(XUD_TEST) $(XUD_DATA) $(RXUD_PERF) \
-	$(RXUD_PINGMESH) $(XUD_INCAST) $(XUD_SINK) $(XUD_RECREATE) $(XUD_BOUNDS) $(XUD_FORGE) $(ROCE_FUZZ) $(RING_STORM) $(HELD_DEVICE) $(ORPHAN_SEND) $(MCAST_TEST) ktest
+	$(RXUD_PINGMESH) $(XUD_INCAST) $(RXUD_MCAST) $(XUD_SINK) $(XUD_RECREATE) $(XUD_BOUNDS) $(XUD_FORGE) $(ROCE_FUZZ) $(RING_STORM) $(HELD_DEVICE) $(ORPHAN_SEND) $(MCAST_TEST) ktest
 
 # tests/kmod/rxud_ktest.ko: drives kernel-only verbs (tests/guest/06-*).
 ktest:
@@ -164,6 +168,17 @@ $(XUD_INCAST): $(TOP)/tests/verbs/xud-incast.c $(TOP)/tests/verbs/xud-tool.h $(T
 	$(CC) -O2 -g -Wall -Wextra -Werror -I$(PROVIDER)/include -o $@ $< -libverbs \
 		-L$(PROVIDER)/build -l:librxud-rdmav34.so -Wl,-rpath,$(PROVIDER)/build
 
+# RDMC over XUD (rdma-core-provider/rdmc): the library, and its
+# perftest-shaped tool (tests/guest/28-rdmc.sh).
+$(RDMC_LIB): $(PROVIDER)/rdmc/rdmc.c $(PROVIDER)/rdmc/rdmc.h $(PROVIDER)/include/infiniband/rxudv.h | provider
+	$(CC) -O2 -g -Wall -Wextra -Werror -I$(PROVIDER)/include -c -o $(PROVIDER)/build/rdmc.o $<
+	$(AR) rcs $@ $(PROVIDER)/build/rdmc.o
+
+$(RXUD_MCAST): $(TOP)/tests/verbs/rxud-mcast.c $(TOP)/tests/verbs/xud-tool.h $(TOP)/tests/verbs/util.h \
+		$(PROVIDER)/rdmc/rdmc.h $(RDMC_LIB) | provider
+	$(CC) -O2 -g -Wall -Wextra -Werror -I$(PROVIDER)/include -I$(PROVIDER)/rdmc -o $@ $< $(RDMC_LIB) \
+		-libverbs -L$(PROVIDER)/build -l:librxud-rdmav34.so -Wl,-rpath,$(PROVIDER)/build
+
 # Kernel memory per QP, for make bench (which builds it in its own copy).
 $(QP_MEM): $(TOP)/tests/verbs/qp-mem.c
 	$(CC) -O2 -g -Wall -Wextra -Werror -o $@ $< -libverbs
@@ -214,6 +229,13 @@ bench:
 # as make bench.
 bench-scaling:
 	RXUD_LINK=$(LINK) bash $(TOP)/qemu/bench.sh --scaling
+
+# Issue 29's incast table (Documentation/incast.rst): N = 2, 8, 32 XUD and
+# RC senders to one receiver through a RED/ECN bottleneck, congestion
+# control on and off (tests/guest/27-incast.sh in full), on the bench
+# kernel in one VM.
+bench-incast:
+	bash $(TOP)/qemu/bench-incast.sh
 
 # Issue 27's soak (not in check; check runs a short version of it,
 # tests/guest/22-soak.sh): qemu/soak.sh builds the KASAN + UBSAN kernel on
@@ -273,7 +295,7 @@ clean:
 	-$(MAKE) -C $(KDIR) M=$(KTEST) LLVM=1 clean
 	rm -f $(TOP)/.rxud-kdir
 	rm -f $(VERBS_TEST) $(RC_TEST) $(DATA_TEST) $(EX_TEST) $(XUD_TEST) $(XUD_DATA) $(RXUD_PERF) \
-		$(XUD_SINK) $(XUD_RECREATE) $(XUD_BOUNDS) $(QP_MEM) $(UDP_LAT) $(RING_STORM) $(HELD_DEVICE) $(ORPHAN_SEND) $(MCAST_TEST)
+		$(XUD_SINK) $(XUD_RECREATE) $(XUD_BOUNDS) $(RXUD_MCAST) $(QP_MEM) $(UDP_LAT) $(RING_STORM) $(HELD_DEVICE) $(ORPHAN_SEND) $(MCAST_TEST)
 	rm -rf $(TOP)/rust/proto/target $(TOP)/rust/abi/target $(PROVIDER)/target $(PROVIDER)/build
 
 help:

@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# RDMC over XUD (rdma-core-provider/rdmc; tests/verbs/rxud-mcast.c;
+# Documentation/xud.rst, "RDMC over XUD"): 5 members, each an rxud device
+# in a namespace of its own behind a router namespace (tests/lib/mesh.sh:
+# RoCEv2 routed, one /24 per link), one process and one XUD QP each, in
+# the initial namespace where the devices are. Root: member 2 (so ranks
+# and the schedules' virtual ranks differ). For each algorithm (seq,
+# chain, tree, pipeline) a group whose root sends an object of 2 MB in
+# 128 KB blocks: every member must have every byte (its checksum the
+# root's, every word the root's pattern), and nobody may have refused a
+# block or a control message. The pipeline's group goes on sending 2 MB
+# objects back to back, and member 4, a relay, is killed (SIGKILL) once
+# the first has gone: every survivor must report member 4's failure, and
+# only that, and exit 3. The schedules themselves are checked first,
+# without devices (rxud-mcast -P).
+. "$(dirname "$0")/../lib/tap.sh"
+. "$(dirname "$0")/../lib/rxud.sh"
+. "$(dirname "$0")/../lib/mesh.sh"
+TAP_PLANNED=11
+tap_begin $TAP_PLANNED
+export RDMAV_DRIVERS=$RXUD_TOP/rdma-core-provider/build/librxud
+MC=$RXUD_TOP/tests/verbs/rxud-mcast
+N=5
+ROOT=2
+VICTIM=4
+SIZE=2097152
+W=/tmp/28-rdmc
+declare -a gid pids
+rm -rf "$W"
+mkdir -p "$W"
+
+setup() {
+	local i
+	mesh_router mcr || return 1
+	for i in $(seq 0 $((N - 1))); do
+		mesh_host mcr "mc$i" "mv$i" "10.79.$i" || return 1
+	done
+	for i in $(seq 0 $((N - 1))); do
+		wait_for 10 v2_gid_index "rxmv$i" || return 1
+	done
+}
+
+check "the schedules of every algorithm bring every block to every member once, from the member its plan names, for 2 to 9 members (rxud-mcast -P)" \
+	"$MC" -P -n 2-9 -a seq,chain,tree,pipeline -s 1,5M -b 128K
+
+rxud_load
+check "$N members, each an rxud device in its namespace, routed through a router namespace" setup
+# Looked up once, here (check runs setup in a subshell).
+for i in $(seq 0 $((N - 1))); do
+	gid[i]=$(v2_gid_index "rxmv$i")
+done
+
+# members RUN ARGS...: one rxud-mcast per member, in the background
+# (pids[]), their member files in $W/RUN and their output in $W/RUN/out.I.
+members() {
+	local run=$1 i
+	shift
+	mkdir -p "$W/$run"
+	for i in $(seq 0 $((N - 1))); do
+		bg_in - "$MC" -d "rxmv$i" -x "${gid[i]}" -D "$W/$run" -n $N -r "$i" -R $ROOT -T 60 "$@" \
+			>"$W/$run/out.$i" 2>&1
+		pids[i]=$!
+	done
+}
+
+# One run: a group per algorithm, one object each but the last
+# (pipeline), which sends objects back to back until member VICTIM is
+# killed: the root is always in the middle of a transfer.
+members run -a seq,chain,tree,pipeline:1000 -s $SIZE -b 128K -i 1 -S 28
+wait_for 120 grep -q '^iter 1 group 4 ' "$W/run/out.$ROOT"
+check "the root sent an object with each algorithm (the pipeline's group going on)" \
+	grep -q '^iter 1 group 4 ' "$W/run/out.$ROOT"
+kill -KILL "${pids[VICTIM]}"
+t0=${EPOCHREALTIME/./}
+# (Its end reaped quietly: bash reports a killed job on its stderr.)
+{ wait "${pids[VICTIM]}"; } 2>/dev/null
+declare -a rc
+for i in $(seq 0 $((N - 1))); do
+	[ "$i" = $VICTIM ] && continue
+	wait "${pids[i]}"
+	rc[i]=$?
+done
+t1=${EPOCHREALTIME/./}
+gone=$(((t1 - t0) / 100000))
+gone=$((gone / 10)).$((gone % 10))
+tap_diag <"$W/run/out.$ROOT"
+
+# verified G: each member but the root printed group G's object's
+# checksum, the root's, and "ok" (every word of the root's pattern). One
+# awk for all: a process costs a TCG guest some 70 ms.
+verified() {
+	awk -v g="$1" -v size=$SIZE -v root="$W/run/out.$ROOT" -v n=$((N - 1)) '
+		$1 == "verify" && $3 == g && $7 == size && $9 == 1 {
+			if (FILENAME == root && $12 == "sent")
+				sum = $11
+			else if (FILENAME != root && $12 == "ok")
+				ok[$11]++
+		}
+		END { exit !(sum != "" && ok[sum] == n) }' "$W"/run/out.*
+}
+# took G: the root's time for group G's object.
+took() { sed -n "s/^iter 1 group $1 alg [a-z]* size $SIZE ms \([0-9]*\) MBps \(.*\)/\1 ms, \2 MB\/s/p" "$W/run/out.$ROOT"; }
+g=0
+for alg in seq chain tree pipeline; do
+	g=$((g + 1))
+	check "$alg: each of the $((N - 1)) members got every byte of a 2 MB object, its checksum the root's ($(took $g))" \
+		verified $g
+done
+# Every stats line (the pipeline group's at the survivors' exit):
+# nothing refused, blocks or control messages.
+refused() { cat "$W"/run/out.* | sed -n 's/^stats .* blocks_refused \([0-9]*\) ctrl_refused \([0-9]*\) .*/\1 \2/p' | tr ' ' '\n' | sort -u; }
+check_eq "no member refused a block or a control message" 0 "$(refused)"
+
+grep -h 'failed\|rxud-mcast' "$W"/run/out.* | sort | uniq -c | tap_diag
+# reported: each survivor said "member VICTIM failed" and exited 3.
+reported() {
+	local i
+	for i in $(seq 0 $((N - 1))); do
+		[ "$i" = $VICTIM ] && continue
+		grep -qx "member $VICTIM failed" "$W/run/out.$i" && [ "${rc[i]}" = 3 ] || return 1
+	done
+}
+check "member $VICTIM killed (SIGKILL) in a transfer: every survivor reported its failure and exited 3 (the last ${gone} s after the kill)" reported
+check_eq "no survivor reported another member's failure" 0 \
+	"$(cat "$W"/run/out.* | grep '^member [0-9]* failed' | grep -cv "^member $VICTIM failed")"
+
+# shellcheck disable=SC2046 # names without blanks
+check "no rxud device left, rmmod rxud" eval 'mesh_teardown mcr $(seq -f "mc%g" 0 $((N - 1))) && rmmod rxud'
+tap_end
