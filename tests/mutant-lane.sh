@@ -4,7 +4,9 @@
 #   tests/mutant-lane.sh LIST
 # LIST has one mutant per line: NAME, KO, TEST and, for a mutant that
 # kmemleak is to catch, "scan" (for one that may crash the kernel,
-# "crash": the guest powers off after its test), tab-separated (a file,
+# "crash": the guest powers off after its test; "-" for neither), and for
+# a user-space mutant VAR=VALUE for its test's environment (RXUD_MCAST:
+# its build of the RDMC tool), tab-separated (a file,
 # not arguments: the guest's command travels on the kernel command line,
 # which holds 2048 bytes). Each mutant's TAP stream and kernel log go to $RXUD_OUT/NAME/
 # (the kernel log cleared in between, so each holds its own run), and for
@@ -41,7 +43,7 @@ cleanup() {
 
 list=${1:?usage: $0 LIST}
 # The list on fd 3: the tests must not read it from their stdin.
-while IFS=$'\t' read -r name ko test scan <&3; do
+while IFS=$'\t' read -r name ko test scan env <&3; do
 	mkdir -p "$out/$name"
 	# Whether lockdep can still report (it stops after its first report
 	# or a taint): the judge says so of a lockdep mutant that survived.
@@ -54,8 +56,11 @@ while IFS=$'\t' read -r name ko test scan <&3; do
 		mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug
 		echo clear >/sys/kernel/debug/kmemleak
 	fi
-	RXUD_OUT=$out/$name RXUD_KO=$ko RXUD_FAIL_FAST=1 RXUD_KMEMLEAK_SCAN=$([ "$scan" = scan ] && echo 1 || echo 0) \
-		"$top/tests/guest-runner.sh" "$test" </dev/null >/dev/null 2>&1
+	(
+		[ -z "${env:-}" ] || export "${env?}"
+		RXUD_OUT=$out/$name RXUD_KO=$ko RXUD_FAIL_FAST=1 RXUD_KMEMLEAK_SCAN=$([ "$scan" = scan ] && echo 1 || echo 0) \
+			"$top/tests/guest-runner.sh" "$test" </dev/null >/dev/null 2>&1
+	)
 	if [ "$scan" = crash ]; then
 		# A crasher (tests/mutation.sh, CRASHERS) is the lane's last: its
 		# results are written; power off before its use after free runs

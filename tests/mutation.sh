@@ -45,10 +45,17 @@ building=()
 # `build`: the build must fail, with WANT in its log. TEST `host`: a
 # mutant of the protocol core (FILE under proto/): its host tests
 # (cargo test) must fail, with WANT in their output; nothing to boot.
+# FILE under rust/, or rdma-core-provider/rdmc/ (the RDMC library, a
+# user-space mutant: rxud-mcast is built with it, and TEST runs against
+# the unmutated module with RXUD_MCAST naming that build).
 mutant() {
 	local name=$1 file=$2 from=$3 to=$4 test=$5 want=$6 src
 	src=$work/$name
 	mkdir -p "$src"
+	if [[ $file == rdma-core-provider/rdmc/* ]]; then
+		user_mutant "$@"
+		return
+	fi
 	cp -r "$TOP/Kbuild" "$TOP/rust" "$src/"
 	rm -rf "$src"/rust/*/target
 	# Sources only: objects built in the work tree must not leak in.
@@ -72,6 +79,29 @@ mutant() {
 		else
 			make -s -C "$KDIR" M="$src" "${KMAKE_FLAGS[@]}" modules >"$src/build.log" 2>&1 || rc=$?
 		fi
+		echo "$rc" >"$src/build.rc"
+	) &
+	building+=("$name"$'\t'"$test"$'\t'"$want")
+}
+
+# user_mutant ARGS...: mutant's user-space half (see mutant): the RDMC
+# library's directory copied, FILE's copy mutated, rxud-mcast built from
+# this tree's source with it, against this tree's librxud.
+user_mutant() {
+	local name=$1 file=$2 from=$3 to=$4 test=$5 want=$6 src=$work/$1
+	cp -r "$TOP/rdma-core-provider/rdmc" "$src/rdmc"
+	if ! grep -qF -- "$from" "$src/rdmc/${file##*/}"; then
+		echo "not ok - mutant $name: mutation site gone from $file"
+		failed=1
+		return
+	fi
+	FROM=$from TO=$to perl -pi -e 's/\Q$ENV{FROM}\E/$ENV{TO}/' "$src/rdmc/${file##*/}"
+	(
+		rc=0
+		cc -O2 -g -Wall -Wextra -I"$TOP/rdma-core-provider/include" -I"$src/rdmc" \
+			-o "$src/rxud-mcast" "$TOP/tests/verbs/rxud-mcast.c" "$src/rdmc/rdmc.c" -libverbs \
+			-L"$TOP/rdma-core-provider/build" -l:librxud-rdmav34.so \
+			-Wl,-rpath,"$TOP/rdma-core-provider/build" >"$src/build.log" 2>&1 || rc=$?
 		echo "$rc" >"$src/build.rc"
 	) &
 	building+=("$name"$'\t'"$test"$'\t'"$want")
@@ -173,6 +203,10 @@ run_lane() {
 	for i in "${!names[@]}"; do
 		[ "$(lane_of "$i")" = "$lane" ] || continue
 		line=$(printf '%s\t%s\t%s' "${names[$i]}" "$work/${names[$i]}/rxud.ko" "$TOP/${tests[$i]}")
+		# A user-space mutant: this tree's module, its own tool.
+		[ ! -x "$work/${names[$i]}/rxud-mcast" ] ||
+			line=$(printf '%s\t%s\t%s\t-\tRXUD_MCAST=%s' "${names[$i]}" "$TOP/rxud.ko" \
+				"$TOP/${tests[$i]}" "$work/${names[$i]}/rxud-mcast")
 		if is_leak "$i"; then
 			leaks+=("$line"$'\tscan')
 			continue
@@ -292,6 +326,13 @@ build_all() {
 	mutant rc-fence-ignored proto/rc/requester.rs \
 		'if fresh && w.fence && self.rd_atomic_out > 0 {' 'if fresh && w.fence && false {' \
 		host 'a_fenced_request_waits_for_earlier_reads_and_atomics.*FAILED'
+
+	# --- RDMC over XUD (issue 29) ---
+	# A member's failure is no longer reported to the application: the
+	# survivors of a killed member go on as if nothing happened.
+	mutant rdmc-failure-unreported rdma-core-provider/rdmc/rdmc.c \
+		'	push_event(g->ctx, g, EV_FAILED, r, 0);' '	(void)push_event;' \
+		tests/guest/28-rdmc.sh '^# not ok [0-9]+ - member [0-9]+ killed'
 
 	# --- Congestion control (issue 29) ---
 	# A CNP no longer cuts the window (the law's reaction gone).

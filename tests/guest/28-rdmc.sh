@@ -19,7 +19,8 @@
 TAP_PLANNED=11
 tap_begin $TAP_PLANNED
 export RDMAV_DRIVERS=$RXUD_TOP/rdma-core-provider/build/librxud
-MC=$RXUD_TOP/tests/verbs/rxud-mcast
+# RXUD_MCAST: another build of the tool (tests/mutation.sh's RDMC mutants).
+MC=${RXUD_MCAST:-$RXUD_TOP/tests/verbs/rxud-mcast}
 N=5
 ROOT=2
 VICTIM=4
