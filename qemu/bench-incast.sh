@@ -41,6 +41,9 @@ if [ -z "$report" ]; then
 	make -C "$src" KDIR="$KDIR" modules provider "$src/tests/verbs/xud-incast" >"$out/build.log" 2>&1 ||
 		{ tail -n 30 "$out/build.log" >&2; die "build failed (log: $out/build.log)"; }
 	log "bench-incast: one VM, N = ${NS[*]}, XUD and RC, cc on and off (about 15 minutes; log: $out/vm0.log)"
+	# The guest runs its command where this one is: in the copy, whose
+	# rxud.ko and tools are the bench kernel's.
+	cd "$src"
 	# shellcheck disable=SC2016 # expanded in the guest
 	"$src/qemu/vm.sh" --mem 2048 --timeout 3000 --out "$out" -- bash -c '
 		for n in '"${NS[*]}"'; do
