@@ -13,6 +13,7 @@
 #   make bench-scaling  1 to 64 QPs and XUD peers, 1 and 2 vCPUs per VM
 #   make bench-incast   2, 8 and 32 XUD and RC senders to one receiver
 #                 through an ECN-marking bottleneck, congestion control on/off
+#   make bench-rdmc     RDMC over XUD: 1 to 64 MB to 8 members, each algorithm
 #   make soak     a million crafted RoCEv2 packets and a hostile ring writer
 #                 against rxud on the KASAN + UBSAN kernel, with live RC,
 #                 UD and XUD traffic; then rmmod, kmemleak, kernel reports
@@ -60,7 +61,7 @@ QP_MEM := $(TOP)/tests/verbs/qp-mem
 UDP_LAT := $(TOP)/tests/verbs/udp-lat
 KTEST := $(TOP)/tests/kmod
 
-.PHONY: all modules provider ktest install setup run bench bench-scaling bench-incast soak check check-host check-vm check-mutants clean help \
+.PHONY: all modules provider ktest install setup run bench bench-scaling bench-incast bench-rdmc soak check check-host check-vm check-mutants clean help \
 	fmt lint fmt-check clippy clippy-module clippy-host
 
 all: modules provider $(VERBS_TEST) $(RC_TEST) $(DATA_TEST) $(EX_TEST) $(FLUSH_TEST) $(XUD_TEST) $(XUD_DATA) $(RXUD_PERF) \
@@ -236,6 +237,12 @@ bench-scaling:
 # kernel in one VM.
 bench-incast:
 	bash $(TOP)/qemu/bench-incast.sh
+
+# Issue 29's RDMC table (Documentation/rdmc.rst): the time to replicate
+# 1 MB to 64 MB to 8 members with each algorithm (tests/guest/28-rdmc.sh's
+# benchmark mode), on the bench kernel in one VM.
+bench-rdmc:
+	bash $(TOP)/qemu/bench-incast.sh --rdmc
 
 # Issue 27's soak (not in check; check runs a short version of it,
 # tests/guest/22-soak.sh): qemu/soak.sh builds the KASAN + UBSAN kernel on

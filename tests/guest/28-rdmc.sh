@@ -13,10 +13,19 @@
 # the first has gone: every survivor must report member 4's failure, and
 # only that, and exit 3. The schedules themselves are checked first,
 # without devices (rxud-mcast -P).
+#
+# With RXUD_RDMC_BENCH=SIZES (rxud-mcast's -s, e.g. 1M-64M) it is the
+# benchmark instead (make bench-rdmc, qemu/bench-incast.sh --rdmc): each
+# algorithm's time to replicate one object of each size to the members
+# (RXUD_RDMC_N of them, default 8, root 0; 1 MB blocks, the members'
+# checks left out: -q), and the kernel memory each member's context and
+# group took; its "result" and "memory" lines are the figures.
 . "$(dirname "$0")/../lib/tap.sh"
 . "$(dirname "$0")/../lib/rxud.sh"
 . "$(dirname "$0")/../lib/mesh.sh"
+BENCH=${RXUD_RDMC_BENCH:-}
 TAP_PLANNED=11
+[ -z "$BENCH" ] || TAP_PLANNED=3
 tap_begin $TAP_PLANNED
 export RDMAV_DRIVERS=$RXUD_TOP/rdma-core-provider/build/librxud
 # RXUD_MCAST: another build of the tool (tests/mutation.sh's RDMC mutants).
@@ -24,6 +33,7 @@ MC=${RXUD_MCAST:-$RXUD_TOP/tests/verbs/rxud-mcast}
 N=5
 ROOT=2
 VICTIM=4
+[ -z "$BENCH" ] || N=${RXUD_RDMC_N:-8} ROOT=0
 SIZE=2097152
 W=/tmp/28-rdmc
 declare -a gid pids
@@ -41,8 +51,9 @@ setup() {
 	done
 }
 
-check "the schedules of every algorithm bring every block to every member once, from the member its plan names, for 2 to 9 members (rxud-mcast -P)" \
-	"$MC" -P -n 2-9 -a seq,chain,tree,pipeline -s 1,5M -b 128K
+[ -n "$BENCH" ] ||
+	check "the schedules of every algorithm bring every block to every member once, from the member its plan names, for 2 to 9 members (rxud-mcast -P)" \
+		"$MC" -P -n 2-9 -a seq,chain,tree,pipeline -s 1,5M -b 128K
 
 rxud_load
 check "$N members, each an rxud device in its namespace, routed through a router namespace" setup
@@ -63,6 +74,28 @@ members() {
 		pids[i]=$!
 	done
 }
+
+if [ -n "$BENCH" ]; then
+	# kB of unreclaimable slab and vmalloc: before the members, and once
+	# the root sent its first object (every context and group made).
+	kmem() { awk '/^SUnreclaim:/ { s = $2 } /^VmallocUsed:/ { v = $2 } END { print s + v }' /proc/meminfo; }
+	m0=$(kmem)
+	members bench -a seq,chain,tree,pipeline -s "$BENCH" -b 1M -i 1 -q -T 600
+	wait_for 600 grep -q '^iter 1 group 1 ' "$W/bench/out.$ROOT"
+	m1=$(kmem)
+	echo "memory members $N kB_per_member $(((m1 - m0) / N))" | tap_diag
+	for i in $(seq 0 $((N - 1))); do
+		wait "${pids[i]}"
+		rc[i]=$?
+	done
+	grep -h '^result\|rxud-mcast' "$W/bench/out.$ROOT" | tap_diag
+	check_eq "every member replicated every object (exit statuses)" "$(printf '0 %.0s' $(seq 1 $N))" \
+		"$(for i in $(seq 0 $((N - 1))); do printf '%s ' "${rc[i]}"; done)"
+	# shellcheck disable=SC2046 # names without blanks
+	check "no rxud device left, rmmod rxud" eval 'mesh_teardown mcr $(seq -f "mc%g" 0 $((N - 1))) && rmmod rxud'
+	tap_end
+	exit
+fi
 
 # One run: a group per algorithm, one object each but the last
 # (pipeline), which sends objects back to back until member VICTIM is
