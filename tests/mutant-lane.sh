@@ -39,6 +39,14 @@ cleanup() {
 	for m in rxud_ktest rdma_rxe; do
 		[ -d "/sys/module/$m" ] && rmmod "$m" 2>/dev/null
 	done
+	# A mesh test stopped early (tests/lib/mesh.sh) leaves ib_core in its
+	# exclusive namespace mode, where the next test's devices made in a
+	# namespace are not seen outside it: back to shared, once the
+	# namespaces deleted above are gone (it refuses while one is left).
+	for _ in $(seq 30); do
+		rdma system set netns shared 2>/dev/null && break
+		sleep 1
+	done
 }
 
 list=${1:?usage: $0 LIST}
