@@ -171,9 +171,10 @@ $(XUD_INCAST): $(TOP)/tests/verbs/xud-incast.c $(TOP)/tests/verbs/xud-tool.h $(T
 
 # RDMC over XUD (rdma-core-provider/rdmc): the library, and its
 # perftest-shaped tool (tests/guest/28-rdmc.sh).
-$(RDMC_LIB): $(PROVIDER)/rdmc/rdmc.c $(PROVIDER)/rdmc/rdmc.h $(PROVIDER)/include/infiniband/rxudv.h | provider
+$(RDMC_LIB): $(PROVIDER)/rdmc/rdmc.c $(PROVIDER)/rdmc/rdmc.h $(PROVIDER)/rdmc/blake2s.c $(PROVIDER)/rdmc/blake2s.h $(PROVIDER)/include/infiniband/rxudv.h | provider
 	$(CC) -O2 -g -Wall -Wextra -Werror -I$(PROVIDER)/include -c -o $(PROVIDER)/build/rdmc.o $<
-	$(AR) rcs $@ $(PROVIDER)/build/rdmc.o
+	$(CC) -O2 -g -Wall -Wextra -Werror -c -o $(PROVIDER)/build/blake2s.o $(PROVIDER)/rdmc/blake2s.c
+	$(AR) rcs $@ $(PROVIDER)/build/rdmc.o $(PROVIDER)/build/blake2s.o
 
 $(RXUD_MCAST): $(TOP)/tests/verbs/rxud-mcast.c $(TOP)/tests/verbs/xud-tool.h $(TOP)/tests/verbs/util.h \
 		$(PROVIDER)/rdmc/rdmc.h $(RDMC_LIB) | provider

@@ -99,7 +99,7 @@ user_mutant() {
 	(
 		rc=0
 		cc -O2 -g -Wall -Wextra -I"$TOP/rdma-core-provider/include" -I"$src/rdmc" \
-			-o "$src/rxud-mcast" "$TOP/tests/verbs/rxud-mcast.c" "$src/rdmc/rdmc.c" -libverbs \
+			-o "$src/rxud-mcast" "$TOP/tests/verbs/rxud-mcast.c" "$src/rdmc/rdmc.c" "$src/rdmc/blake2s.c" -libverbs \
 			-L"$TOP/rdma-core-provider/build" -l:librxud-rdmav34.so \
 			-Wl,-rpath,"$TOP/rdma-core-provider/build" >"$src/build.log" 2>&1 || rc=$?
 		echo "$rc" >"$src/build.rc"
@@ -333,6 +333,12 @@ build_all() {
 	mutant rdmc-failure-unreported rdma-core-provider/rdmc/rdmc.c \
 		'	push_event(g->ctx, g, EV_FAILED, r, 0);' '	(void)push_event;' \
 		tests/guest/28-rdmc.sh '^# not ok [0-9]+ - member [0-9]+ killed'
+
+	# A member no longer checks its copy against the root's digest: the
+	# object a hostile relay altered is taken (and the tool finds it BAD).
+	mutant rdmc-digest-unchecked rdma-core-provider/rdmc/rdmc.c \
+		'	if (memcmp(d, g->digest, sizeof(d))) {' '	if (0 && memcmp(d, g->digest, sizeof(d))) {' \
+		tests/guest/28-rdmc.sh '^# not ok [0-9]+ - a hostile relay'
 
 	# --- Congestion control (issue 29) ---
 	# A CNP no longer cuts the window (the law's reaction gone).

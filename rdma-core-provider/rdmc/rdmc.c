@@ -11,6 +11,17 @@
  * placed, so a block's receive completion means the block is there; and
  * it completes a send in error when the destination does not
  * acknowledge, which is how a failed member is found.
+ *
+ * A member's copy is protected from the other members twice over. Its
+ * buffer takes remote writes only while a transfer it has not finished
+ * is under way (the MR is re-registered without remote write access once
+ * every block is in, and with it again at the next BEGIN); and the
+ * root's BEGIN carries the object's BLAKE2s-256 digest, which a member
+ * checks once its buffer is closed, before its callback: a copy that
+ * does not match is never delivered, and the member reports itself
+ * failed to every member (a relay may alter what it passes on, and a
+ * member holding the key may write anywhere in the buffer while it is
+ * open; neither can make a member take a wrong object).
  */
 #include <arpa/inet.h>
 #include <endian.h>
@@ -21,6 +32,7 @@
 #include <time.h>
 #include <infiniband/verbs.h>
 #include <infiniband/rxudv.h>
+#include "blake2s.h"
 #include "rdmc.h"
 
 #define QKEY		0x52444d43	/* "RDMC" */
@@ -76,6 +88,7 @@ struct wire_msg {
 	uint64_t addr;
 	uint64_t len;		/* JOIN: the buffer's length; BEGIN: the object's */
 	uint64_t params;	/* JOIN: hash of the group's attributes */
+	uint8_t digest[BLAKE2S_OUT];	/* BEGIN: the object's BLAKE2s-256 */
 };
 
 /*
@@ -136,6 +149,8 @@ struct rdmc_group {
 	uint8_t *buf;
 	size_t len;
 	struct ibv_mr *mr;
+	uint32_t rkey;		/* the key our JOINs gave (the MR's, re-registered or not) */
+	int open;		/* the buffer takes remote writes */
 	unsigned int hb_ms;
 	rdmc_complete_fn complete;
 	rdmc_failed_fn failed_cb;
@@ -147,6 +162,7 @@ struct rdmc_group {
 	/* The transfer: the latest, or the one under way. */
 	uint32_t seq, last_done;
 	uint64_t size;
+	uint8_t digest[BLAKE2S_OUT];	/* the object's, from the root */
 	enum phase phase;
 	struct rdmc_plan plan;
 	uint8_t *have;
@@ -600,6 +616,7 @@ static void msg_to_wire(struct wire_msg *w, const struct wire_msg *m)
 	w->addr = htobe64(m->addr);
 	w->len = htobe64(m->len);
 	w->params = htobe64(m->params);
+	memcpy(w->digest, m->digest, sizeof(w->digest));
 }
 
 static void msg_from_wire(struct wire_msg *m, const struct wire_msg *w)
@@ -613,6 +630,7 @@ static void msg_from_wire(struct wire_msg *m, const struct wire_msg *w)
 	m->addr = be64toh(w->addr);
 	m->len = be64toh(w->len);
 	m->params = be64toh(w->params);
+	memcpy(m->digest, w->digest, sizeof(m->digest));
 }
 
 /* Sends @m to member @to from a free slot; 0, or -1 if the QP broke. */
@@ -663,10 +681,11 @@ static void send_ctrl(struct rdmc_group *g, unsigned int to, int type, uint32_t 
 		m.params = g->params;
 		if (writers_of(g->alg, g->n, g->root, g->rank) & 1ULL << to) {
 			m.addr = (uintptr_t)g->buf;
-			m.rkey = g->mr->rkey;
+			m.rkey = g->rkey;
 		}
 	} else if (type == M_BEGIN) {
 		m.len = g->size;
+		memcpy(m.digest, g->digest, sizeof(m.digest));
 	}
 	if (c->n_free && !c->pend_head) {
 		send_now(c, g, to, K_CTRL, &m);
@@ -725,6 +744,54 @@ static void fail_member(struct rdmc_group *g, unsigned int r)
 	for (unsigned int q = 0; q < g->n; q++)
 		if (q != r)
 			send_ctrl(g, q, M_FAIL, r);
+}
+
+/*
+ * Gives the buffer remote write access (@open) or takes it away, keeping
+ * its key: 0, or -1 if the provider cannot (the member then fails).
+ */
+static int set_open(struct rdmc_group *g, int open)
+{
+	int access = IBV_ACCESS_LOCAL_WRITE | (open ? IBV_ACCESS_REMOTE_WRITE : 0);
+
+	if (g->open == open)
+		return 0;
+	if (ibv_rereg_mr(g->mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0, access) ||
+	    g->mr->rkey != g->rkey)
+		return -1;
+	g->open = open;
+	return 0;
+}
+
+/*
+ * This member cannot take the transfer (its copy is not the root's, or
+ * its buffer would not open or close): every member hears that it
+ * failed, and the group stops.
+ */
+static void refuse_transfer(struct rdmc_group *g)
+{
+	for (unsigned int q = 0; q < g->n; q++)
+		send_ctrl(g, q, M_FAIL, g->rank);
+	fail_member(g, g->rank);
+}
+
+/*
+ * Every block is here: the buffer closes to remote writes, then the
+ * copy must be the root's object, byte for byte, or it is refused.
+ */
+static void seal_copy(struct rdmc_group *g)
+{
+	uint8_t d[BLAKE2S_OUT];
+
+	if (set_open(g, 0)) {
+		refuse_transfer(g);
+		return;
+	}
+	blake2s256(g->buf, g->size, d);
+	if (memcmp(d, g->digest, sizeof(d))) {
+		g->st.copies_refused++;
+		refuse_transfer(g);
+	}
 }
 
 /* The transfer is complete here: the callback, and at a member DONE after it. */
@@ -871,6 +938,11 @@ static void on_msg(struct rdmc_group *g, const struct wire_msg *m, const union i
 			g->st.ctrl_refused++;
 			return;
 		}
+		memcpy(g->digest, m->digest, sizeof(g->digest));
+		if (set_open(g, 1)) {
+			refuse_transfer(g);
+			return;
+		}
 		g->phase = P_RUNNING;
 		send_ctrl(g, g->root, M_READY, m->seq);
 		break;
@@ -987,6 +1059,8 @@ static void on_block(struct rdmc_ctx *c, const struct ibv_wc *wc)
 	g->have[b] = 1;
 	g->received++;
 	g->st.blocks_received++;
+	if (g->received == g->plan.nblocks)
+		seal_copy(g);
 	check_complete(g);
 }
 
@@ -1536,15 +1610,15 @@ struct rdmc_group *rdmc_create_group(struct rdmc_ctx *c, const struct rdmc_group
 	g->params = params_of(a);
 	/*
 	 * The root's copy is written by nobody; a member's buffer takes
-	 * remote writes, through an MR of the buffer alone.
+	 * remote writes through an MR of the buffer alone, and only in a
+	 * transfer (set_open()): closed until the first BEGIN.
 	 */
-	g->mr = ibv_reg_mr(c->pd, g->buf, g->len,
-			   a->rank == a->root ? IBV_ACCESS_LOCAL_WRITE :
-			   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	g->mr = ibv_reg_mr(c->pd, g->buf, g->len, IBV_ACCESS_LOCAL_WRITE);
 	if (!g->mr) {
 		err = errno;
 		goto fail;
 	}
+	g->rkey = g->mr->rkey;
 	for (unsigned int r = 0; r < g->n; r++) {
 		struct peer *p = &g->peers[r];
 		struct ibv_ah_attr ah = {
@@ -1647,6 +1721,7 @@ int rdmc_send(struct rdmc_group *g, size_t size)
 	}
 	if (start_transfer(g, g->last_done + 1, size))
 		return -1;
+	blake2s256(g->buf, size, g->digest);
 	/* Every member learns the size before any block can reach it. */
 	g->phase = P_BEGUN;
 	for (unsigned int r = 0; r < g->n; r++)

@@ -14,6 +14,13 @@
  * computed by every member alike: sequential send, chain, binomial tree
  * or binomial pipeline.
  *
+ * A member accepts a block only from the member its schedule names; its
+ * buffer takes remote writes only while a transfer is under way and not
+ * yet all here; and the root's BEGIN carries the object's BLAKE2s-256
+ * digest, which a member checks before its callback. A copy that another
+ * member altered is therefore never delivered: its holder reports itself
+ * failed instead (and counts it in copies_refused).
+ *
  * Every member calls rdmc_create_group() with the same attributes but
  * its own rank and buffer; it returns once every member has joined. The
  * root calls rdmc_send(); every member's complete callback runs once the
@@ -128,8 +135,8 @@ struct rdmc_group_attr {
 };
 
 /*
- * Joins group @attr->id: registers the buffer (remote write access for a
- * member, none for the root), sends every other member a JOIN with its
+ * Joins group @attr->id: registers the buffer (no remote access until a
+ * transfer begins; the root's never), sends every other member a JOIN with its
  * address and key (only to members the algorithm has writing to it) and
  * waits up to @timeout_ms for every member's. NULL with errno: EINVAL
  * for bad attributes (or ones another member's JOIN contradicts), EEXIST
@@ -164,6 +171,7 @@ struct rdmc_stats {
 	uint64_t blocks_refused;	/* WRITE_IMM completions refused: see xud.rst */
 	uint64_t ctrl_refused;		/* control messages refused */
 	uint64_t heartbeats;		/* heartbeats sent */
+	uint64_t copies_refused;	/* objects whose digest was not the root's */
 };
 void rdmc_group_stats(const struct rdmc_group *g, struct rdmc_stats *s);
 

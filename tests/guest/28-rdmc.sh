@@ -11,8 +11,12 @@
 # block or a control message. The pipeline's group goes on sending 2 MB
 # objects back to back, and member 4, a relay, is killed (SIGKILL) once
 # the first has gone: every survivor must report member 4's failure, and
-# only that, and exit 3. The schedules themselves are checked first,
-# without devices (rxud-mcast -P).
+# only that, and exit 3. Then a hostile relay: in a tree group, member 3
+# (rxud-mcast -t) overwrites its buffer once its own copy is whole, so
+# what it relays to member 0 is not the root's object: member 0 must
+# refuse it (the root's digest), nobody may take a wrong object, and
+# the root must hear that member 0 failed. The schedules and the
+# digest are checked first, without devices (rxud-mcast -P).
 #
 # With RXUD_RDMC_BENCH=SIZES (rxud-mcast's -s, e.g. 1M-64M) it is the
 # benchmark instead (make bench-rdmc, qemu/bench-incast.sh --rdmc): each
@@ -24,7 +28,7 @@
 . "$(dirname "$0")/../lib/rxud.sh"
 . "$(dirname "$0")/../lib/mesh.sh"
 BENCH=${RXUD_RDMC_BENCH:-}
-TAP_PLANNED=11
+TAP_PLANNED=13
 [ -z "$BENCH" ] || TAP_PLANNED=3
 tap_begin $TAP_PLANNED
 export RDMAV_DRIVERS=$RXUD_TOP/rdma-core-provider/build/librxud
@@ -52,7 +56,7 @@ setup() {
 }
 
 [ -n "$BENCH" ] ||
-	check "the schedules of every algorithm bring every block to every member once, from the member its plan names, for 2 to 9 members (rxud-mcast -P)" \
+	check "the schedules of every algorithm bring every block to every member once, from the member its plan names, for 2 to 9 members; BLAKE2s-256 gives the known answers (rxud-mcast -P)" \
 		"$MC" -P -n 2-9 -a seq,chain,tree,pipeline -s 1,5M -b 128K
 
 rxud_load
@@ -63,14 +67,15 @@ for i in $(seq 0 $((N - 1))); do
 done
 
 # members RUN ARGS...: one rxud-mcast per member, in the background
-# (pids[]), their member files in $W/RUN and their output in $W/RUN/out.I.
+# (pids[]), their member files in $W/RUN and their output in $W/RUN/out.I;
+# member $HOSTILE, if set, with -t.
 members() {
 	local run=$1 i
 	shift
 	mkdir -p "$W/$run"
 	for i in $(seq 0 $((N - 1))); do
-		bg_in - "$MC" -d "rxmv$i" -x "${gid[i]}" -D "$W/$run" -n $N -r "$i" -R $ROOT -T 60 "$@" \
-			>"$W/$run/out.$i" 2>&1
+		bg_in - "$MC" -d "rxmv$i" -x "${gid[i]}" -D "$W/$run" -n $N -r "$i" -R $ROOT -T 60 \
+			$([ "$i" != "${HOSTILE:-}" ] || echo -t) "$@" >"$W/$run/out.$i" 2>&1
 		pids[i]=$!
 	done
 }
@@ -157,6 +162,34 @@ reported() {
 check "member $VICTIM killed (SIGKILL) in a transfer: every survivor reported its failure and exited 3 (the last ${gone} s after the kill)" reported
 check_eq "no survivor reported another member's failure" 0 \
 	"$(cat "$W"/run/out.* | grep '^member [0-9]* failed' | grep -cv "^member $VICTIM failed")"
+
+# The hostile relay: in the tree (root 2), member 3 (virtual rank 1)
+# relays the whole object to member 0 (virtual rank 3) once it holds it.
+HOSTILE=3
+members tamper -a tree -s $SIZE -b 128K -i 1 -S 29
+HOSTILE=
+for i in $(seq 0 $((N - 1))); do
+	wait "${pids[i]}"
+	rc[i]=$?
+done
+grep -H '^verify\|^stats\|failed\|rxud-mcast' "$W"/tamper/out.* | tap_diag
+check_eq "a hostile relay (member 3, -t) altered the tree's object on its way to member 0: no member took an object that was not the root's (no BAD)" 0 \
+	"$(cat "$W"/tamper/out.* | grep -c BAD)"
+# refused_copy: member 0 refused its copy, once, and took no object; the
+# root, which waits for every member's DONE, heard that member 0 failed
+# (exit 3); every other honest member either took the root's object (its
+# checksum checked: "ok") or heard the same (members that were done and
+# gone hear nothing).
+refused_copy() {
+	local i
+	grep -q ' copies_refused 1$' "$W/tamper/out.0" && ! grep -q '^verify' "$W/tamper/out.0" &&
+		grep -qx "member 0 failed" "$W/tamper/out.$ROOT" && [ "${rc[ROOT]}" = 3 ] || return 1
+	for i in $(seq 1 $((N - 1))); do
+		[ "$i" = $ROOT ] || [ "$i" = 3 ] ||
+			grep -q '^verify .* ok$\|^member 0 failed$' "$W/tamper/out.$i" || return 1
+	done
+}
+check "member 0 refused its copy (its digest not the root's: copies_refused 1), the root reported member 0 failed, and each other honest member took the root's object or heard the same" refused_copy
 
 # shellcheck disable=SC2046 # names without blanks
 check "no rxud device left, rmmod rxud" eval 'mesh_teardown mcr $(seq -f "mc%g" 0 $((N - 1))) && rmmod rxud'

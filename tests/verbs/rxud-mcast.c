@@ -6,7 +6,7 @@
  *   rxud-mcast -d DEV -x GIDINDEX -D DIR -n MEMBERS -r RANK [-R ROOT]
  *              [-a ALG[:ITERS][,ALG[:ITERS]]...] [-s SIZES] [-b BLOCK]
  *              [-i ITERS] [-S SEED] [-T SECONDS] [-k HEARTBEAT_MS]
- *              [-c RETRY_CNT] [-q]
+ *              [-c RETRY_CNT] [-q] [-t]
  *   rxud-mcast -P -n MEMBERS|MIN-MAX [-a ALG[,ALG]...] [-s SIZES] [-b BLOCK]
  *
  * The member list is the directory DIR: each member opens its device and
@@ -39,7 +39,17 @@
  * the members' checking, which runs before they report completion).
  *
  * After each group, a line of its counters (rdmc_group_stats): "stats
- * group G alg ALG blocks_sent ... blocks_refused R ctrl_refused C ...".
+ * group G alg ALG blocks_sent ... blocks_refused R ctrl_refused C ...
+ * copies_refused D".
+ *
+ * -t makes this member (not the root) hostile, a relay that alters what
+ * it passes on: once it holds the whole object (its blocks_received
+ * says so; its own copy has then passed the digest check), it overwrites
+ * its buffer with 0x5a bytes after every pass of rdmc_progress() (1 ms)
+ * until the transfer ends, so what it relays from then on is not the
+ * root's (with the tree, whose relays wait for the whole object, nearly
+ * all of it). No member may take such an object (the root's digest,
+ * rdmc.h): none may print BAD.
  * When a member fails, each survivor prints "member N failed" (once per
  * failed member) and its stats line, leaves the group and exits 3. Exit 0
  * when every object arrived intact, 4 if one did not, 1 on an error or
@@ -52,7 +62,8 @@
  * block to every member once, from the member its plan names, and finish.
  * One line per case, "plan alg A members N root R blocks B steps S ok"
  * (S: the pipeline's synchronous steps, 0 for the others; root: N / 2);
- * exit 0 if all are ok.
+ * exit 0 if all are ok. First, BLAKE2s-256 (the objects' digest) against
+ * known answers (Python's hashlib.blake2s): "digest blake2s-256 ok".
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -64,12 +75,13 @@
 #include "util.h"
 #include "xud-tool.h"
 #include "rdmc.h"
+#include "blake2s.h"
 
 #define MAX_GROUPS	8
 #define MAX_SIZES	32
 
 static struct rdmc_ctx *ctx;
-static int n_members, rank, root, iters = 3, verify_on = 1;
+static int n_members, rank, root, iters = 3, verify_on = 1, tamper;
 static unsigned long long seed = 1;
 static uint32_t block = 1 << 20;
 /* The groups, one per ALG of -a: its algorithm, its objects per size (0: -i's). */
@@ -175,7 +187,8 @@ static void on_complete(struct rdmc_group *g, uint32_t seq, size_t size, void *a
 	(void)arg;
 	cur.done = 1;
 	cur.done_at = now_ms();
-	if (rank == root || !verify_on)
+	/* (A hostile member's copy is what it made of it.) */
+	if (rank == root || !verify_on || tamper)
 		return;
 	/* Here, before the member reports DONE: the buffer is ours until then. */
 	bad = size == cur.size ? check_object(cur.buf, size, cur.key) : 0;
@@ -200,17 +213,25 @@ static void on_failed(struct rdmc_group *g, unsigned int member, void *arg)
 
 /* Runs the context until the transfer completes, a member fails, or the
  * time is up. */
-static void wait_transfer(void)
+static void wait_transfer(struct rdmc_group *g)
 {
 	long long end = now_ms() + timeout_ms;
+	uint64_t nblocks = (cur.size + block - 1) / block;
+	struct rdmc_stats st;
+	uint64_t base;
 
+	rdmc_group_stats(g, &st);
+	base = st.blocks_received;
 	while (!cur.done && !member_failed) {
 		if (now_ms() >= end) {
 			errno = ETIMEDOUT;
 			die("waiting for a transfer");
 		}
-		if (rdmc_progress(ctx, 200) < 0 && !member_failed)
+		if (rdmc_progress(ctx, tamper ? 1 : 200) < 0 && !member_failed)
 			die("rdmc_progress");
+		rdmc_group_stats(g, &st);
+		if (tamper && st.blocks_received - base >= nblocks)
+			memset(cur.buf, 0x5a, cur.size);
 	}
 }
 
@@ -270,10 +291,11 @@ static void stats_line(struct rdmc_group *g)
 
 	rdmc_group_stats(g, &st);
 	printf("stats group %d alg %s blocks_sent %llu blocks_received %llu "
-	       "blocks_refused %llu ctrl_refused %llu heartbeats %llu\n", cur.group,
-	       rdmc_algorithm_name(cur.alg), (unsigned long long)st.blocks_sent,
+	       "blocks_refused %llu ctrl_refused %llu heartbeats %llu copies_refused %llu\n",
+	       cur.group, rdmc_algorithm_name(cur.alg), (unsigned long long)st.blocks_sent,
 	       (unsigned long long)st.blocks_received, (unsigned long long)st.blocks_refused,
-	       (unsigned long long)st.ctrl_refused, (unsigned long long)st.heartbeats);
+	       (unsigned long long)st.ctrl_refused, (unsigned long long)st.heartbeats,
+	       (unsigned long long)st.copies_refused);
 }
 
 /* Leaves a group whose member failed: exit 3. */
@@ -310,7 +332,7 @@ static long long one_object(struct rdmc_group *g, int gi, int alg, int s, int it
 	cur = (struct transfer){ .buf = cur.buf, .bad = cur.bad, .group = gi, .alg = alg,
 				 .iter = it, .size = size, .key = object_key(gi, s, it) };
 	if (rank != root) {
-		wait_transfer();
+		wait_transfer(g);
 		if (member_failed)
 			failed_exit(g);
 		return 0;
@@ -325,7 +347,7 @@ static long long one_object(struct rdmc_group *g, int gi, int alg, int s, int it
 			failed_exit(g);
 		die("rdmc_send");
 	}
-	wait_transfer();
+	wait_transfer(g);
 	if (member_failed)
 		failed_exit(g);
 	ms = cur.done_at - t0;
@@ -485,9 +507,47 @@ static int check_plans(enum rdmc_algorithm a, unsigned int n, uint32_t nb, unsig
 	return why ? 1 : 0;
 }
 
+/*
+ * BLAKE2s-256 of "abc" (RFC 7693, appendix B) and of 1000 and 100000
+ * bytes (i * 7 + 3) mod 256: the last two cross block boundaries with a
+ * partial last block.
+ */
+static int check_digest(void)
+{
+	static uint8_t buf[100000];
+	static const struct {
+		const void *data;
+		size_t len;
+		const char *hex;
+	} kat[] = {
+		{ "abc", 3, "508c5e8c327c14e2e1a72ba34eeb452f37458b209ed63a294d999b4c86675982" },
+		{ buf, 1000, "02a016193469710efadf8fb005ca19b509331cb847df5598cc0794bded669681" },
+		{ buf, 100000, "537e1a8baaa0888b5fe4e55e122566d8f4acc5c27ca9570ef2dc26b34ffaff85" },
+	};
+	uint8_t d[BLAKE2S_OUT];
+	char hex[2 * BLAKE2S_OUT + 1];
+	int failed = 0;
+
+	for (size_t i = 0; i < sizeof(buf); i++)
+		buf[i] = (uint8_t)(i * 7 + 3);
+	for (size_t k = 0; k < sizeof(kat) / sizeof(kat[0]); k++) {
+		blake2s256(kat[k].data, kat[k].len, d);
+		for (int i = 0; i < BLAKE2S_OUT; i++)
+			sprintf(hex + 2 * i, "%02x", d[i]);
+		if (strcmp(hex, kat[k].hex)) {
+			printf("digest blake2s-256 of %zu bytes %s FAILED: want %s\n", kat[k].len,
+			       hex, kat[k].hex);
+			failed = 1;
+		}
+	}
+	if (!failed)
+		printf("digest blake2s-256 ok\n");
+	return failed;
+}
+
 static int plan_mode(int n_min, int n_max)
 {
-	int failed = 0;
+	int failed = check_digest();
 
 	srandom((unsigned int)seed);
 	for (int a = 0; a < n_groups; a++)
@@ -568,7 +628,7 @@ int main(int argc, char **argv)
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	rank = -1;
-	while ((c = getopt(argc, argv, "d:x:D:n:r:R:a:s:b:i:S:T:k:c:qP")) != -1) {
+	while ((c = getopt(argc, argv, "d:x:D:n:r:R:a:s:b:i:S:T:k:c:qtP")) != -1) {
 		switch (c) {
 		case 'd': dev = optarg; break;
 		case 'x': gid_idx = atoi(optarg); break;
@@ -598,6 +658,7 @@ int main(int argc, char **argv)
 		case 'k': hb_ms = atoi(optarg); break;
 		case 'c': retry_cnt = atoi(optarg); break;
 		case 'q': verify_on = 0; break;
+		case 't': tamper = 1; break;
 		case 'P': plan = 1; break;
 		default: goto usage;
 		}
@@ -621,7 +682,8 @@ int main(int argc, char **argv)
 	n_members = atoi(n_arg);
 	if (!dev || gid_idx < 0 || !dir || n_members < 2 || n_members > RDMC_MAX_MEMBERS ||
 	    rank < 0 || rank >= n_members || root < 0 || root >= n_members || iters < 1 ||
-	    timeout_ms < 1000 || hb_ms < 0 || retry_cnt < 0 || retry_cnt > 7)
+	    timeout_ms < 1000 || hb_ms < 0 || retry_cnt < 0 || retry_cnt > 7 ||
+	    (tamper && rank == root))
 		goto usage;
 	for (int i = 0; i < n_groups; i++)
 		if (!groups[i].iters)
@@ -630,7 +692,7 @@ int main(int argc, char **argv)
 usage:
 	fprintf(stderr, "usage: %s -d DEV -x GIDINDEX -D DIR -n MEMBERS -r RANK [-R ROOT]\n"
 		"         [-a ALG[:ITERS][,ALG[:ITERS]]...] [-s SIZES] [-b BLOCK] [-i ITERS]\n"
-		"         [-S SEED] [-T SECONDS] [-k HEARTBEAT_MS] [-c RETRY_CNT] [-q]\n"
+		"         [-S SEED] [-T SECONDS] [-k HEARTBEAT_MS] [-c RETRY_CNT] [-q] [-t]\n"
 		"       %s -P -n MEMBERS|MIN-MAX [-a ALG[,ALG]...] [-s SIZES] [-b BLOCK]\n"
 		"ALG: seq, chain, tree, pipeline; SIZES: e.g. 4M or 1M-64M or 1M,3M\n",
 		argv[0], argv[0]);
