@@ -354,6 +354,15 @@ build_all() {
 		'self.reorder_delay() * 4' \
 		host 'the_tail_probe_and_the_timeout_wait_for_the_measured_round_trip.*FAILED'
 
+	# The tail probe no longer backs off until a round trip is measured:
+	# on a path that got slower it resends the timed packet every round,
+	# no sample is taken, and 32 streams through one queue resent over
+	# half their packets (issue 29's incast).
+	mutant xud-tail-probe-never-backs-off proto/xud/sender.rs \
+		'.max(self.srtt().saturating_mul(2)) << self.backoff' \
+		'.max(self.srtt().saturating_mul(2))' \
+		host 'a_timeout_backs_off_until_a_round_trip_is_measured.*FAILED'
+
 	# A stalled stream may park, and forgets its destination's stall: a
 	# dead peer's stream, parked between its failures, comes back with a
 	# fresh one's share of the send queue (21-xud-bounds' unstalled peer).

@@ -311,6 +311,14 @@ pub struct SendStream {
     tail_probe: Option<u64>,
     /// Consecutive timeouts without progress.
     retries: u8,
+    /// Timeouts and tail probes since the round trip was last measured:
+    /// the timeout and the tail probe wait `2^backoff` times theirs
+    /// (Karn's algorithm, RFC 6298 5.5 and 5.7). Progress alone does not
+    /// clear it: on a path whose round trip outgrew the estimate, every
+    /// timed packet would be resent by a probe before its answer came, so
+    /// no sample would ever be taken and the estimate never grow (32
+    /// streams through one queue resent over half their packets so).
+    backoff: u8,
     /// After a timeout: only the probe goes until an answer comes.
     probing: bool,
     /// [`STALL_TIMEOUTS`] retransmit timeouts in a row since the
@@ -359,6 +367,7 @@ impl SendStream {
             deadline: None,
             tail_probe: None,
             retries: 0,
+            backoff: 0,
             probing: false,
             stalled: false,
             rnr_until: None,
@@ -682,7 +691,7 @@ impl SendStream {
     /// [`RETRY_SPAN_NS`] however the backoff grew).
     fn arm(&mut self, t: &MsgTable, now: u64) {
         if self.deadline.is_none() {
-            let rto = now.saturating_add(self.rto() << self.retries.min(16));
+            let rto = now.saturating_add(self.rto() << self.retries.max(self.backoff).min(16));
             let span_end = self
                 .active(t)
                 .filter(|(_, m)| m.sent > 0)
@@ -896,8 +905,10 @@ impl SendStream {
         false
     }
 
-    /// Takes a round-trip sample (RFC 6298, 2.2 and 2.3).
+    /// Takes a round-trip sample (RFC 6298, 2.2 and 2.3); the timers' backoff
+    /// ends with it.
     fn take_rtt(&mut self, r: u64) {
+        self.backoff = 0;
         match self.srtt {
             None => {
                 self.srtt = Some(r);
@@ -941,7 +952,7 @@ impl SendStream {
     /// least two round trips (RFC 8985's probe timeout): sooner, the
     /// answer to what is in flight cannot have come yet.
     fn tail_probe_delay(&self) -> u64 {
-        (self.reorder_delay() * 4).max(self.srtt().saturating_mul(2))
+        (self.reorder_delay() * 4).max(self.srtt().saturating_mul(2)) << self.backoff
     }
 
     /// Resends the holes before the reorder mark once it has waited the
@@ -1107,6 +1118,10 @@ impl SendStream {
             if self.window.in_flight() > 0 && !self.probing {
                 let oldest = self.window.oldest_unacked();
                 self.mark_resend(oldest);
+                // As a timeout does: if the path only got slower, the
+                // next probe must wait longer, or it resends the timed
+                // packet each round and no round trip is ever measured.
+                self.backoff = self.backoff.saturating_add(1).min(16);
                 tail = true;
             }
         }
@@ -1139,6 +1154,7 @@ impl SendStream {
             return TimerOutcome::DestinationFailed;
         }
         self.retries += 1;
+        self.backoff = self.backoff.saturating_add(1).min(16);
         self.probing = true;
         self.lost(Loss::Timeout);
         self.stalled |= self.retries >= STALL_TIMEOUTS;
@@ -1375,6 +1391,74 @@ mod tests {
         assert!(s
             .next_packet(&mut t, now + RTT)
             .is_some_and(|p| !p.retransmit));
+    }
+
+    /// A path whose round trip grows from 40 ms to 200 ms, past the
+    /// timeout (the QP's 67 ms): the first timed packets time out and go
+    /// again before their answers come, and Karn's rule takes no sample
+    /// of them. The backoff must outlive the progress their late answers
+    /// make, until a packet is timed whole: then the estimate has the new
+    /// round trip and the timeouts stop. (Without it the timeout fell
+    /// back to 67 ms at every answer and fired at every round, for ever.)
+    #[test]
+    fn a_timeout_backs_off_until_a_round_trip_is_measured() {
+        const RTT: u64 = 40_000_000;
+        const SLOW: u64 = 200_000_000;
+        const STEP: u64 = 1_000_000;
+        let first = Psn::new(0);
+        let (mut s, mut t) = one_message(first, 20_000);
+        let mut now = 0;
+        let mut acked = first;
+        for _ in 0..8 {
+            for _ in 0..16 {
+                s.next_packet(&mut t, now).unwrap();
+            }
+            now += RTT;
+            acked = acked.add(16);
+            s.on_answer(&mut t, &answer(acked, 0), now);
+        }
+        assert!(s.srtt.is_some_and(|r| r < 2 * RTT));
+        // Then a FIFO path of SLOW round trips, lossless but marking
+        // every packet (a queue that holds many streams at their floor,
+        // as incast's does): each copy of a packet is answered SLOW after
+        // it left, the answer acknowledging everything up to the newest
+        // PSN delivered, with a CNP.
+        let mut path: std::collections::VecDeque<(u64, Psn)> = Default::default();
+        let mut newest = acked;
+        let (mut early, mut late) = (0, 0);
+        for step in 0..4_000u64 {
+            now += STEP;
+            while path.front().is_some_and(|&(at, _)| at <= now) {
+                let (_, psn) = path.pop_front().unwrap();
+                if !psn.before(newest) {
+                    newest = psn.next();
+                }
+                s.on_answer(&mut t, &answer(newest, 0), now);
+                s.congestion_notified();
+            }
+            if s.next_deadline().is_some_and(|d| d <= now)
+                && s.on_timer(&mut t, now) == TimerOutcome::Probe
+            {
+                if step < 2_000 {
+                    early += 1;
+                } else {
+                    late += 1;
+                }
+            }
+            while let Some(p) = s.next_packet(&mut t, now) {
+                path.push_back((now + SLOW, p.psn));
+            }
+        }
+        let srtt = s.srtt.unwrap();
+        assert!(
+            srtt > SLOW * 3 / 4,
+            "srtt {} ms after {early} timeouts",
+            srtt / 1_000_000
+        );
+        assert!(early > 0, "the change of path timed out at first");
+        assert_eq!(late, 0, "timeouts once the round trip was measured");
+        assert_eq!(s.backoff, 0);
+        assert_eq!(s.cc.cwnd(), super::MIN_WINDOW);
     }
 
     /// After a timeout, the probe's answer marks for resending only the
