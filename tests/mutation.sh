@@ -359,8 +359,8 @@ build_all() {
 	# no sample is taken, and 32 streams through one queue resent over
 	# half their packets (issue 29's incast).
 	mutant xud-tail-probe-never-backs-off proto/xud/sender.rs \
-		'.max(self.srtt().saturating_mul(2)) << self.backoff' \
-		'.max(self.srtt().saturating_mul(2))' \
+		'        self.rtt.backed_off(delay, 0)' \
+		'        delay' \
 		host 'a_timeout_backs_off_until_a_round_trip_is_measured.*FAILED'
 
 	# A stalled stream may park, and forgets its destination's stall: a

@@ -16,6 +16,7 @@ pub mod mw;
 pub mod numbers;
 pub mod psn;
 pub mod rc;
+pub mod rtt;
 pub mod siphash;
 pub mod uc;
 pub mod window;

@@ -30,6 +30,9 @@
  *
  *   sender DEV: sent N ok K failed F
  *
+ * and, if F is not 0, "sender DEV: first failure STATUS at T ms" (T from
+ * the start of sending).
+ *
  * One process for all, so that they start together and the CPU is shared
  * among them by this loop, not by a loaded guest's scheduler (which, with
  * a process per sender on one vCPU, made the shares unfair by itself).
@@ -293,10 +296,15 @@ struct sender {
 	struct ibv_qp *rc_qp;
 	int out;
 	unsigned long long sent, ok, failed;
+	/* The first failed completion's status, and when (ms into the run). */
+	enum ibv_wc_status first_error;
+	long long first_error_ms;
 };
 
 static struct sender senders[MAX_SENDERS];
 static int n_senders;
+/* When the senders started (ms, now_ms()'s clock). */
+static long long run_start;
 
 /* Waits at most @ms for a completion event of any sender's CQ; takes the
  * events that came and arms those CQs again. */
@@ -341,10 +349,14 @@ static int serve(struct sender *s, int depth, uint32_t qpn, long long end)
 		die("ibv_poll_cq");
 	for (int k = 0; k < n; k++) {
 		s->out--;
-		if (wc[k].status == IBV_WC_SUCCESS)
+		if (wc[k].status == IBV_WC_SUCCESS) {
 			s->ok++;
-		else
-			s->failed++;
+			continue;
+		}
+		if (!s->failed++) {
+			s->first_error = wc[k].status;
+			s->first_error_ms = now_ms() - run_start;
+		}
 	}
 	return did || n > 0;
 }
@@ -396,7 +408,8 @@ static int send_all(char **targets, int seconds, int depth)
 			die("waiting for the receiver");
 		}
 	}
-	long long end = now_ms() + seconds * 1000LL;
+	run_start = now_ms();
+	long long end = run_start + seconds * 1000LL;
 	int busy;
 
 	do {
@@ -415,6 +428,9 @@ static int send_all(char **targets, int seconds, int depth)
 
 		printf("sender %s: sent %llu ok %llu failed %llu\n", s->dev, s->sent, s->ok,
 		       s->failed);
+		if (s->failed)
+			printf("sender %s: first failure %s at %lld ms\n", s->dev,
+			       ibv_wc_status_str(s->first_error), s->first_error_ms);
 		failed += s->failed;
 	}
 	return failed ? 1 : 0;

@@ -51,6 +51,7 @@
 //! ignored.
 
 use super::super::congestion::{Loss, Window};
+use super::super::rtt::Rtt;
 use super::{
     aeth, chunk, local_ack_timeout_ns, packets, position, psn_in, ring_capacity, rnr_timeout_ns,
     AckSyndrome, Class, Config, Direction, MsgKind, NakCode, Opcode, Operation, Position, Psn,
@@ -59,6 +60,17 @@ use super::{
 
 /// The window after a retransmit timeout, in PSNs (see `Requester::cwnd`).
 pub const RESTART_WINDOW: u32 = 2;
+
+/// Doublings of the retransmit timeout a run of timeouts may add before a
+/// round trip is measured again (`rtt`'s Karn backoff). Few: the verbs
+/// promise a dead peer is found after `retry_cnt` timeouts of about the
+/// QP's `timeout` (rxe waits exactly that), and applications size their
+/// own timers by it; enough that a path up to four times slower than the
+/// QP expects still gets a sample and, through it, a longer timeout.
+pub const MAX_TIMEOUT_BACKOFF: u8 = 2;
+
+/// The longest retransmit timeout a measured round trip may ask for.
+pub const MEASURED_TIMEOUT_MAX_NS: u64 = 4_000_000_000;
 
 /// Most response packets one READ request asks for. A larger READ is
 /// requested in segments of this many packets (each a READ request of its
@@ -306,6 +318,19 @@ pub struct Requester<S> {
     deadline: Option<u64>,
     rnr_until: Option<u64>,
     rnr_psn: Psn,
+    /// The round trip, from a first transmission that asked for an answer
+    /// to the answer that acknowledges it (a READ's: its last response,
+    /// which makes the sample longer, never shorter): the
+    /// retransmit timeout is the QP's, or the round trip and four
+    /// deviations if that is longer (IBTA's timeout is a least wait). A
+    /// queue of many senders (incast) or a loaded host can make the path
+    /// slower than the QP's timeout; timing out before the answer can
+    /// come resends the whole window (go back N) and, retry after retry,
+    /// fails the QP.
+    rtt: Rtt,
+    /// The packet being timed and when it left: one at a time, dropped
+    /// when a pass goes back over it (Karn).
+    timing: Option<(Psn, u64)>,
 
     /// A fatal NAK or exhausted RNR retries at a PSN beyond `una`: the
     /// error takes effect once the READs/atomics before it are answered.
@@ -356,6 +381,8 @@ impl<S: AsRef<[Slot]> + AsMut<[Slot]>> Requester<S> {
             deadline: None,
             rnr_until: None,
             rnr_psn: start,
+            rtt: Rtt::NEW,
+            timing: None,
             pending_error: None,
             local_error: None,
             error: None,
@@ -597,6 +624,9 @@ impl<S: AsRef<[Slot]> + AsMut<[Slot]>> Requester<S> {
             }
             (pkt, w.first.add(seg_end))
         };
+        if pkt.ack_req && !pkt.retransmit && self.timing.is_none() {
+            self.timing = Some((pkt.psn, now));
+        }
         if pkt.ack_req {
             self.since_ack_req = 0;
             self.ack_req_end = next;
@@ -608,7 +638,7 @@ impl<S: AsRef<[Slot]> + AsMut<[Slot]>> Requester<S> {
             self.high_psn = next;
         }
         if self.deadline.is_none() {
-            self.deadline = self.timeout_ns.map(|t| now.saturating_add(t));
+            self.deadline = self.retransmit_deadline(now);
         }
         Some(pkt)
     }
@@ -676,6 +706,8 @@ impl<S: AsRef<[Slot]> + AsMut<[Slot]>> Requester<S> {
     fn go_back(&mut self) {
         self.cur_idx = self.una_idx;
         self.cur_psn = self.una;
+        // The timed packet, if not answered, goes again (Karn).
+        self.timing = None;
         self.since_ack_req = 0;
         // Requests for ACKs beyond `una` may be among the lost.
         self.ack_req_end = self.una;
@@ -742,7 +774,21 @@ impl<S: AsRef<[Slot]> + AsMut<[Slot]>> Requester<S> {
         self.shrink_window(why);
         self.go_back();
         self.retry_mark = Some(self.una);
-        self.deadline = self.timeout_ns.map(|t| now.saturating_add(t));
+        if why == Retry::Timeout && self.rtt.backoff() < MAX_TIMEOUT_BACKOFF {
+            self.rtt.back_off();
+        }
+        self.deadline = self.retransmit_deadline(now);
+    }
+
+    /// When the retransmit timer fires if armed at `now`: the QP's
+    /// timeout, or the measured round trip's if longer, backed off after
+    /// timeouts until the next sample; `None` for the QP's infinite
+    /// timeout (0).
+    fn retransmit_deadline(&self, now: u64) -> Option<u64> {
+        self.timeout_ns.map(|t| {
+            let wait = self.rtt.timeout(t, MEASURED_TIMEOUT_MAX_NS.max(t));
+            now.saturating_add(self.rtt.backed_off(wait, 0))
+        })
     }
 
     /// A CNP for this QP came: its packets met a congested queue. Returns
@@ -847,8 +893,14 @@ impl<S: AsRef<[Slot]> + AsMut<[Slot]>> Requester<S> {
             self.retry_mark = None;
             // Restart the retransmit timer, unless waiting out an RNR NAK
             // (sending resumes, and arms it, when the wait ends).
+            if let Some((p, sent)) = self.timing {
+                if p.before(self.una) {
+                    self.timing = None;
+                    self.rtt.sample(now.saturating_sub(sent));
+                }
+            }
             self.deadline = if self.outstanding() && self.rnr_until.is_none() {
-                self.timeout_ns.map(|t| now.saturating_add(t))
+                self.retransmit_deadline(now)
             } else {
                 None
             };
@@ -1803,6 +1855,53 @@ mod tests {
         let p = drain(&mut r, d + 2);
         assert_eq!(p.first().map(|p| p.psn.value()), Some(16));
         assert_eq!(p.len(), 9);
+    }
+
+    /// A path slower than the QP's timeout (a queue of many senders): the
+    /// first timeouts go back N and back off, a packet is then timed whole,
+    /// and the timeout becomes the measured round trip's, so the timeouts
+    /// stop. (With the QP's timeout alone every round timed out and went
+    /// back N until the retries ran out.)
+    #[test]
+    fn a_path_slower_than_the_timeout_gets_a_longer_one() {
+        // The QP's timeout: 4.096 us * 2^10, 4.2 ms; the path: 10 ms.
+        const SLOW: u64 = 10_000_000;
+        const STEP: u64 = 100_000;
+        let mut r = req(0);
+        r.post(msg(1, MsgKind::Write, 4000 * MTU)).unwrap();
+        // Each packet that asks is answered SLOW after it left, the ACK
+        // acknowledging it and everything before it (a FIFO path, no
+        // loss: a resent copy is answered again).
+        let mut path: std::collections::VecDeque<(u64, Psn)> = Default::default();
+        let (mut early, mut late) = (0, 0);
+        let mut now = 0;
+        for step in 0..4_000u64 {
+            now += STEP;
+            while path.front().is_some_and(|&(at, _)| at <= now) {
+                let (_, psn) = path.pop_front().unwrap();
+                r.on_response(&ack(psn), now);
+            }
+            if r.next_deadline().is_some_and(|d| d <= now)
+                && r.on_timeout(now) == TimerOutcome::Retransmit
+            {
+                if step < 2_000 {
+                    early += 1;
+                } else {
+                    late += 1;
+                }
+            }
+            for p in drain(&mut r, now) {
+                if p.ack_req {
+                    path.push_back((now + SLOW, p.psn));
+                }
+            }
+        }
+        assert!(!r.is_error(), "{:?}", completions(&mut r));
+        let srtt = r.rtt.srtt().expect("a round trip measured");
+        assert!(srtt > SLOW * 3 / 4, "srtt {srtt} ns after {early} timeouts");
+        assert!(early > 0, "the QP's timeout was shorter than the path");
+        assert_eq!(late, 0, "timeouts once the round trip was measured");
+        assert!(r.oldest_unacked().value() > 400, "{:?}", r.oldest_unacked());
     }
 
     /// A sequence NAK halves the window for the go-back-N pass, which

@@ -28,6 +28,7 @@
 use super::super::congestion::{Loss, Window};
 use super::super::psn::Psn;
 use super::super::rc::{local_ack_timeout_ns, rnr_timeout_ns, RNR_RETRY_INFINITE};
+use super::super::rtt::Rtt;
 use super::super::window::{AckResult, SendWindow};
 use super::super::wire::{xack, xeth};
 use super::cookie::Cookie;
@@ -311,14 +312,6 @@ pub struct SendStream {
     tail_probe: Option<u64>,
     /// Consecutive timeouts without progress.
     retries: u8,
-    /// Timeouts and tail probes since the round trip was last measured:
-    /// the timeout and the tail probe wait `2^backoff` times theirs
-    /// (Karn's algorithm, RFC 6298 5.5 and 5.7). Progress alone does not
-    /// clear it: on a path whose round trip outgrew the estimate, every
-    /// timed packet would be resent by a probe before its answer came, so
-    /// no sample would ever be taken and the estimate never grow (32
-    /// streams through one queue resent over half their packets so).
-    backoff: u8,
     /// After a timeout: only the probe goes until an answer comes.
     probing: bool,
     /// [`STALL_TIMEOUTS`] retransmit timeouts in a row since the
@@ -333,13 +326,12 @@ pub struct SendStream {
     last_active: u64,
     /// The congestion window, at most [`PIPE`] packets outstanding.
     cc: Window,
-    /// The round trip (RFC 6298's smoothed estimate and its mean
-    /// deviation, in ns), measured from a first transmission that asked
-    /// for an ACK to the answer that acknowledges it; `srtt` is `None`
-    /// until one is. The delays of the reorder rule and the tail probe
-    /// scale with it, and the timeout does beyond the QP's.
-    srtt: Option<u64>,
-    rttvar: u64,
+    /// The round trip, measured from a first transmission that asked for
+    /// an ACK to the answer that acknowledges it. The delays of the
+    /// reorder rule and the tail probe scale with it, the timeout does
+    /// beyond the QP's, and timeouts and tail probes back both off until
+    /// the next sample (`rtt`'s module doc).
+    rtt: Rtt,
     /// The packet being timed and when it left: one at a time, dropped
     /// if it is resent (Karn: the answer could be either copy's).
     timing: Option<(Psn, u64)>,
@@ -367,7 +359,6 @@ impl SendStream {
             deadline: None,
             tail_probe: None,
             retries: 0,
-            backoff: 0,
             probing: false,
             stalled: false,
             rnr_until: None,
@@ -381,8 +372,7 @@ impl SendStream {
                     PIPE
                 })
                 .with_loss_tolerance(LOSS_TOLERANCE),
-            srtt: None,
-            rttvar: 0,
+            rtt: Rtt::NEW,
             timing: None,
         }
     }
@@ -691,7 +681,7 @@ impl SendStream {
     /// [`RETRY_SPAN_NS`] however the backoff grew).
     fn arm(&mut self, t: &MsgTable, now: u64) {
         if self.deadline.is_none() {
-            let rto = now.saturating_add(self.rto() << self.retries.max(self.backoff).min(16));
+            let rto = now.saturating_add(self.rtt.backed_off(self.rto(), self.retries));
             let span_end = self
                 .active(t)
                 .filter(|(_, m)| m.sent > 0)
@@ -785,7 +775,7 @@ impl SendStream {
         if let Some((psn, sent)) = self.timing {
             if self.window.is_acked(psn) {
                 self.timing = None;
-                self.take_rtt(now.saturating_sub(sent));
+                self.rtt.sample(now.saturating_sub(sent));
             }
         }
         if answered > 0 {
@@ -905,36 +895,16 @@ impl SendStream {
         false
     }
 
-    /// Takes a round-trip sample (RFC 6298, 2.2 and 2.3); the timers' backoff
-    /// ends with it.
-    fn take_rtt(&mut self, r: u64) {
-        self.backoff = 0;
-        match self.srtt {
-            None => {
-                self.srtt = Some(r);
-                self.rttvar = r / 2;
-            }
-            Some(srtt) => {
-                self.rttvar = self.rttvar - self.rttvar / 4 + srtt.abs_diff(r) / 4;
-                self.srtt = Some(srtt - srtt / 8 + r / 8);
-            }
-        }
-    }
-
     /// The smoothed round trip, 0 before one was measured.
     fn srtt(&self) -> u64 {
-        self.srtt.unwrap_or(0)
+        self.rtt.srtt().unwrap_or(0)
     }
 
-    /// The retransmit timeout: the QP's (its `timeout` attribute), or
-    /// the measured round trip and four deviations if that is longer (a
-    /// queue or a loaded host made the path slower than the QP expects:
-    /// timing out before the answer can come only resends).
+    /// The retransmit timeout before backoff: the QP's (its `timeout`
+    /// attribute), or the measured round trip and four deviations if that
+    /// is longer.
     fn rto(&self) -> u64 {
-        let measured = self
-            .srtt
-            .map_or(0, |s| s.saturating_add(self.rttvar.saturating_mul(4)));
-        self.cfg.rto_ns().max(measured).min(RETRY_SPAN_NS)
+        self.rtt.timeout(self.cfg.rto_ns(), RETRY_SPAN_NS)
     }
 
     /// How long a hole may be reordering rather than lost: a
@@ -950,9 +920,11 @@ impl SendStream {
     /// How long packets may be in flight with nothing acknowledged before
     /// the oldest goes again (a tail probe): four reorder delays, and at
     /// least two round trips (RFC 8985's probe timeout): sooner, the
-    /// answer to what is in flight cannot have come yet.
+    /// answer to what is in flight cannot have come yet. Backed off as the
+    /// timeout is.
     fn tail_probe_delay(&self) -> u64 {
-        (self.reorder_delay() * 4).max(self.srtt().saturating_mul(2)) << self.backoff
+        let delay = (self.reorder_delay() * 4).max(self.srtt().saturating_mul(2));
+        self.rtt.backed_off(delay, 0)
     }
 
     /// Resends the holes before the reorder mark once it has waited the
@@ -1121,7 +1093,7 @@ impl SendStream {
                 // As a timeout does: if the path only got slower, the
                 // next probe must wait longer, or it resends the timed
                 // packet each round and no round trip is ever measured.
-                self.backoff = self.backoff.saturating_add(1).min(16);
+                self.rtt.back_off();
                 tail = true;
             }
         }
@@ -1154,7 +1126,7 @@ impl SendStream {
             return TimerOutcome::DestinationFailed;
         }
         self.retries += 1;
-        self.backoff = self.backoff.saturating_add(1).min(16);
+        self.rtt.back_off();
         self.probing = true;
         self.lost(Loss::Timeout);
         self.stalled |= self.retries >= STALL_TIMEOUTS;
@@ -1369,7 +1341,7 @@ mod tests {
             acked = acked.add(16);
             s.on_answer(&mut t, &answer(acked, 0), now);
         }
-        let srtt = s.srtt.expect("a round trip measured");
+        let srtt = s.rtt.srtt().expect("a round trip measured");
         assert!(srtt.abs_diff(RTT) < RTT / 10, "srtt {srtt} ns");
         // Sixteen more, then silence: no resend before two round trips.
         for _ in 0..16 {
@@ -1417,7 +1389,7 @@ mod tests {
             acked = acked.add(16);
             s.on_answer(&mut t, &answer(acked, 0), now);
         }
-        assert!(s.srtt.is_some_and(|r| r < 2 * RTT));
+        assert!(s.rtt.srtt().is_some_and(|r| r < 2 * RTT));
         // Then a FIFO path of SLOW round trips, lossless but marking
         // every packet (a queue that holds many streams at their floor,
         // as incast's does): each copy of a packet is answered SLOW after
@@ -1449,7 +1421,7 @@ mod tests {
                 path.push_back((now + SLOW, p.psn));
             }
         }
-        let srtt = s.srtt.unwrap();
+        let srtt = s.rtt.srtt().unwrap();
         assert!(
             srtt > SLOW * 3 / 4,
             "srtt {} ms after {early} timeouts",
@@ -1457,7 +1429,7 @@ mod tests {
         );
         assert!(early > 0, "the change of path timed out at first");
         assert_eq!(late, 0, "timeouts once the round trip was measured");
-        assert_eq!(s.backoff, 0);
+        assert_eq!(s.rtt.backoff(), 0);
         assert_eq!(s.cc.cwnd(), super::MIN_WINDOW);
     }
 
