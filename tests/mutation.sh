@@ -363,6 +363,13 @@ build_all() {
 		'        delay' \
 		host 'a_timeout_backs_off_until_a_round_trip_is_measured.*FAILED'
 
+	# RC's timeout no longer backs off after a timeout: a path slower than
+	# the QP's timeout times out and goes back N at every round, never
+	# measures its round trip, and fails the QP (RC's incast at N = 32).
+	mutant rc-timeout-never-backs-off proto/rc/requester.rs \
+		'pub const MAX_TIMEOUT_BACKOFF: u8 = 2;' 'pub const MAX_TIMEOUT_BACKOFF: u8 = 0;' \
+		host 'a_path_slower_than_the_timeout_gets_a_longer_one.*FAILED'
+
 	# A stalled stream may park, and forgets its destination's stall: a
 	# dead peer's stream, parked between its failures, comes back with a
 	# fresh one's share of the send queue (21-xud-bounds' unstalled peer).
