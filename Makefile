@@ -9,7 +9,8 @@
 #   make run      the main job: two VMs, rxud loaded, traffic between them
 #   make bench    perftest over rxe and rxud between two VMs, side by side
 #                 (LINK=tap: over tap devices and a host bridge instead of
-#                 QEMU's socket link; needs root)
+#                 QEMU's socket link; needs root), then bench-incast's and
+#                 bench-rdmc's tables
 #   make bench-scaling  1 to 64 QPs and XUD peers, 1 and 2 vCPUs per VM
 #   make bench-incast   2, 8 and 32 XUD and RC senders to one receiver
 #                 through an ECN-marking bottleneck, congestion control on/off
@@ -223,9 +224,12 @@ run: all
 # perftest over rxe and rxud between two VMs, side by side (not in check),
 # on the bench kernel. qemu/bench.sh builds that kernel on first use and
 # builds rxud.ko, librxud and qp-mem against it in a copy of this tree, so
-# that this tree's rxud.ko stays built for the test kernel.
+# that this tree's rxud.ko stays built for the test kernel. Then issue
+# 29's incast and RDMC tables (bench-incast, bench-rdmc).
 bench:
 	RXUD_LINK=$(LINK) bash $(TOP)/qemu/bench.sh
+	bash $(TOP)/qemu/bench-incast.sh
+	bash $(TOP)/qemu/bench-incast.sh --rdmc
 
 # Issue 10's scaling runs (Documentation/scaling.rst), on the bench kernel
 # as make bench.

@@ -363,6 +363,14 @@ build_all() {
 		'        delay' \
 		host 'a_timeout_backs_off_until_a_round_trip_is_measured.*FAILED'
 
+	# A stream's backed-off timeout may again leave a destination without
+	# a packet for longer than half the receiver's hold of an unproven
+	# source's receives (one of 32 incast senders then failed REM_INV_REQ).
+	mutant xud-silence-unbounded proto/xud/sender.rs \
+		'let rto = now.saturating_add(wait.min(MAX_SILENCE_NS));' \
+		'let rto = now.saturating_add(wait);' \
+		host 'a_silent_destination_hears_from_the_stream_at_least_every_max_silence.*FAILED'
+
 	# RC's timeout no longer backs off after a timeout: a path slower than
 	# the QP's timeout times out and goes back N at every round, never
 	# measures its round trip, and fails the QP (RC's incast at N = 32).

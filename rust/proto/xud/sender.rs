@@ -35,8 +35,16 @@ use super::cookie::Cookie;
 use super::{
     seq_before, SendStatus, INITIAL_WINDOW, LOSS_TOLERANCE, MAX_MSGS, MIN_WINDOW, PIPE, REORDER,
     REORDER_DEEP, REORDER_DELAY_MIN_NS, RETRY_SPAN_NS, SENDER_IDLE_NS, STALL_TIMEOUTS,
-    UNANSWERED_MSGS, WINDOW_WORDS,
+    UNANSWERED_MSGS, UNPROVEN_HOLD_NS, WINDOW_WORDS,
 };
+
+/// The longest a stream with packets in flight goes without sending,
+/// however its timeout backed off: half the time a receiver holds the
+/// receives of a source that has not yet completed a message
+/// ([`UNPROVEN_HOLD_NS`]). Longer, a live sender's first message could
+/// lose its receive and fail `REM_INV_REQ_ERR` for being slow (one of 32
+/// incast senders did, its timeout backed off to seconds).
+pub const MAX_SILENCE_NS: u64 = UNPROVEN_HOLD_NS / 2;
 
 /// The QP attributes a sender uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -681,7 +689,8 @@ impl SendStream {
     /// [`RETRY_SPAN_NS`] however the backoff grew).
     fn arm(&mut self, t: &MsgTable, now: u64) {
         if self.deadline.is_none() {
-            let rto = now.saturating_add(self.rtt.backed_off(self.rto(), self.retries));
+            let wait = self.rtt.backed_off(self.rto(), self.retries);
+            let rto = now.saturating_add(wait.min(MAX_SILENCE_NS));
             let span_end = self
                 .active(t)
                 .filter(|(_, m)| m.sent > 0)
@@ -924,7 +933,7 @@ impl SendStream {
     /// timeout is.
     fn tail_probe_delay(&self) -> u64 {
         let delay = (self.reorder_delay() * 4).max(self.srtt().saturating_mul(2));
-        self.rtt.backed_off(delay, 0)
+        self.rtt.backed_off(delay, 0).min(MAX_SILENCE_NS)
     }
 
     /// Resends the holes before the reorder mark once it has waited the
@@ -971,6 +980,13 @@ impl SendStream {
                     self.fail(t, m, SendStatus::RnrRetryExceeded);
                     return;
                 }
+                // The destination answered: no transport timeout runs
+                // while it refuses for want of receives (the RNR budget
+                // and the retry span bound that instead); the resend
+                // after the wait arms the timer again.
+                self.retries = 0;
+                self.deadline = None;
+                self.tail_probe = None;
                 // One RNR wait per round: the other packets of a message
                 // refused at once come back with NAKs of their own.
                 if self.rnr_until.is_none() {
@@ -1090,10 +1106,13 @@ impl SendStream {
             if self.window.in_flight() > 0 && !self.probing {
                 let oldest = self.window.oldest_unacked();
                 self.mark_resend(oldest);
-                // As a timeout does: if the path only got slower, the
-                // next probe must wait longer, or it resends the timed
-                // packet each round and no round trip is ever measured.
-                self.rtt.back_off();
+                // Resending the timed packet drops the sample: the next
+                // probe waits longer, or on a path that only got slower
+                // it would resend the timed packet every round and no
+                // round trip would ever be measured.
+                if self.timing.is_some_and(|(p, _)| p == oldest) {
+                    self.rtt.back_off();
+                }
                 tail = true;
             }
         }
@@ -1363,6 +1382,38 @@ mod tests {
         assert!(s
             .next_packet(&mut t, now + RTT)
             .is_some_and(|p| !p.retransmit));
+    }
+
+    /// A destination that never answers hears from the stream at least
+    /// every [`super::MAX_SILENCE_NS`], however far the timeout backed
+    /// off, until the stream gives up: a receiver drops the receives of a
+    /// source silent for twice that which has not completed a message.
+    #[test]
+    fn a_silent_destination_hears_from_the_stream_at_least_every_max_silence() {
+        let (mut s, mut t) = one_message(Psn::new(0), 40);
+        let mut last = 0;
+        let mut longest = 0;
+        while s.next_packet(&mut t, 0).is_some() {}
+        loop {
+            let due = s.next_deadline().expect("a timer while packets are out");
+            let outcome = s.on_timer(&mut t, due);
+            if outcome == TimerOutcome::DestinationFailed {
+                break;
+            }
+            if let Some(p) = s.next_packet(&mut t, due) {
+                assert!(p.retransmit);
+                longest = longest.max(due - last);
+                last = due;
+                while s.next_packet(&mut t, due).is_some() {}
+            }
+            assert!(due < 2 * super::RETRY_SPAN_NS, "never gave up");
+        }
+        assert!(longest > 0);
+        assert!(
+            longest <= super::MAX_SILENCE_NS,
+            "{} ms without a packet",
+            longest / 1_000_000
+        );
     }
 
     /// A path whose round trip grows from 40 ms to 200 ms, past the
