@@ -367,7 +367,7 @@ build_all() {
 	# a packet for longer than half the receiver's hold of an unproven
 	# source's receives (one of 32 incast senders then failed REM_INV_REQ).
 	mutant xud-silence-unbounded proto/xud/sender.rs \
-		'let rto = now.saturating_add(wait.min(MAX_SILENCE_NS));' \
+		'let rto = now.saturating_add(wait.min(self.max_silence()));' \
 		'let rto = now.saturating_add(wait);' \
 		host 'a_silent_destination_hears_from_the_stream_at_least_every_max_silence.*FAILED'
 

@@ -39,8 +39,9 @@ use super::{
 };
 
 /// The longest a stream with packets in flight goes without sending,
-/// however its timeout backed off: half the time a receiver holds the
-/// receives of a source that has not yet completed a message
+/// however its timeout backed off, unless the QP's own timeout is longer
+/// (what the application asked for stands): half the time a receiver
+/// holds the receives of a source that has not yet completed a message
 /// ([`UNPROVEN_HOLD_NS`]). Longer, a live sender's first message could
 /// lose its receive and fail `REM_INV_REQ_ERR` for being slow (one of 32
 /// incast senders did, its timeout backed off to seconds).
@@ -690,7 +691,7 @@ impl SendStream {
     fn arm(&mut self, t: &MsgTable, now: u64) {
         if self.deadline.is_none() {
             let wait = self.rtt.backed_off(self.rto(), self.retries);
-            let rto = now.saturating_add(wait.min(MAX_SILENCE_NS));
+            let rto = now.saturating_add(wait.min(self.max_silence()));
             let span_end = self
                 .active(t)
                 .filter(|(_, m)| m.sent > 0)
@@ -933,7 +934,12 @@ impl SendStream {
     /// timeout is.
     fn tail_probe_delay(&self) -> u64 {
         let delay = (self.reorder_delay() * 4).max(self.srtt().saturating_mul(2));
-        self.rtt.backed_off(delay, 0).min(MAX_SILENCE_NS)
+        self.rtt.backed_off(delay, 0).min(self.max_silence())
+    }
+
+    /// [`MAX_SILENCE_NS`], or the QP's timeout if that is longer.
+    fn max_silence(&self) -> u64 {
+        MAX_SILENCE_NS.max(self.cfg.rto_ns())
     }
 
     /// Resends the holes before the reorder mark once it has waited the
@@ -1414,6 +1420,30 @@ mod tests {
             "{} ms without a packet",
             longest / 1_000_000
         );
+    }
+
+    /// A QP whose own timeout is longer than [`super::MAX_SILENCE_NS`]
+    /// (rxud-perf -T 20: 4.3 s, over a link that delays 1 s) keeps it:
+    /// the cap on silence must not time out before the answers can come.
+    #[test]
+    fn a_qp_timeout_longer_than_max_silence_stands() {
+        let mut t: Vec<SendMsg> = std::vec![SendMsg::FREE; 4];
+        let cfg = Config {
+            timeout: 20,
+            ..Config::DEFAULT
+        };
+        let mut s = SendStream::new(42, Psn::new(0), cfg, 0);
+        s.cookie = super::Cookie::new(1, 1);
+        let msg = Message {
+            wqe: 1,
+            len: 4 * 256,
+            mtu: 256,
+        };
+        s.post(&mut t as &mut MsgTable, msg, 0).unwrap();
+        while s.next_packet(&mut t, 0).is_some() {}
+        let rto = super::local_ack_timeout_ns(20).unwrap();
+        assert!(rto > super::MAX_SILENCE_NS);
+        assert_eq!(s.deadline, Some(rto));
     }
 
     /// A path whose round trip grows from 40 ms to 200 ms, past the
