@@ -44,7 +44,16 @@ setup() {
 	# The bottleneck: the router's end of the receiver's link.
 	inns ir tc qdisc add dev rrv root handle 1: tbf rate "${RATE}mbit" burst 16k latency 500ms &&
 		inns ir tc qdisc add dev rrv parent 1:1 handle 10: red limit 200000 min 15000 \
-			max 45000 avpkt 1500 burst 15 bandwidth "${RATE}mbit" probability 0.1 ecn
+			max 45000 avpkt 1500 burst 15 bandwidth "${RATE}mbit" probability 0.1 ecn &&
+		# The router's neighbour entry for the receiver, fixed: its ARP
+		# probes cross the bottleneck, whose RED drops what is not
+		# ECN-capable once the average queue passes its mark (ARP is not
+		# IP), and about 35 s after setup the entry went STALE, PROBE,
+		# FAILED in the middle of a run: the router then dropped every
+		# packet for the receiver, and 32 RC senders failed RETRY_EXC_ERR
+		# together (Documentation/xud.rst, "Congestion control").
+		inns ir ip neigh replace 10.78.0.1 dev rrv nud permanent \
+			lladdr "$(ip -n irv link show rv | awk '$1 == "link/ether" { print $2 }')"
 }
 # kmem: the kernel's unreclaimable slab and vmalloc use, in kB.
 kmem() { awk '/^SUnreclaim:/ { s = $2 } /^VmallocUsed:/ { v = $2 } END { print s + v }' /proc/meminfo; }
