@@ -1329,6 +1329,23 @@ mod tests {
         (s, t)
     }
 
+    /// Eight rounds of 16 packets from `first`, each answered `rtt` after
+    /// it went (the timed packet among them): the stream has measured
+    /// `rtt`. The time and the next unacknowledged PSN after them.
+    fn rounds_of(s: &mut SendStream, t: &mut MsgTable, first: Psn, rtt: u64) -> (u64, Psn) {
+        let mut now = 0;
+        let mut acked = first;
+        for _ in 0..8 {
+            for _ in 0..16 {
+                s.next_packet(t, now).unwrap();
+            }
+            now += rtt;
+            acked = acked.add(16);
+            s.on_answer(t, &answer(acked, 0), now);
+        }
+        (now, acked)
+    }
+
     /// The reorder rule's marks follow the oldest unacknowledged PSN as
     /// answers move it, so that they never fall 2^23 PSNs behind it (where
     /// they would compare as ahead).
@@ -1356,16 +1373,7 @@ mod tests {
         let (mut s, mut t) = one_message(first, 400);
         // Round trips of 40 ms: each answer acknowledges what went a round
         // trip before, the timed packet among them.
-        let mut now = 0;
-        let mut acked = first;
-        for _ in 0..8 {
-            for _ in 0..16 {
-                s.next_packet(&mut t, now).unwrap();
-            }
-            now += RTT;
-            acked = acked.add(16);
-            s.on_answer(&mut t, &answer(acked, 0), now);
-        }
+        let (now, acked) = rounds_of(&mut s, &mut t, first, RTT);
         let srtt = s.rtt.srtt().expect("a round trip measured");
         assert!(srtt.abs_diff(RTT) < RTT / 10, "srtt {srtt} ns");
         // Sixteen more, then silence: no resend before two round trips.
@@ -1460,16 +1468,7 @@ mod tests {
         const STEP: u64 = 1_000_000;
         let first = Psn::new(0);
         let (mut s, mut t) = one_message(first, 20_000);
-        let mut now = 0;
-        let mut acked = first;
-        for _ in 0..8 {
-            for _ in 0..16 {
-                s.next_packet(&mut t, now).unwrap();
-            }
-            now += RTT;
-            acked = acked.add(16);
-            s.on_answer(&mut t, &answer(acked, 0), now);
-        }
+        let (mut now, acked) = rounds_of(&mut s, &mut t, first, RTT);
         assert!(s.rtt.srtt().is_some_and(|r| r < 2 * RTT));
         // Then a FIFO path of SLOW round trips, lossless but marking
         // every packet (a queue that holds many streams at their floor,
